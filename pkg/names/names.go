@@ -1,0 +1,85 @@
+// Package names holds the well-known names that Fenceline reads and writes on
+// Kubernetes objects: taint keys, annotations, condition types, finalizers and
+// lease names. Every component takes them from here so that the attacher, the
+// companion controller, the deploy manifests and the tests always agree.
+//
+// Names owned by Fenceline live under the fenceline.io domain; names owned by
+// Kubernetes or by the upstream external-attacher are reproduced exactly, so
+// that Fenceline stays a drop-in replacement.
+package names
+
+import "strings"
+
+const (
+	// Domain is the DNS domain that owns every Fenceline-specific name.
+	Domain = "fenceline.io"
+
+	// SafeDetachAnnotation, set to "true" on a CSIDriver object, states that
+	// the driver's ControllerUnpublishVolume with fence=true makes a detach
+	// safe even from a node that may still be running.
+	SafeDetachAnnotation = Domain + "/safe-detach"
+
+	// QuarantineTaint is the taint key the companion controller puts on a
+	// NotReady node (effect NoSchedule) before it force-deletes pods of
+	// safe-detach drivers on it.
+	QuarantineTaint = Domain + "/quarantine"
+
+	// ForceEvictionTaint is the taint key (effect NoExecute) by which an
+	// operator asks for every pod on a NotReady node to be force-deleted.
+	ForceEvictionTaint = Domain + "/force-eviction"
+
+	// OutOfServiceTaint is the KEP-2268 taint key. Only the key matters: any
+	// value and any effect count, as in upstream's controllers.
+	OutOfServiceTaint = "node.kubernetes.io/out-of-service"
+
+	// FencingCompleteCondition is the Node condition type that a node-fencing
+	// controller sets to True once the node is known to be powered off or cut
+	// off from storage.
+	FencingCompleteCondition = "FencingComplete"
+
+	// NodeIDAnnotation is the upstream external-attacher's VolumeAttachment
+	// annotation that records the CSI node ID used at attach time, so that a
+	// detach still works after the node's CSINode is gone.
+	NodeIDAnnotation = "csi.alpha.kubernetes.io/node-id"
+
+	// ControllerManagedAttachAnnotation marks a Node whose volumes are
+	// attached and detached by kube-controller-manager.
+	ControllerManagedAttachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
+
+	// BootIDAnnotation is where the companion controller records the node's
+	// boot ID when it first sees the out-of-service taint, so that it can
+	// later prove a power cycle before removing the taint.
+	BootIDAnnotation = Domain + "/boot-id-at-out-of-service"
+)
+
+// SanitizeDriverName turns a CSI driver name into the form the upstream
+// external-attacher uses in finalizers and lease names: every character
+// outside [a-zA-Z0-9-] becomes '-', and a trailing '-' gets an 'X' appended.
+func SanitizeDriverName(driver string) string {
+	var b strings.Builder
+	for _, r := range driver {
+		if (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteRune('-')
+		}
+	}
+	s := b.String()
+	if strings.HasSuffix(s, "-") {
+		s += "X"
+	}
+	return s
+}
+
+// AttacherFinalizer returns the finalizer the external-attacher (upstream
+// and Fenceline alike) puts on VolumeAttachments and PersistentVolumes of
+// the given driver.
+func AttacherFinalizer(driver string) string {
+	return "external-attacher/" + SanitizeDriverName(driver)
+}
+
+// AttacherLeaseName returns the leader-election lease name shared with the
+// upstream external-attacher, so that the two never lead at the same time.
+func AttacherLeaseName(driver string) string {
+	return "external-attacher-leader-" + SanitizeDriverName(driver)
+}
