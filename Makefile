@@ -44,14 +44,14 @@ build: ## Build every binary into bin/.
 		./cmd/fenceline-attacher ./cmd/fenceline-controller ./mock-driver
 
 .PHONY: tools
-tools: $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler $(TOOLS_BIN)/etcd $(TOOLS_BIN)/kwok ## Build the local control plane (etcd, kube-*, kwok) from the module proxy.
+tools: $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler $(TOOLS_BIN)/etcd $(TOOLS_BIN)/kwok ## Build the local control plane (etcd, kube-*, kwok) from the module proxy.
 
-$(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler: test/tools/kube/go.mod test/tools/kube/go.sum
+$(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler: test/tools/kube/go.mod test/tools/kube/go.sum
 	@mkdir -p $(TOOLS_BIN)
-	@echo ">> building kube-apiserver, kube-controller-manager, kube-scheduler $(KUBE_VERSION) (first time: several minutes)"
+	@echo ">> building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $(KUBE_VERSION) (first time: several minutes)"
 	cd test/tools/kube && $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o $(TOOLS_BIN)/ \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
-	@touch $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+	@touch $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler
 
 $(TOOLS_BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
 	@mkdir -p $(TOOLS_BIN)
