@@ -1,0 +1,35 @@
+// Package fence implements the Fenceline CSI fence extension for both sides of
+// a CSI connection: storage drivers (SPs) and container orchestrators (COs).
+//
+// The extension adds three boolean fields to official CSI requests and one
+// small gRPC service; the contract is defined in api/fence/v1/fence.proto and
+// the generated code lives in package fencev1. The fields are:
+//
+//   - fence (field 4) on csi.ControllerUnpublishVolumeRequest: the driver must
+//     cut the node off from the volume at the storage before returning;
+//   - force (field 3) on csi.NodeUnpublishVolumeRequest and
+//     csi.NodeUnstageVolumeRequest: clean up even if unflushed data is lost.
+//
+// The official Go package (github.com/container-storage-interface/spec/lib/go/csi)
+// does not know these fields, so the protobuf runtime keeps them among a
+// request's unknown fields. This package reads and writes them there, which
+// lets drivers and COs keep using the official types and lets drivers that
+// know nothing of the extension ignore the fields safely.
+//
+// Support is discovered through the FenceCapabilities service rather than the
+// official capability enums, because csi-sanity rejects capability values it
+// does not know and the numbers once proposed for these capabilities now mean
+// MODIFY_VOLUME and GET_VOLUME_HEALTH.
+//
+// Driver side:
+//
+//	fence.RegisterCapabilitiesServer(srv, fence.Capabilities{UnpublishFence: true})
+//	...
+//	if fence.IsFenced(req) { /* revoke the node's access before returning */ }
+//
+// CO side:
+//
+//	caps, err := fence.Discover(ctx, conn)
+//	...
+//	if caps.UnpublishFence { fence.SetFence(req, true) }
+package fence
