@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pki holds the files of a throw-away certificate authority: a CA, a
+// serving certificate for kube-apiserver on loopback, and the RSA key that
+// signs and verifies service-account tokens.
+type pki struct {
+	CACert     string
+	ServeCert  string
+	ServeKey   string
+	SAKey      string
+	SAPub      string
+	CACertData []byte
+}
+
+func newPKI(dir string) (*pki, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating CA key: %w", err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "fenceline-test-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(7 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("creating CA certificate: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, fmt.Errorf("parsing CA certificate: %w", err)
+	}
+	serveKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating serving key: %w", err)
+	}
+	serveTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+	}
+	serveDER, err := x509.CreateCertificate(rand.Reader, serveTmpl, caCert, &serveKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("creating serving certificate: %w", err)
+	}
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, fmt.Errorf("generating service-account key: %w", err)
+	}
+	serveKeyDER, err := x509.MarshalECPrivateKey(serveKey)
+	if err != nil {
+		return nil, fmt.Errorf("encoding serving key: %w", err)
+	}
+	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("encoding service-account public key: %w", err)
+	}
+	p := &pki{
+		CACert:     filepath.Join(dir, "ca.crt"),
+		ServeCert:  filepath.Join(dir, "apiserver.crt"),
+		ServeKey:   filepath.Join(dir, "apiserver.key"),
+		SAKey:      filepath.Join(dir, "sa.key"),
+		SAPub:      filepath.Join(dir, "sa.pub"),
+		CACertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+	}
+	files := []struct {
+		path string
+		typ  string
+		der  []byte
+	}{
+		{p.CACert, "CERTIFICATE", caDER},
+		{p.ServeCert, "CERTIFICATE", serveDER},
+		{p.ServeKey, "EC PRIVATE KEY", serveKeyDER},
+		{p.SAKey, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)},
+		{p.SAPub, "PUBLIC KEY", saPubDER},
+	}
+	for _, f := range files {
+		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o600); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", f.path, err)
+		}
+	}
+	return p, nil
+}
