@@ -43,6 +43,10 @@ type Options struct {
 	// ExtraControllerManagerArgs are appended to kube-controller-manager's
 	// command line (a later flag overrides an earlier one).
 	ExtraControllerManagerArgs []string
+	// AuditLog makes kube-apiserver write every request at level Metadata
+	// to AuditLogPath (JSON lines), so that a test can check which API calls
+	// each component made against its RBAC (see test/rbaccheck).
+	AuditLog bool
 }
 
 // Timings the harness gives kube-controller-manager and KWOK. Tests and the
@@ -63,6 +67,8 @@ type Cluster struct {
 	pki        *pki
 	adminToken string
 	serverURL  string
+
+	auditLog string // empty unless Options.AuditLog
 
 	adminConfig     *rest.Config
 	adminKubeconfig string
@@ -150,6 +156,9 @@ func Launch(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
 		return c, fmt.Errorf("creating log directory: %w", err)
 	}
+	if opts.AuditLog {
+		c.auditLog = filepath.Join(c.logDir, "kube-apiserver-audit.log")
+	}
 	if c.pki, err = newPKI(dir); err != nil {
 		return c, err
 	}
@@ -186,6 +195,10 @@ func Launch(ctx context.Context, opts Options) (*Cluster, error) {
 
 // AdminConfig returns a copy of the cluster-admin client configuration.
 func (c *Cluster) AdminConfig() *rest.Config { return rest.CopyConfig(c.adminConfig) }
+
+// AuditLogPath returns kube-apiserver's audit log, or "" when the cluster
+// was started without Options.AuditLog. Read it with rbaccheck.ReadAuditLog.
+func (c *Cluster) AuditLogPath() string { return c.auditLog }
 
 // AdminKubeconfig returns the path of a kubeconfig file for cluster-admin.
 func (c *Cluster) AdminKubeconfig() string { return c.adminKubeconfig }

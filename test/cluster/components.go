@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"fenceline.io/fenceline/test/rbaccheck"
 )
 
 // portAttempts is how often a component is restarted on a new port when
@@ -83,27 +85,38 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string) error
 	if err := os.WriteFile(tokens, []byte(line), 0o600); err != nil {
 		return fmt.Errorf("writing token file: %w", err)
 	}
+	var auditArgs []string
+	if c.auditLog != "" {
+		policy := filepath.Join(c.dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(rbaccheck.AuditPolicy), 0o600); err != nil {
+			return fmt.Errorf("writing audit policy: %w", err)
+		}
+		// Blocking mode writes each event before the response is sent, so
+		// a test reads every call its components made once they return.
+		auditArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=" + c.auditLog,
+			"--audit-log-format=json", "--audit-log-mode=blocking"}
+	}
 	_, err := startOnFreePorts(ctx, 1, func(ports []int) (*Process, error) {
 		c.serverURL = "https://127.0.0.1:" + strconv.Itoa(ports[0])
-		p, err := StartProcess("kube-apiserver", c.logDir, bin,
-			"--etcd-servers="+etcdURL,
+		p, err := StartProcess("kube-apiserver", c.logDir, bin, append([]string{
+			"--etcd-servers=" + etcdURL,
 			"--etcd-prefix=/fenceline",
-			"--secure-port="+strconv.Itoa(ports[0]),
+			"--secure-port=" + strconv.Itoa(ports[0]),
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
-			"--cert-dir="+filepath.Join(c.dir, "apiserver-certs"),
-			"--tls-cert-file="+c.pki.ServeCert,
-			"--tls-private-key-file="+c.pki.ServeKey,
+			"--cert-dir=" + filepath.Join(c.dir, "apiserver-certs"),
+			"--tls-cert-file=" + c.pki.ServeCert,
+			"--tls-private-key-file=" + c.pki.ServeKey,
 			"--service-account-issuer=https://kubernetes.default.svc",
-			"--service-account-key-file="+c.pki.SAPub,
-			"--service-account-signing-key-file="+c.pki.SAKey,
-			"--token-auth-file="+tokens,
+			"--service-account-key-file=" + c.pki.SAPub,
+			"--service-account-signing-key-file=" + c.pki.SAKey,
+			"--token-auth-file=" + tokens,
 			"--authorization-mode=RBAC",
 			"--service-cluster-ip-range=10.96.0.0/16",
 			"--disable-admission-plugins=ServiceAccount",
 			"--endpoint-reconciler-type=none",
 			"--profiling=false",
-		)
+		}, auditArgs...)...)
 		if err != nil {
 			return nil, err
 		}
