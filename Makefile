@@ -103,6 +103,7 @@ generate-tools:
 .PHONY: generate
 generate: generate-tools ## Regenerate the Go code from the .proto files.
 	PATH=$(TOOLS_BIN):$$PATH buf generate
+	cd mock-driver && PATH=$(TOOLS_BIN):$$PATH buf generate
 
 .PHONY: image
 image: ## Build the container image (needs a Docker engine).

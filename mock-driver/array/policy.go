@@ -1,0 +1,171 @@
+package array
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// This file holds the array's rules as pure functions of the volume record,
+// so that each rule is stated once and table-tested. The methods in
+// controller.go, node.go and data.go look the volume up, call the rule and
+// apply its outcome.
+
+// Semantics are the switches that change the rules.
+type Semantics struct {
+	// Fence: the array honours fence=true on ControllerUnpublishVolume
+	// (UNPUBLISH_FENCE). When false the field is ignored, like a driver
+	// built before the extension existed.
+	Fence bool
+	// ForceUnpublish: the node plugin honours force=true on NodeUnpublish /
+	// NodeUnstage (FORCE_UNPUBLISH). When false every node-side clean-up
+	// counts as forced, since the driver cannot tell them apart.
+	ForceUnpublish bool
+	// UnsafeUnpublish lets a plain unpublish succeed while the node still
+	// uses the volume, leaving the node with write access.
+	UnsafeUnpublish bool
+}
+
+// checkPublish decides ControllerPublishVolume of v to node. attachedOnNode
+// is how many volumes the node has attached in all; max <= 0 means no
+// limit. It returns already=true for an idempotent repeat.
+func checkPublish(v *Volume, node string, mode Mode, readOnly bool, max int64, attachedOnNode int) (already bool, err error) {
+	if _, fenced := v.Fenced[node]; fenced {
+		return false, status.Errorf(codes.FailedPrecondition,
+			"volume %s was fenced off node %s; the node must run a forced NodeUnpublishVolume/NodeUnstageVolume before it can have the volume again", v.ID, node)
+	}
+	if a, ok := v.Attachments[node]; ok {
+		if a.ReadOnly != readOnly || a.AccessMode != mode {
+			return false, status.Errorf(codes.AlreadyExists,
+				"volume %s is already published to node %s with read_only=%t, access mode %s", v.ID, node, a.ReadOnly, a.AccessMode)
+		}
+		return true, nil
+	}
+	for _, other := range slices.Sorted(maps.Keys(v.Attachments)) {
+		if other == node {
+			continue
+		}
+		a := v.Attachments[other]
+		if singleNode(mode) || singleNode(a.AccessMode) {
+			return false, status.Errorf(codes.FailedPrecondition,
+				"volume %s is attached to node %s (%s); the array refuses a second attachment", v.ID, other, a.AccessMode)
+		}
+	}
+	if max > 0 && int64(attachedOnNode) >= max {
+		return false, status.Errorf(codes.ResourceExhausted,
+			"node %s already has %d volumes attached, the maximum", node, attachedOnNode)
+	}
+	return false, nil
+}
+
+// unpublishAction is what ControllerUnpublishVolume does for one node.
+type unpublishAction int
+
+const (
+	// unpublishNothing: nothing attached, nothing to cut off; answer OK.
+	unpublishNothing unpublishAction = iota
+	// unpublishDetach removes the attachment.
+	unpublishDetach
+	// unpublishFence removes the attachment and cuts the node off: its I/O
+	// fails at once and it is quarantined until forced node clean-up.
+	unpublishFence
+	// unpublishUnsafe removes the attachment while the node still uses the
+	// volume and keeps its write access (--unsafe-unpublish).
+	unpublishUnsafe
+)
+
+// decideUnpublish decides ControllerUnpublishVolume of v from node.
+func decideUnpublish(v *Volume, node string, fence bool, sem Semantics) (unpublishAction, error) {
+	_, attached := v.Attachments[node]
+	_, fenced := v.Fenced[node]
+	use := v.Nodes[node]
+	switch {
+	case fenced && !attached:
+		// Already cut off; repeating the unpublish (fenced or not) is a no-op.
+		return unpublishNothing, nil
+	case fence && sem.Fence:
+		if !attached && !use.InUse() {
+			return unpublishNothing, nil
+		}
+		return unpublishFence, nil
+	case !attached && !use.InUse():
+		return unpublishNothing, nil
+	case use.InUse() && sem.UnsafeUnpublish:
+		return unpublishUnsafe, nil
+	case use.InUse():
+		return unpublishNothing, status.Errorf(codes.FailedPrecondition,
+			"volume %s in use by node %s (staged at %q, published at %q); the array cannot tell whether detaching is safe",
+			v.ID, node, use.StagingPath, slices.Sorted(maps.Keys(use.Targets)))
+	default:
+		return unpublishDetach, nil
+	}
+}
+
+// checkNodeAccess decides whether node may stage or publish v: the volume
+// must be attached to it and it must not be fenced off.
+func checkNodeAccess(v *Volume, node string) error {
+	if _, fenced := v.Fenced[node]; fenced {
+		return status.Errorf(codes.FailedPrecondition,
+			"volume %s is fenced off node %s; run a forced NodeUnpublishVolume/NodeUnstageVolume first", v.ID, node)
+	}
+	if _, ok := v.Attachments[node]; !ok {
+		return status.Errorf(codes.FailedPrecondition,
+			"volume %s is not attached to node %s; ControllerPublishVolume must come first", v.ID, node)
+	}
+	return nil
+}
+
+// checkNodeCleanup decides a NodeUnpublishVolume or NodeUnstageVolume of v
+// on node. On a fenced volume an unforced clean-up cannot flush and fails;
+// a forced one (or any, when force is not supported) succeeds and, once the
+// node holds nothing more, lifts the quarantine.
+func checkNodeCleanup(v *Volume, node string, force bool, sem Semantics) (counts bool, err error) {
+	_, fenced := v.Fenced[node]
+	forced := force || !sem.ForceUnpublish
+	if fenced && !forced {
+		return false, status.Errorf(codes.FailedPrecondition,
+			"volume %s is fenced off node %s: unflushed data cannot be written back; retry with force=true", v.ID, node)
+	}
+	return forced, nil
+}
+
+// checkWrite decides a data-plane write of v from node.
+func checkWrite(v *Volume, node string) error {
+	if at, fenced := v.Fenced[node]; fenced {
+		return status.Errorf(codes.PermissionDenied,
+			"volume %s was fenced off node %s at %s; I/O refused", v.ID, node, at.UTC().Format("15:04:05.000000"))
+	}
+	a, attached := v.Attachments[node]
+	if !attached && !v.Nodes[node].InUse() {
+		return status.Errorf(codes.FailedPrecondition, "volume %s is not published on node %s", v.ID, node)
+	}
+	if attached && a.ReadOnly {
+		return status.Errorf(codes.PermissionDenied, "volume %s is published read-only to node %s", v.ID, node)
+	}
+	return nil
+}
+
+// checkNodePublishTarget decides NodePublishVolume of v at target on node
+// once access is granted; already=true for an idempotent repeat.
+func checkNodePublishTarget(v *Volume, node, target, staging string, mode Mode, readOnly bool) (already bool, err error) {
+	use := v.Nodes[node]
+	if use == nil || use.StagingPath == "" || use.StagingPath != staging {
+		return false, status.Errorf(codes.FailedPrecondition,
+			"volume %s is not staged at %q on node %s", v.ID, staging, node)
+	}
+	if t, ok := use.Targets[target]; ok {
+		if t.ReadOnly != readOnly {
+			return false, status.Errorf(codes.AlreadyExists,
+				"volume %s is already published at %q with read_only=%t", v.ID, target, t.ReadOnly)
+		}
+		return true, nil
+	}
+	if mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER && len(use.Targets) > 0 {
+		return false, status.Errorf(codes.FailedPrecondition,
+			"volume %s is single-writer and already published at %q", v.ID, slices.Sorted(maps.Keys(use.Targets)))
+	}
+	return false, nil
+}

@@ -1,0 +1,99 @@
+package driver
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"fenceline.io/fenceline/mock-driver/faults"
+)
+
+// DefaultName is the mock driver's CSI driver name.
+const DefaultName = "mock.fenceline.io"
+
+// Config configures a mock driver. Build it with DefaultConfig and change
+// what the test needs: the zero value has fencing switched off.
+type Config struct {
+	// Name is the CSI driver name (DefaultName).
+	Name string
+	// Version is reported by GetPluginInfo.
+	Version string
+	// StateDir holds state.json and audit.jsonl; created if missing.
+	StateDir string
+	// Endpoint serves Identity and Controller, and Node for NodeID when
+	// set: "unix:///path/csi.sock", a bare path, or "tcp://host:port".
+	Endpoint string
+	// NodeID is the node identity of Endpoint; empty serves no Node
+	// service there.
+	NodeID string
+	// NodeEndpoints serves Identity and Node for further nodes from the
+	// same array: node ID -> endpoint.
+	NodeEndpoints map[string]string
+	// Fence advertises and honours UNPUBLISH_FENCE.
+	Fence bool
+	// ForceUnpublish advertises and honours FORCE_UNPUBLISH.
+	ForceUnpublish bool
+	// UnsafeUnpublish lets a plain ControllerUnpublishVolume succeed while
+	// the node still has the volume staged or published, leaving it write
+	// access (the failure fencing exists to prevent).
+	UnsafeUnpublish bool
+	// MaxVolumesPerNode is reported by NodeGetInfo and enforced by the
+	// array; zero means no limit.
+	MaxVolumesPerNode int64
+	// Capacity is the array size in bytes (1 TiB when zero).
+	Capacity int64
+	// Faults are the fault-injection rules in force at start.
+	Faults []faults.Fault
+	// HTTPEndpoint, when set (e.g. "127.0.0.1:0"), serves Prometheus
+	// metrics at /metrics.
+	HTTPEndpoint string
+}
+
+// DefaultConfig returns the configuration the binary uses without flags:
+// the default name, fencing and forced clean-up on, strict unpublish.
+func DefaultConfig() Config {
+	return Config{Name: DefaultName, Version: "dev", Fence: true, ForceUnpublish: true}
+}
+
+// A CSI driver name: at most 63 characters, alphanumerics, '-', '.' and
+// '_', starting and ending with an alphanumeric.
+var driverName = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9._-]{0,61}[a-zA-Z0-9])?$`)
+
+// Validate checks the configuration and returns every problem found.
+func (c Config) Validate() error {
+	var problems []string
+	if !driverName.MatchString(c.Name) {
+		problems = append(problems, fmt.Sprintf("name %q is not a valid CSI driver name", c.Name))
+	}
+	if c.StateDir == "" {
+		problems = append(problems, "state directory is required")
+	}
+	if c.Endpoint == "" {
+		problems = append(problems, "endpoint is required")
+	}
+	if c.MaxVolumesPerNode < 0 {
+		problems = append(problems, "max volumes per node must not be negative")
+	}
+	if c.Capacity < 0 {
+		problems = append(problems, "capacity must not be negative")
+	}
+	seen := map[string]string{c.Endpoint: "the controller endpoint"}
+	for node, ep := range c.NodeEndpoints {
+		switch {
+		case node == "":
+			problems = append(problems, "node endpoint with an empty node ID")
+		case node == c.NodeID:
+			problems = append(problems, fmt.Sprintf("node %s is served twice (endpoint and node endpoint)", node))
+		case ep == "":
+			problems = append(problems, fmt.Sprintf("node %s has an empty endpoint", node))
+		case seen[ep] != "":
+			problems = append(problems, fmt.Sprintf("endpoint %s is used by node %s and %s", ep, node, seen[ep]))
+		default:
+			seen[ep] = "node " + node
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("invalid mock driver configuration: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+// Command mock-driver is a CSI driver that behaves like a storage array with
+// fencing. One process is the array: --endpoint serves Identity and
+// Controller (and Node for --node-id), and each --node-endpoint serves
+// Identity and Node for one more node. See docs/mock-driver.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/mock-driver/driver"
+	"fenceline.io/fenceline/mock-driver/faults"
+	"fenceline.io/fenceline/pkg/version"
+)
+
+func main() {
+	if err := run(); err != nil {
+		klog.ErrorS(err, "mock-driver failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg := driver.DefaultConfig()
+	cfg.Version = version.Version
+	fs := flag.NewFlagSet("mock-driver", flag.ExitOnError)
+	klog.InitFlags(fs)
+	// Every RPC is logged at level 2; a mock is there to be watched.
+	if err := fs.Set("v", "2"); err != nil {
+		return err
+	}
+	fs.StringVar(&cfg.Endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint serving Identity, Controller (and Node for --node-id): unix:///path or tcp://host:port.")
+	fs.StringVar(&cfg.NodeID, "node-id", "", "Node identity of --endpoint; empty serves no Node service there.")
+	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/mock-driver", "Directory for state.json and audit.jsonl.")
+	fs.StringVar(&cfg.Name, "name", cfg.Name, "CSI driver name.")
+	fs.BoolVar(&cfg.Fence, "fence", cfg.Fence, "Advertise and honour UNPUBLISH_FENCE.")
+	fs.BoolVar(&cfg.ForceUnpublish, "force-unpublish", cfg.ForceUnpublish, "Advertise and honour FORCE_UNPUBLISH.")
+	fs.BoolVar(&cfg.UnsafeUnpublish, "unsafe-unpublish", false, "Let ControllerUnpublishVolume succeed while the node still uses the volume (and keeps write access).")
+	fs.Int64Var(&cfg.MaxVolumesPerNode, "max-volumes-per-node", 0, "Attachment limit per node reported by NodeGetInfo; 0 means none.")
+	fs.Int64Var(&cfg.Capacity, "capacity", 0, "Array capacity in bytes; 0 means 1 TiB.")
+	fs.StringVar(&cfg.HTTPEndpoint, "http-endpoint", "", "host:port serving Prometheus metrics at /metrics; empty disables.")
+	nodeEndpoints := map[string]string{}
+	fs.Func("node-endpoint", "Serve Identity and Node for another node from the same array: <node-id>=<endpoint>. Repeatable.", func(s string) error {
+		node, ep, ok := strings.Cut(s, "=")
+		if !ok || node == "" || ep == "" {
+			return fmt.Errorf("want <node-id>=<endpoint>, got %q", s)
+		}
+		if _, dup := nodeEndpoints[node]; dup {
+			return fmt.Errorf("node %s given twice", node)
+		}
+		nodeEndpoints[node] = ep
+		return nil
+	})
+	fs.Func("fault", "Inject an error: Method:Code[:Count], e.g. ControllerUnpublishVolume:Unavailable:3. Repeatable.", func(s string) error {
+		f, err := faults.ParseFault(s)
+		if err != nil {
+			return err
+		}
+		cfg.Faults = append(cfg.Faults, f)
+		return nil
+	})
+	fs.Func("latency", "Inject latency: Method:Duration, e.g. ControllerPublishVolume:50ms. Repeatable.", func(s string) error {
+		f, err := faults.ParseLatency(s)
+		if err != nil {
+			return err
+		}
+		cfg.Faults = append(cfg.Faults, f)
+		return nil
+	})
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if *showVersion {
+		fmt.Println(os.Args[0], version.Version)
+		return nil
+	}
+	if len(nodeEndpoints) > 0 {
+		cfg.NodeEndpoints = nodeEndpoints
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	d, err := driver.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	klog.InfoS("Shutting down")
+	d.Stop()
+	klog.Flush()
+	return nil
+}

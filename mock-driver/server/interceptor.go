@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/kubernetes-csi/csi-lib-utils/protosanitizer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	mockv1 "fenceline.io/fenceline/mock-driver/api/mock/v1"
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/pkg/fence"
+)
+
+// interceptor wraps every unary call of a socket: it logs the call with
+// secrets stripped, applies injected latency and faults, runs the handler
+// under the driver-wide order lock, appends the audit record before the
+// next call can run, and records metrics.
+func (sh *Shared) interceptor(sock Socket) grpc.UnaryServerInterceptor {
+	base := sh.Logger.WithValues("endpoint", sock.Endpoint)
+	if sock.NodeID != "" {
+		base = base.WithValues("socketNode", sock.NodeID)
+	}
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		method := path.Base(info.FullMethod)
+		logger := base.WithValues("method", method)
+		ctx = klog.NewContext(ctx, logger)
+		logger.V(2).Info("GRPC call", "request", protosanitizer.StripSecrets(req))
+		start := time.Now()
+
+		// Latency is waited out before taking the order lock, so a slow
+		// call does not hold up the others.
+		faultErr := sh.Faults.Before(ctx, method)
+
+		sh.order.Lock()
+		var resp any
+		err := faultErr
+		if err == nil {
+			resp, err = handler(ctx, req)
+		}
+		rec := auditRecord(info.FullMethod, sock.NodeID, req, resp, err)
+		auditErr := sh.Audit.Append(rec)
+		sh.order.Unlock()
+
+		if auditErr != nil {
+			logger.Error(auditErr, "Could not write the audit log")
+		}
+		if sh.Metrics != nil {
+			sh.Metrics.RecordMetrics(method, err, time.Since(start))
+		}
+		if err != nil {
+			logger.V(2).Info("GRPC error", "code", status.Code(err).String(), "err", err.Error())
+		} else {
+			logger.V(2).Info("GRPC response", "response", protosanitizer.StripSecrets(resp))
+		}
+		return resp, err
+	}
+}
+
+// auditRecord describes one answered call. Node calls and writes act as
+// the socket's node; controller calls name the node of their request.
+func auditRecord(fullMethod, socketNode string, req, resp any, err error) audit.Record {
+	rec := audit.Record{
+		Time:   time.Now(),
+		Method: path.Base(fullMethod),
+		Code:   status.Code(err).String(),
+	}
+	if strings.HasPrefix(fullMethod, "/csi.v1.Node/") || strings.HasPrefix(fullMethod, "/fenceline.mock.v1.Array/") {
+		rec.NodeID = socketNode
+	}
+	if err != nil {
+		rec.Message = status.Convert(err).Message()
+	}
+	if r, ok := req.(interface{ GetVolumeId() string }); ok {
+		rec.VolumeID = r.GetVolumeId()
+	}
+	switch r := req.(type) {
+	case *csi.CreateVolumeRequest:
+		if v, ok := resp.(*csi.CreateVolumeResponse); ok {
+			rec.VolumeID = v.GetVolume().GetVolumeId()
+		}
+		if err == nil {
+			rec.Message = "name=" + r.GetName()
+		}
+	case *csi.ControllerPublishVolumeRequest:
+		rec.NodeID = r.GetNodeId()
+	case *csi.ControllerUnpublishVolumeRequest:
+		rec.NodeID = r.GetNodeId()
+		rec.Fence = fence.IsFenced(r)
+	case *csi.NodeUnpublishVolumeRequest:
+		rec.Force = fence.IsForcedUnpublish(r)
+	case *csi.NodeUnstageVolumeRequest:
+		rec.Force = fence.IsForcedUnstage(r)
+	case *mockv1.WriteRequest:
+		if err == nil {
+			rec.Message = fmt.Sprintf("accepted %d bytes", len(r.GetData()))
+		}
+	}
+	return rec
+}
