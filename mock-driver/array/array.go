@@ -62,7 +62,8 @@ func New(opts Options) (*Array, error) {
 		opts.Capacity = DefaultCapacity
 	}
 	if opts.Now == nil {
-		opts.Now = time.Now
+		// Wall clock only: the monotonic reading does not survive a restart.
+		opts.Now = func() time.Time { return time.Now().Round(0) }
 	}
 	a := &Array{opts: opts, nodes: map[string]bool{}, state: &State{Volumes: map[string]*Volume{}}}
 	for _, n := range opts.Nodes {
