@@ -13,7 +13,7 @@ import (
 	"fenceline.io/fenceline/mock-driver/persist"
 )
 
-func noop() error                 { return nil }
+func noop() error                { return nil }
 func noopTargets([]string) error { return nil }
 
 // newTestArray returns an array with nodes a and b persisted in a temp dir.
