@@ -1,0 +1,188 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/pkg/attacher/csiclient"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// Event reasons emitted on VolumeAttachments.
+const (
+	EventAttached         = "Attached"
+	EventDetached         = "Detached"
+	EventFencedDetach     = "FencedDetach"
+	EventAttachFailed     = "AttachFailed"
+	EventDetachFailed     = "DetachFailed"
+	EventFenceUnsupported = "FenceUnsupported"
+)
+
+var everything = labels.Everything()
+
+// errPermanent marks attach errors that retrying cannot fix; they are
+// recorded in status.attachError and not retried until the object changes.
+var errPermanent = errors.New("permanent error")
+
+func loggerFor(ctx context.Context, va *storagev1.VolumeAttachment) logr.Logger {
+	return klog.FromContext(ctx).WithValues("volumeAttachment", klog.KObj(va), "node", va.Spec.NodeName)
+}
+
+// syncVA is the one sync per VolumeAttachment name.
+func (c *Controller) syncVA(ctx context.Context, name string) error {
+	va, err := c.vaLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get VolumeAttachment %s from cache: %w", name, err)
+	}
+	if !c.ours(va) || c.track.isStale(va) {
+		return nil
+	}
+	ctx = klog.NewContext(ctx, loggerFor(ctx, va))
+	if va.DeletionTimestamp == nil {
+		return c.syncAttach(ctx, va)
+	}
+	return c.syncDetach(ctx, va)
+}
+
+// syncAttach makes an undeleted VolumeAttachment attached: PV finalizer,
+// VA finalizer + node-id annotation (one write), ControllerPublishVolume,
+// status (one write).
+func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachment) error {
+	logger := klog.FromContext(ctx)
+	force := c.track.isForceAttach(va.Name)
+	if va.Status.Attached && !force {
+		return nil
+	}
+	if !c.cfg.Capabilities.NeedsAttach() {
+		// Upstream's trivial path: nothing to publish, no finalizer.
+		clone := va.DeepCopy()
+		clone.Status.Attached = true
+		clone.Status.AttachError = nil
+		out, err := c.patchVA(ctx, va, clone, true)
+		if err != nil {
+			return err
+		}
+		c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
+		logger.V(2).Info("Marked attached without ControllerPublishVolume (driver has no PUBLISH_UNPUBLISH_VOLUME)")
+		return nil
+	}
+
+	req, pv, err := c.prepareAttach(ctx, va)
+	if err != nil {
+		c.attachFailed(ctx, va, err)
+		if errors.Is(err, errPermanent) {
+			return nil
+		}
+		return err
+	}
+	if !hasString(pv.Finalizers, c.finalizer) {
+		clone := pv.DeepCopy()
+		clone.Finalizers = append(clone.Finalizers, c.finalizer)
+		if err := c.patchPV(ctx, pv, clone); err != nil {
+			return fmt.Errorf("add finalizer to PV: %w", err)
+		}
+	}
+	if !hasString(va.Finalizers, c.finalizer) || va.Annotations[names.NodeIDAnnotation] != req.NodeID {
+		clone := va.DeepCopy()
+		if !hasString(clone.Finalizers, c.finalizer) {
+			clone.Finalizers = append(clone.Finalizers, c.finalizer)
+		}
+		if clone.Annotations == nil {
+			clone.Annotations = map[string]string{}
+		}
+		clone.Annotations[names.NodeIDAnnotation] = req.NodeID
+		if va, err = c.patchVA(ctx, va, clone, false); err != nil {
+			return fmt.Errorf("add finalizer and node ID: %w", err)
+		}
+	}
+
+	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	publishContext, err := c.cfg.CSI.Publish(callCtx, req)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("ControllerPublishVolume of %s to node %s: %w", req.VolumeID, req.NodeID, err)
+		c.attachFailed(ctx, va, err)
+		return err
+	}
+	clone := va.DeepCopy()
+	clone.Status.Attached = true
+	clone.Status.AttachmentMetadata = publishContext
+	clone.Status.AttachError = nil
+	out, err := c.patchVA(ctx, va, clone, true)
+	if err != nil {
+		return fmt.Errorf("save attached status: %w", err)
+	}
+	c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
+	c.track.setForceAttach(va.Name, false)
+	c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventAttached, "Attached volume %s to node %s", req.VolumeID, va.Spec.NodeName)
+	logger.V(2).Info("Attached", "volumeID", req.VolumeID, "nodeID", req.NodeID)
+	return nil
+}
+
+// prepareAttach collects everything ControllerPublishVolume needs. Errors
+// wrapping errPermanent cannot be fixed by retrying.
+func (c *Controller) prepareAttach(ctx context.Context, va *storagev1.VolumeAttachment) (csiclient.PublishRequest, *v1.PersistentVolume, error) {
+	var req csiclient.PublishRequest
+	if va.Spec.Source.InlineVolumeSpec != nil {
+		c.logMigrationOnce(ctx, "va/"+va.Name, "VolumeAttachment has spec.source.inlineVolumeSpec (CSI migration of an in-tree volume)")
+		return req, nil, fmt.Errorf("%w: inline volumes from CSI migration are not supported by fenceline-attacher", errPermanent)
+	}
+	if va.Spec.Source.PersistentVolumeName == nil {
+		return req, nil, fmt.Errorf("%w: VolumeAttachment has no spec.source.persistentVolumeName", errPermanent)
+	}
+	pvName := *va.Spec.Source.PersistentVolumeName
+	pv, err := c.pvLister.Get(pvName)
+	if err != nil {
+		return req, nil, fmt.Errorf("get PV %s: %w", pvName, err)
+	}
+	if pv.Spec.CSI == nil {
+		c.logMigrationOnce(ctx, "pv/"+pv.Name, "PersistentVolume is an in-tree volume (CSI migration)")
+		return req, nil, fmt.Errorf("%w: PV %s is not a CSI volume; CSI migration of in-tree volumes is not supported by fenceline-attacher", errPermanent, pvName)
+	}
+	if pv.Spec.CSI.Driver != c.cfg.DriverName {
+		return req, nil, fmt.Errorf("%w: PV %s belongs to driver %q, not %q", errPermanent, pvName, pv.Spec.CSI.Driver, c.cfg.DriverName)
+	}
+	nodeID, err := c.nodeID(va)
+	if err != nil {
+		return req, nil, err
+	}
+	capability, err := volumeCapability(pv, c.cfg.DefaultFSType, c.cfg.Capabilities.SingleNodeMultiWriter)
+	if err != nil {
+		return req, nil, fmt.Errorf("%w: %w", errPermanent, err)
+	}
+	secrets, err := c.publishSecrets(ctx, pv)
+	if err != nil {
+		return req, nil, err
+	}
+	return csiclient.PublishRequest{
+		VolumeID:      pv.Spec.CSI.VolumeHandle,
+		NodeID:        nodeID,
+		Capability:    capability,
+		ReadOnly:      pv.Spec.CSI.ReadOnly,
+		Secrets:       secrets,
+		VolumeContext: pv.Spec.CSI.VolumeAttributes,
+	}, pv, nil
+}
+
+func (c *Controller) attachFailed(ctx context.Context, va *storagev1.VolumeAttachment, err error) {
+	klog.FromContext(ctx).Error(err, "Attach failed")
+	c.saveAttachError(ctx, va, err)
+	c.cfg.Recorder.Event(va, v1.EventTypeWarning, EventAttachFailed, err.Error())
+}
+
+func (c *Controller) logMigrationOnce(ctx context.Context, key, what string) {
+	if c.track.firstMigrationLog(key) {
+		klog.FromContext(ctx).Info("CSI migration is out of scope for fenceline-attacher; use the upstream external-attacher for migrated in-tree volumes", "object", key, "detail", what)
+	}
+}

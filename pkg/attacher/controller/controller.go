@@ -1,0 +1,277 @@
+// Package controller is the attacher's event-driven core, shaped like the
+// kubernetes-csi sidecars: shared informers feed rate-limited work queues,
+// and one sync per VolumeAttachment (or PersistentVolume) name drives the
+// CSI driver toward the desired state. Decisions with safety impact are
+// delegated to pure functions (see package fencing and needsDetach).
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/pkg/attacher/csiclient"
+	"fenceline.io/fenceline/pkg/attacher/metrics"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// CSI is the part of the CSI driver the controller calls. In production it
+// is *csiclient.Client.
+type CSI interface {
+	Publish(ctx context.Context, r csiclient.PublishRequest) (map[string]string, error)
+	Unpublish(ctx context.Context, volumeID, nodeID string, secrets map[string]string, fenced bool) error
+	PublishedNodes(ctx context.Context, maxEntries int32) (map[string][]string, error)
+}
+
+// Config configures a Controller.
+type Config struct {
+	// DriverName is the CSI driver name; VolumeAttachments with another
+	// spec.attacher are ignored.
+	DriverName string
+	// Client writes VolumeAttachments, PVs and reads Secrets.
+	Client kubernetes.Interface
+	// CSI is the driver connection.
+	CSI CSI
+	// Capabilities were discovered once at start-up.
+	Capabilities csiclient.Capabilities
+	// Timeout bounds every CSI call (--timeout).
+	Timeout time.Duration
+	// RetryIntervalStart and RetryIntervalMax bound the per-item
+	// exponential backoff.
+	RetryIntervalStart, RetryIntervalMax time.Duration
+	// DefaultFSType is used when a PV has no fsType (--default-fstype).
+	DefaultFSType string
+	// ReconcileSync is the ListVolumes reconciler period; 0 disables it.
+	ReconcileSync time.Duration
+	// MaxEntries is ListVolumes' max_entries (--max-entries).
+	MaxEntries int32
+	// Recorder emits Kubernetes Events on VolumeAttachments.
+	Recorder record.EventRecorder
+	// Metrics records detach outcomes; nil records nothing.
+	Metrics *metrics.Recorder
+}
+
+// Index names on the VolumeAttachment informer.
+const (
+	vaByPVIndex   = "fenceline-attacher/pv"
+	vaByNodeIndex = "fenceline-attacher/node"
+)
+
+// Controller attaches and detaches the VolumeAttachments of one driver.
+type Controller struct {
+	cfg       Config
+	finalizer string
+
+	vaLister        storagelisters.VolumeAttachmentLister
+	vaIndexer       cache.Indexer
+	pvLister        corelisters.PersistentVolumeLister
+	nodeLister      corelisters.NodeLister
+	csiNodeLister   storagelisters.CSINodeLister
+	csiDriverLister storagelisters.CSIDriverLister
+	synced          []cache.InformerSynced
+
+	vaQueue workqueue.TypedRateLimitingInterface[string]
+	pvQueue workqueue.TypedRateLimitingInterface[string]
+
+	track tracker
+}
+
+// New wires a Controller to the informers of factory. Call factory.Start
+// after New and before Run.
+func New(cfg Config, factory informers.SharedInformerFactory) (*Controller, error) {
+	if cfg.DriverName == "" || cfg.Client == nil || cfg.CSI == nil || cfg.Recorder == nil {
+		return nil, errors.New("controller config needs DriverName, Client, CSI and Recorder")
+	}
+	if cfg.RetryIntervalStart <= 0 || cfg.RetryIntervalMax < cfg.RetryIntervalStart {
+		return nil, fmt.Errorf("invalid retry intervals: start %v, max %v", cfg.RetryIntervalStart, cfg.RetryIntervalMax)
+	}
+	c := &Controller{
+		cfg:       cfg,
+		finalizer: names.AttacherFinalizer(cfg.DriverName),
+		track:     newTracker(),
+	}
+	newQueue := func(name string) workqueue.TypedRateLimitingInterface[string] {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.RetryIntervalStart, cfg.RetryIntervalMax),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	}
+	c.vaQueue = newQueue("fenceline-attacher-va")
+	c.pvQueue = newQueue("fenceline-attacher-pv")
+
+	vaInformer := factory.Storage().V1().VolumeAttachments()
+	if err := vaInformer.Informer().AddIndexers(cache.Indexers{
+		vaByPVIndex:   c.indexByPV,
+		vaByNodeIndex: c.indexByNode,
+	}); err != nil {
+		return nil, fmt.Errorf("add VolumeAttachment indexers: %w", err)
+	}
+	c.vaLister = vaInformer.Lister()
+	c.vaIndexer = vaInformer.Informer().GetIndexer()
+	pvInformer := factory.Core().V1().PersistentVolumes()
+	c.pvLister = pvInformer.Lister()
+	nodeInformer := factory.Core().V1().Nodes()
+	c.nodeLister = nodeInformer.Lister()
+	csiNodeInformer := factory.Storage().V1().CSINodes()
+	c.csiNodeLister = csiNodeInformer.Lister()
+	csiDriverInformer := factory.Storage().V1().CSIDrivers()
+	c.csiDriverLister = csiDriverInformer.Lister()
+
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{vaInformer.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.vaAdded, UpdateFunc: c.vaUpdated, DeleteFunc: c.vaDeleted}},
+		{pvInformer.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.pvAdded, UpdateFunc: func(_, n any) { c.pvAdded(n) }}},
+		{nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.nodeUpdated, DeleteFunc: c.nodeDeleted}},
+		{csiNodeInformer.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.csiNodeChanged, UpdateFunc: func(_, n any) { c.csiNodeChanged(n) }}},
+		{csiDriverInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.csiDriverUpdated}},
+	}
+	for _, h := range handlers {
+		reg, err := h.inf.AddEventHandler(h.h)
+		if err != nil {
+			return nil, fmt.Errorf("add event handler: %w", err)
+		}
+		c.synced = append(c.synced, reg.HasSynced)
+	}
+	return c, nil
+}
+
+// Run waits for the caches, starts workers for each queue and the
+// reconciler, and blocks until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.vaQueue.ShutDown()
+	defer c.pvQueue.ShutDown()
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting attacher controller", "driver", c.cfg.DriverName, "fenceCapable", c.cfg.Capabilities.Fence.UnpublishFence)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return fmt.Errorf("wait for informer caches: %w", ctx.Err())
+	}
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.vaWorker, time.Second) })
+		wg.Go(func() { wait.UntilWithContext(ctx, c.pvWorker, time.Second) })
+	}
+	if c.cfg.ReconcileSync > 0 && c.cfg.Capabilities.NeedsAttach() && c.cfg.Capabilities.ListVolumesPublishedNodes {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.reconcile, c.cfg.ReconcileSync) })
+	}
+	<-ctx.Done()
+	c.vaQueue.ShutDown()
+	c.pvQueue.ShutDown()
+	wg.Wait()
+	logger.Info("Stopped attacher controller")
+	return nil
+}
+
+func (c *Controller) vaWorker(ctx context.Context) {
+	for c.processNext(ctx, c.vaQueue, c.syncVA) {
+	}
+}
+
+func (c *Controller) pvWorker(ctx context.Context) {
+	for c.processNext(ctx, c.pvQueue, c.syncPV) {
+	}
+}
+
+// processNext runs one sync; a failed sync is retried with per-item
+// exponential backoff, a successful one resets the backoff.
+func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) bool {
+	key, quit := q.Get()
+	if quit {
+		return false
+	}
+	defer q.Done(key)
+	if err := sync(ctx, key); err != nil {
+		klog.FromContext(ctx).V(2).Info("Sync failed, will retry", "key", key, "err", err, "retries", q.NumRequeues(key))
+		q.AddRateLimited(key)
+		return true
+	}
+	q.Forget(key)
+	return true
+}
+
+// ours reports whether a VolumeAttachment belongs to this attacher.
+func (c *Controller) ours(va *storagev1.VolumeAttachment) bool {
+	return va != nil && va.Spec.Attacher == c.cfg.DriverName
+}
+
+func (c *Controller) indexByPV(obj any) ([]string, error) {
+	va, ok := obj.(*storagev1.VolumeAttachment)
+	if !ok || !c.ours(va) || va.Spec.Source.PersistentVolumeName == nil {
+		return nil, nil
+	}
+	return []string{*va.Spec.Source.PersistentVolumeName}, nil
+}
+
+func (c *Controller) indexByNode(obj any) ([]string, error) {
+	va, ok := obj.(*storagev1.VolumeAttachment)
+	if !ok || !c.ours(va) {
+		return nil, nil
+	}
+	return []string{va.Spec.NodeName}, nil
+}
+
+// vasByIndex returns this driver's VolumeAttachments under an index value.
+func (c *Controller) vasByIndex(index, value string) []*storagev1.VolumeAttachment {
+	objs, err := c.vaIndexer.ByIndex(index, value)
+	if err != nil {
+		return nil
+	}
+	out := make([]*storagev1.VolumeAttachment, 0, len(objs))
+	for _, o := range objs {
+		if va, ok := o.(*storagev1.VolumeAttachment); ok {
+			out = append(out, va)
+		}
+	}
+	return out
+}
+
+// nodeFor returns the VolumeAttachment's Node, nil when it is gone.
+func (c *Controller) nodeFor(va *storagev1.VolumeAttachment) *v1.Node {
+	node, err := c.nodeLister.Get(va.Spec.NodeName)
+	if err != nil {
+		return nil
+	}
+	return node
+}
+
+// csiDriver returns the driver's CSIDriver object, nil when there is none.
+func (c *Controller) csiDriver() *storagev1.CSIDriver {
+	d, err := c.csiDriverLister.Get(c.cfg.DriverName)
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
+// nodeID finds the CSI node ID for a VolumeAttachment: from the node's
+// CSINode, or from the annotation written at attach time when the CSINode
+// (or the node) is gone, as upstream does.
+func (c *Controller) nodeID(va *storagev1.VolumeAttachment) (string, error) {
+	if csiNode, err := c.csiNodeLister.Get(va.Spec.NodeName); err == nil {
+		for _, d := range csiNode.Spec.Drivers {
+			if d.Name == c.cfg.DriverName && d.NodeID != "" {
+				return d.NodeID, nil
+			}
+		}
+	}
+	if id := va.Annotations[names.NodeIDAnnotation]; id != "" {
+		return id, nil
+	}
+	return "", fmt.Errorf("node %q: no CSINode entry for driver %s and no %s annotation", va.Spec.NodeName, c.cfg.DriverName, names.NodeIDAnnotation)
+}

@@ -1,0 +1,259 @@
+package controller
+
+import (
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"fenceline.io/fenceline/pkg/attacher/fencing"
+)
+
+func (c *Controller) vaAdded(obj any) {
+	if va, ok := obj.(*storagev1.VolumeAttachment); ok && c.ours(va) {
+		c.vaQueue.Add(va.Name)
+	}
+}
+
+func (c *Controller) vaUpdated(oldObj, newObj any) {
+	oldVA, ok1 := oldObj.(*storagev1.VolumeAttachment)
+	newVA, ok2 := newObj.(*storagev1.VolumeAttachment)
+	if !ok1 || !ok2 || !c.ours(newVA) {
+		return
+	}
+	if onlyErrorsChanged(oldVA, newVA) {
+		// Our own attachError/detachError writes must not bypass the
+		// backoff of the failing item.
+		return
+	}
+	c.vaQueue.Add(newVA.Name)
+}
+
+// onlyErrorsChanged reports whether an update touched nothing but status
+// errors and bookkeeping metadata. Periodic resyncs (same object) still
+// count as a change so that they re-queue.
+func onlyErrorsChanged(oldVA, newVA *storagev1.VolumeAttachment) bool {
+	if oldVA.ResourceVersion == newVA.ResourceVersion {
+		return false
+	}
+	o, n := oldVA.DeepCopy(), newVA.DeepCopy()
+	for _, va := range []*storagev1.VolumeAttachment{o, n} {
+		va.ResourceVersion = ""
+		va.ManagedFields = nil
+		va.Status.AttachError = nil
+		va.Status.DetachError = nil
+	}
+	return equality.Semantic.DeepEqual(o, n)
+}
+
+func (c *Controller) vaDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	va, ok := obj.(*storagev1.VolumeAttachment)
+	if !ok || !c.ours(va) {
+		return
+	}
+	c.track.forget(va.Name, va.UID)
+	c.vaQueue.Forget(va.Name)
+	// The PV may now be free of VolumeAttachments and waiting for our
+	// finalizer to go.
+	if pv := va.Spec.Source.PersistentVolumeName; pv != nil {
+		c.pvQueue.Add(*pv)
+	}
+}
+
+func (c *Controller) pvAdded(obj any) {
+	pv, ok := obj.(*v1.PersistentVolume)
+	if !ok || pv.DeletionTimestamp == nil || !hasString(pv.Finalizers, c.finalizer) {
+		return
+	}
+	c.pvQueue.Add(pv.Name)
+}
+
+// nodeUpdated re-queues the node's deleting VolumeAttachments at once when
+// the fence decision changes (e.g. an out-of-service taint arrives while a
+// plain unpublish keeps failing), instead of waiting out their backoff.
+func (c *Controller) nodeUpdated(oldObj, newObj any) {
+	oldNode, ok1 := oldObj.(*v1.Node)
+	newNode, ok2 := newObj.(*v1.Node)
+	if !ok1 || !ok2 {
+		return
+	}
+	safe := fencing.SafeDetachEnabled(c.csiDriver())
+	if fencing.NodeReason(oldNode, safe) == fencing.NodeReason(newNode, safe) {
+		return
+	}
+	c.requeueDeleting(c.vasByIndex(vaByNodeIndex, newNode.Name))
+}
+
+func (c *Controller) nodeDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	node, ok := obj.(*v1.Node)
+	if !ok || fencing.NodeReason(node, fencing.SafeDetachEnabled(c.csiDriver())) == fencing.ReasonNone {
+		return
+	}
+	c.requeueDeleting(c.vasByIndex(vaByNodeIndex, node.Name))
+}
+
+// csiNodeChanged retries attaches that were waiting for the node's CSINode.
+func (c *Controller) csiNodeChanged(obj any) {
+	csiNode, ok := obj.(*storagev1.CSINode)
+	if !ok {
+		return
+	}
+	for _, va := range c.vasByIndex(vaByNodeIndex, csiNode.Name) {
+		if !va.Status.Attached && va.DeletionTimestamp == nil {
+			c.vaQueue.Forget(va.Name)
+			c.vaQueue.Add(va.Name)
+		}
+	}
+}
+
+// csiDriverUpdated re-queues deleting VolumeAttachments when the driver's
+// safe-detach opt-in changes. It lists from the cache, which is fine for an
+// event this rare.
+func (c *Controller) csiDriverUpdated(oldObj, newObj any) {
+	oldD, ok1 := oldObj.(*storagev1.CSIDriver)
+	newD, ok2 := newObj.(*storagev1.CSIDriver)
+	if !ok1 || !ok2 || newD.Name != c.cfg.DriverName ||
+		fencing.SafeDetachEnabled(oldD) == fencing.SafeDetachEnabled(newD) {
+		return
+	}
+	vas, err := c.vaLister.List(everything)
+	if err != nil {
+		return
+	}
+	c.requeueDeleting(vas)
+}
+
+func (c *Controller) requeueDeleting(vas []*storagev1.VolumeAttachment) {
+	for _, va := range vas {
+		if c.ours(va) && va.DeletionTimestamp != nil && hasString(va.Finalizers, c.finalizer) {
+			c.vaQueue.Forget(va.Name)
+			c.vaQueue.Add(va.Name)
+		}
+	}
+}
+
+// tracker holds the little in-memory state the controller needs between
+// syncs. Losing it (restart) only costs a repeated idempotent call or Event.
+type tracker struct {
+	mu sync.Mutex
+	// superseded maps a VolumeAttachment name to the resourceVersion that
+	// our last write replaced. A sync that still sees that version in the
+	// informer cache would act on stale data (e.g. unpublish twice); it
+	// waits for the update event instead.
+	superseded map[string]string
+	// forceAttach holds names the reconciler found attached in the API but
+	// not published by the driver.
+	forceAttach map[string]bool
+	// warnedUnsupported holds VolumeAttachments that already got a
+	// FenceUnsupported Event.
+	warnedUnsupported map[types.UID]bool
+	// loggedMigration holds objects already reported as unsupported CSI
+	// migration cases.
+	loggedMigration map[string]bool
+}
+
+func newTracker() tracker {
+	return tracker{
+		superseded:        map[string]string{},
+		forceAttach:       map[string]bool{},
+		warnedUnsupported: map[types.UID]bool{},
+		loggedMigration:   map[string]bool{},
+	}
+}
+
+func (t *tracker) supersede(name, oldRV, newRV string) {
+	if oldRV == newRV {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.superseded[name] = oldRV
+}
+
+func (t *tracker) isStale(va *storagev1.VolumeAttachment) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rv, ok := t.superseded[va.Name]
+	if !ok {
+		return false
+	}
+	if rv == va.ResourceVersion {
+		return true
+	}
+	delete(t.superseded, va.Name)
+	return false
+}
+
+func (t *tracker) forget(name string, uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.superseded, name)
+	delete(t.forceAttach, name)
+	delete(t.warnedUnsupported, uid)
+}
+
+func (t *tracker) setForceAttach(name string, v bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v {
+		t.forceAttach[name] = true
+	} else {
+		delete(t.forceAttach, name)
+	}
+}
+
+func (t *tracker) isForceAttach(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.forceAttach[name]
+}
+
+// firstUnsupportedWarning returns true exactly once per VolumeAttachment.
+func (t *tracker) firstUnsupportedWarning(uid types.UID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.warnedUnsupported[uid] {
+		return false
+	}
+	t.warnedUnsupported[uid] = true
+	return true
+}
+
+// firstMigrationLog returns true exactly once per key.
+func (t *tracker) firstMigrationLog(key string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.loggedMigration[key] {
+		return false
+	}
+	t.loggedMigration[key] = true
+	return true
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func removeString(list []string, s string) []string {
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}

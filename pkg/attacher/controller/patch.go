@@ -1,0 +1,92 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/utils/ptr"
+)
+
+// patchVA writes the difference between oldVA and newVA as a strategic
+// merge patch (to the status subresource when status is true), so that
+// concurrent writers of other fields or other finalizers are not overwritten.
+// Callers whose write will come back as an update event that re-queues the
+// item mark the old version superseded (see tracker.superseded).
+func (c *Controller) patchVA(ctx context.Context, oldVA, newVA *storagev1.VolumeAttachment, status bool) (*storagev1.VolumeAttachment, error) {
+	patch, err := twoWayPatch(oldVA, newVA, storagev1.VolumeAttachment{})
+	if err != nil {
+		return nil, fmt.Errorf("VolumeAttachment %s: %w", oldVA.Name, err)
+	}
+	var sub []string
+	if status {
+		sub = []string{"status"}
+	}
+	out, err := c.cfg.Client.StorageV1().VolumeAttachments().Patch(ctx, oldVA.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, sub...)
+	if err != nil {
+		return nil, fmt.Errorf("patch VolumeAttachment %s: %w", oldVA.Name, err)
+	}
+	return out, nil
+}
+
+func (c *Controller) patchPV(ctx context.Context, oldPV, newPV *v1.PersistentVolume) error {
+	patch, err := twoWayPatch(oldPV, newPV, v1.PersistentVolume{})
+	if err != nil {
+		return fmt.Errorf("PersistentVolume %s: %w", oldPV.Name, err)
+	}
+	if _, err := c.cfg.Client.CoreV1().PersistentVolumes().Patch(ctx, oldPV.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch PersistentVolume %s: %w", oldPV.Name, err)
+	}
+	return nil
+}
+
+func twoWayPatch(oldObj, newObj, schema any) ([]byte, error) {
+	o, err := json.Marshal(oldObj)
+	if err != nil {
+		return nil, fmt.Errorf("marshal old object: %w", err)
+	}
+	n, err := json.Marshal(newObj)
+	if err != nil {
+		return nil, fmt.Errorf("marshal new object: %w", err)
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(o, n, schema)
+	if err != nil {
+		return nil, fmt.Errorf("create merge patch: %w", err)
+	}
+	return patch, nil
+}
+
+// volumeError builds the status error of a failed CSI call, carrying the
+// gRPC code as errorCode like upstream.
+func volumeError(err error, now time.Time) *storagev1.VolumeError {
+	ve := &storagev1.VolumeError{Message: err.Error(), Time: metav1.NewTime(now)}
+	if s, ok := status.FromError(err); ok {
+		ve.ErrorCode = ptr.To(int32(s.Code()))
+	}
+	return ve
+}
+
+// saveAttachError records err in status.attachError.
+func (c *Controller) saveAttachError(ctx context.Context, va *storagev1.VolumeAttachment, err error) {
+	clone := va.DeepCopy()
+	clone.Status.AttachError = volumeError(err, time.Now())
+	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {
+		loggerFor(ctx, va).Error(perr, "Failed to save attachError")
+	}
+}
+
+// saveDetachError records err in status.detachError.
+func (c *Controller) saveDetachError(ctx context.Context, va *storagev1.VolumeAttachment, err error) {
+	clone := va.DeepCopy()
+	clone.Status.DetachError = volumeError(err, time.Now())
+	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {
+		loggerFor(ctx, va).Error(perr, "Failed to save detachError")
+	}
+}
