@@ -255,4 +255,3 @@ func createPV(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, 
 	}
 	return pv
 }
-
