@@ -76,6 +76,7 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // fs.ErrNotExist when there is no file yet, and a *CorruptError (after
 // moving the file aside) when the file cannot be decoded.
 func (s *Store) Load(v any) error {
+	s.removeStaleTemps()
 	data, err := os.ReadFile(s.path)
 	if err != nil {
 		return fmt.Errorf("load state: %w", err)
@@ -147,6 +148,15 @@ func (s *Store) Save(v any) (err error) {
 		return fmt.Errorf("save state: %w", err)
 	}
 	return nil
+}
+
+// removeStaleTemps deletes temporary files left by a crash before their
+// rename: they never became the document, so they hold nothing to keep.
+func (s *Store) removeStaleTemps() {
+	matches, _ := filepath.Glob(s.path + ".tmp-*")
+	for _, m := range matches {
+		_ = os.Remove(m)
+	}
 }
 
 func (s *Store) step(st Step) error {

@@ -116,3 +116,21 @@ func TestCorruptFileIsMovedAside(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadRemovesTempFilesOfACrashedSave(t *testing.T) {
+	dir := t.TempDir()
+	s := New(filepath.Join(dir, "state.json"))
+	if err := s.Save(doc{Items: []string{"kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "state.json.tmp-123")
+	if err := os.WriteFile(stale, []byte(`{"items": ["half`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := load(t, s); strings.Join(got.Items, ",") != "kept" {
+		t.Fatalf("loaded %v", got)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("stale temp file still there: %v", err)
+	}
+}
