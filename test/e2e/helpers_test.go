@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/test/kubelet"
+	"fenceline.io/fenceline/test/world"
+)
+
+// scenarioTimeout bounds one scenario; the whole package must stay well
+// under 15 minutes.
+const scenarioTimeout = 4 * time.Minute
+
+// Deadlines for the steps of a failover. They are generous upper bounds for
+// a loaded CI machine, not performance goals (those are benchmarks).
+const (
+	nodeLostTimeout = 30 * time.Second
+	failoverTimeout = 90 * time.Second
+	startTimeout    = 60 * time.Second
+)
+
+// scenario is one running world with a StatefulSet "db" of one pod in its
+// own namespace, plus a timeline printed when the test fails.
+type scenario struct {
+	t        *testing.T
+	ctx      context.Context
+	w        *world.World
+	ns       string
+	handle   string // volume handle of db-0's claim
+	timeline *world.Timeline
+	t0       time.Time
+}
+
+func newScenario(t *testing.T, opts world.Options) *scenario {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
+	t.Cleanup(cancel)
+	if opts.WriteInterval == 0 {
+		opts.WriteInterval = 100 * time.Millisecond
+	}
+	w := world.Start(t, opts)
+	s := &scenario{t: t, ctx: ctx, w: w, ns: "app", timeline: &world.Timeline{}, t0: time.Now()}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			if recs, err := w.Audit(); err == nil {
+				s.timeline.AddAudit(recs)
+			}
+			t.Logf("timeline (seconds from power-off or start):\n%s", s.timeline.Format(s.t0))
+		}
+	})
+	must(t, w.CreateNamespace(ctx, s.ns))
+	s.timeline.Watch(w.Cluster.Client(), s.ns, stop)
+	must(t, w.CreateStorageClass(ctx))
+	handles, err := w.ProvisionStatefulSet(ctx, s.ns, "db", 1)
+	must(t, err)
+	s.handle = handles[0]
+	return s
+}
+
+// startDB creates the StatefulSet and returns its pod once Running with
+// its volume written to from its node.
+func (s *scenario) startDB() *corev1.Pod {
+	s.t.Helper()
+	_, err := s.w.Cluster.Client().AppsV1().StatefulSets(s.ns).Create(s.ctx, world.StatefulSet(s.ns, "db", 1), metav1.CreateOptions{})
+	must(s.t, err)
+	pod, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", "", startTimeout)
+	must(s.t, err)
+	s.waitAcceptedWrite(pod.Spec.NodeName, time.Time{})
+	return pod
+}
+
+// waitAcceptedWrite waits until the stand-in of node has a write accepted
+// after t.
+func (s *scenario) waitAcceptedWrite(node string, after time.Time) {
+	s.t.Helper()
+	k := s.w.Kubelets[node]
+	must(s.t, world.WaitFor(s.ctx, startTimeout, "an accepted write from "+node, func(context.Context) (bool, error) {
+		acc, _ := kubelet.Accepted(k.Writes(), after)
+		return acc > 0, nil
+	}))
+}
+
+// powerOff cuts node's power and waits for the control plane to notice.
+func (s *scenario) powerOff(node string) {
+	s.t.Helper()
+	s.t0 = time.Now()
+	s.timeline.Add(s.t0, "node %s powered off", node)
+	must(s.t, s.w.PowerOff(s.ctx, node))
+	must(s.t, s.w.Cluster.WaitNodeReady(s.ctx, node, corev1.ConditionUnknown, nodeLostTimeout))
+}
+
+func (s *scenario) audit() []audit.Record {
+	s.t.Helper()
+	recs, err := s.w.Audit()
+	must(s.t, err)
+	return recs
+}
+
+// fenceIndex returns the index of the first successful fenced unpublish of
+// the db volume from node, or -1.
+func (s *scenario) fenceIndex(recs []audit.Record, node string) int {
+	return audit.FirstIndex(recs, audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(node), audit.Fenced(), audit.OK())
+}
+
+// assertFencedBeforePublish checks the driver's audit log: the volume was
+// unpublished from oldNode with fence=true before it was published to
+// newNode, and no write from oldNode was accepted after the fence, while
+// oldNode did keep trying (the zombie) and was refused.
+func (s *scenario) assertFencedBeforePublish(oldNode, newNode string) {
+	s.t.Helper()
+	// The zombie writes every 100 ms; wait until a refusal is on record so
+	// that "nothing accepted" is not vacuous.
+	var recs []audit.Record
+	must(s.t, world.WaitFor(s.ctx, 20*time.Second, "a refused write from "+oldNode+" after the fence", func(context.Context) (bool, error) {
+		recs = s.audit()
+		i := s.fenceIndex(recs, oldNode)
+		return i >= 0 && audit.Count(recs[i+1:], audit.Method("Write"), audit.Node(oldNode), audit.Volume(s.handle), audit.Code("PermissionDenied")) > 0, nil
+	}))
+	fence := s.fenceIndex(recs, oldNode)
+	publish := audit.FirstIndex(recs, audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(newNode), audit.OK())
+	if publish < 0 {
+		s.t.Fatalf("no successful ControllerPublishVolume of %s to %s in the audit log", s.handle, newNode)
+	}
+	if publish < fence {
+		s.t.Fatalf("ControllerPublishVolume to %s (record %d) came before the fenced unpublish from %s (record %d)", newNode, publish, oldNode, fence)
+	}
+	if n := audit.Count(recs[fence+1:], audit.Method("Write"), audit.Node(oldNode), audit.Volume(s.handle), audit.OK()); n != 0 {
+		s.t.Fatalf("%d writes from %s accepted after the fence", n, oldNode)
+	}
+	if n := audit.Count(recs, audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(oldNode), audit.OK(), func(r audit.Record) bool { return !r.Fence }); n != 0 {
+		s.t.Fatalf("%d plain (unfenced) unpublishes of %s from %s succeeded", n, s.handle, oldNode)
+	}
+}
+
+// waitNodeCleanedUp waits until node ran forced node-side clean-up of the
+// db volume after its power-on.
+func (s *scenario) waitNodeCleanedUp(node string) {
+	s.t.Helper()
+	must(s.t, world.WaitFor(s.ctx, startTimeout, "forced clean-up of the volume on "+node, func(context.Context) (bool, error) {
+		recs := s.audit()
+		return audit.Count(recs, audit.Method("NodeUnstageVolume"), audit.Node(node), audit.Volume(s.handle), audit.Forced(), audit.OK()) > 0, nil
+	}))
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func otherNode(w *world.World, not string) string {
+	for _, n := range w.Nodes {
+		if n != not {
+			return n
+		}
+	}
+	panic(fmt.Sprintf("no node other than %s", not))
+}

@@ -1,0 +1,41 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	"fenceline.io/fenceline/test/world"
+)
+
+// TestNonGracefulShutdown is KEP-2268 with Fenceline: node A loses power
+// while its pod writes to an RWO volume and keeps writing (partitioned, not
+// dead); once the out-of-service taint is applied the pod is replaced on
+// another node, the volume is fenced off A before it is published to the
+// new node, and none of A's later writes is accepted. A then boots, cleans
+// up with force, and the taint is removed.
+func TestNonGracefulShutdown(t *testing.T) {
+	s := newScenario(t, world.Options{ZombieWrites: true})
+	pod := s.startDB()
+	nodeA := pod.Spec.NodeName
+
+	s.powerOff(nodeA)
+	must(t, s.w.AddTaint(s.ctx, nodeA, world.OutOfServiceTaint))
+	s.timeline.Add(timeNow(), "out-of-service taint added to %s", nodeA)
+
+	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
+	must(t, err)
+	s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
+	s.waitAcceptedWrite(moved.Spec.NodeName, timeNow())
+
+	must(t, s.w.PowerOn(s.ctx, nodeA))
+	s.waitNodeCleanedUp(nodeA)
+	must(t, s.w.RemoveTaint(s.ctx, nodeA, world.OutOfServiceTaint.Key))
+	must(t, world.WaitFor(s.ctx, nodeLostTimeout, nodeA+" Ready without the out-of-service taint", func(ctx context.Context) (bool, error) {
+		tainted, err := s.w.HasTaint(ctx, nodeA, world.OutOfServiceTaint.Key)
+		return err == nil && !tainted, nil
+	}))
+	// The replacement is undisturbed by A's return.
+	if p, err := s.w.RunningPod(s.ctx, s.ns, "db-0"); err != nil || p == nil || p.Spec.NodeName != moved.Spec.NodeName {
+		t.Fatalf("after %s came back, db-0 = %v (err %v), want Running on %s", nodeA, p, err, moved.Spec.NodeName)
+	}
+}

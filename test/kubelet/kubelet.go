@@ -1,0 +1,228 @@
+// Package kubelet is a kubelet stand-in for one KWOK node in end-to-end
+// tests. KWOK simulates heartbeats and pod status but no volumes; this
+// package adds the storage half of a kubelet: it reports the node's
+// volumesInUse, stages and publishes the CSI volumes of the node's pods
+// through that node's socket of the driver once their VolumeAttachment is
+// attached, marks the pods' volumes mounted (which lets KWOK start them),
+// writes to every published volume periodically, and cleans up volumes
+// whose pods are gone.
+//
+// A power cut (PowerOff) partitions the stand-in from the API server. With
+// Config.ZombieWrites the writers keep going, like a node that lost its
+// network to the control plane but not to storage: exactly what fencing
+// must stop. PowerOn is a reboot: writers stop, and volumes whose pods left
+// the node meanwhile get a forced NodeUnpublish/NodeUnstage, the node-side
+// clean-up that lifts a fence.
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// Config configures a stand-in.
+type Config struct {
+	// NodeName is the Node (and CSI node ID) the stand-in plays.
+	NodeName string
+	// Client talks to the API server as this node's kubelet would.
+	Client kubernetes.Interface
+	// Driver is the CSI driver name whose volumes the stand-in mounts.
+	Driver string
+	// Endpoint is the node's driver socket, "unix:///path".
+	Endpoint string
+	// DataDir holds the staging and target paths.
+	DataDir string
+	// WriteInterval is the period of data-plane writes per volume
+	// (DefaultWriteInterval when zero).
+	WriteInterval time.Duration
+	// ZombieWrites keeps writing to published volumes while the node is
+	// powered off (partitioned from the API server but not from storage).
+	ZombieWrites bool
+	// ResyncInterval is how often the stand-in reconciles without an event,
+	// to notice a VolumeAttachment becoming attached (DefaultResyncInterval
+	// when zero).
+	ResyncInterval time.Duration
+}
+
+// Defaults for Config.
+const (
+	DefaultWriteInterval  = 200 * time.Millisecond
+	DefaultResyncInterval = 500 * time.Millisecond
+)
+
+// Write records one data-plane write attempt.
+type Write struct {
+	// Time is when the driver answered.
+	Time time.Time
+	// VolumeID is the volume written to.
+	VolumeID string
+	// Seq numbers the writes of this stand-in, from 1.
+	Seq int
+	// PoweredOn is false for writes of a zombie.
+	PoweredOn bool
+	// Err is the driver's answer; nil when the write was accepted.
+	Err error
+}
+
+// Kubelet is a running stand-in. Its methods are safe for concurrent use.
+type Kubelet struct {
+	cfg  Config
+	conn *grpc.ClientConn
+	node csi.NodeClient
+
+	mu        sync.Mutex
+	powered   bool
+	apiCancel context.CancelFunc // ends the current powered-on period
+	apiDone   chan struct{}
+	vols      map[string]*volume // by volume handle
+	inUse     []string           // volumesInUse last reported
+	writes    []Write
+	seq       int
+	stopped   bool
+	writersWG sync.WaitGroup
+	baseCtx   context.Context
+	cancel    context.CancelFunc
+}
+
+// Start connects to the node's driver socket and powers the node on. Stop
+// ends it.
+func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
+	if cfg.NodeName == "" || cfg.Client == nil || cfg.Driver == "" || cfg.Endpoint == "" || cfg.DataDir == "" {
+		return nil, errors.New("kubelet stand-in: NodeName, Client, Driver, Endpoint and DataDir are required")
+	}
+	if cfg.WriteInterval <= 0 {
+		cfg.WriteInterval = DefaultWriteInterval
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("kubelet stand-in %s: %w", cfg.NodeName, err)
+	}
+	conn, err := grpc.NewClient(cfg.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet stand-in %s: connecting to %s: %w", cfg.NodeName, cfg.Endpoint, err)
+	}
+	base, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), klog.FromContext(ctx).WithValues("node", cfg.NodeName)))
+	k := &Kubelet{
+		cfg:     cfg,
+		conn:    conn,
+		node:    csi.NewNodeClient(conn),
+		vols:    map[string]*volume{},
+		baseCtx: base,
+		cancel:  cancel,
+	}
+	if err := k.PowerOn(); err != nil {
+		k.Stop()
+		return nil, err
+	}
+	return k, nil
+}
+
+// PowerOff cuts the node off from the API server. Its writers keep going
+// only with Config.ZombieWrites.
+func (k *Kubelet) PowerOff() {
+	k.mu.Lock()
+	if !k.powered {
+		k.mu.Unlock()
+		return
+	}
+	k.powered = false
+	cancel, done := k.apiCancel, k.apiDone
+	if !k.cfg.ZombieWrites {
+		k.stopWritersLocked()
+	}
+	k.mu.Unlock()
+	cancel()
+	<-done
+	klog.FromContext(k.baseCtx).Info("Kubelet stand-in powered off", "zombieWrites", k.cfg.ZombieWrites)
+}
+
+// PowerOn reboots the node: every writer stops (processes do not survive a
+// reboot), every volume is mounted again or, if its pod left the node,
+// cleaned up with force; then the stand-in reconnects to the API server.
+func (k *Kubelet) PowerOn() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return errors.New("kubelet stand-in stopped")
+	}
+	if k.powered {
+		return nil
+	}
+	k.stopWritersLocked()
+	for _, v := range k.vols {
+		v.rebooted = true
+		v.published = false
+	}
+	ctx, cancel := context.WithCancel(k.baseCtx)
+	done := make(chan struct{})
+	if err := k.startAPILocked(ctx, done); err != nil {
+		cancel()
+		return err
+	}
+	k.powered, k.apiCancel, k.apiDone = true, cancel, done
+	klog.FromContext(ctx).Info("Kubelet stand-in powered on")
+	return nil
+}
+
+// Powered reports whether the node is powered on.
+func (k *Kubelet) Powered() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.powered
+}
+
+// Writes returns every write attempt so far, oldest first.
+func (k *Kubelet) Writes() []Write {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]Write(nil), k.writes...)
+}
+
+// Published returns the handles of the volumes currently published on the
+// node (with a running writer when powered on).
+func (k *Kubelet) Published() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for h, v := range k.vols {
+		if v.published {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Stop ends the stand-in without node-side clean-up, like pulling the plug
+// for good, and closes its connection to the driver.
+func (k *Kubelet) Stop() {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return
+	}
+	k.stopped = true
+	powered := k.powered
+	cancel, done := k.apiCancel, k.apiDone
+	k.powered = false
+	k.stopWritersLocked()
+	k.mu.Unlock()
+	if powered {
+		cancel()
+		<-done
+	}
+	k.writersWG.Wait()
+	k.cancel()
+	_ = k.conn.Close()
+}

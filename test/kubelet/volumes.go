@@ -1,0 +1,392 @@
+package kubelet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/mock-driver/client"
+	"fenceline.io/fenceline/pkg/fence"
+	"fenceline.io/fenceline/test/cluster"
+)
+
+// volume is the node-side state of one CSI volume.
+type volume struct {
+	handle    string
+	pv        string
+	published bool
+	// rebooted marks a volume that was in use before the last power on; if
+	// its pods are gone, its clean-up is forced.
+	rebooted   bool
+	stopWriter context.CancelFunc
+}
+
+// want is one volume the node's pods need.
+type want struct {
+	pv   string
+	pods []*corev1.Pod
+}
+
+const vaByPVAndNode = "pvAndNode"
+
+func vaKey(pv, node string) string { return pv + "/" + node }
+
+// startAPILocked starts the informers of one powered-on period and the
+// reconcile loop; done is closed when both stopped after ctx ends.
+func (k *Kubelet) startAPILocked(ctx context.Context, done chan struct{}) error {
+	podFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
+		}))
+	factory := informers.NewSharedInformerFactory(k.cfg.Client, 0)
+	pods := podFactory.Core().V1().Pods()
+	vas := factory.Storage().V1().VolumeAttachments()
+	if err := vas.Informer().AddIndexers(cache.Indexers{vaByPVAndNode: func(obj any) ([]string, error) {
+		va, ok := obj.(*storagev1.VolumeAttachment)
+		if !ok || va.Spec.Source.PersistentVolumeName == nil {
+			return nil, nil
+		}
+		return []string{vaKey(*va.Spec.Source.PersistentVolumeName, va.Spec.NodeName)}, nil
+	}}); err != nil {
+		return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
+	}
+	kick := make(chan struct{}, 1)
+	notify := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { trigger(kick) },
+		UpdateFunc: func(any, any) { trigger(kick) },
+		DeleteFunc: func(any) { trigger(kick) },
+	}
+	if _, err := pods.Informer().AddEventHandler(notify); err != nil {
+		return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
+	}
+	if _, err := vas.Informer().AddEventHandler(notify); err != nil {
+		return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
+	}
+	podFactory.Start(ctx.Done())
+	factory.Start(ctx.Done())
+	go func() {
+		defer close(done)
+		defer factory.Shutdown()
+		defer podFactory.Shutdown()
+		if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced, vas.Informer().HasSynced) {
+			return
+		}
+		tick := time.NewTicker(k.cfg.ResyncInterval)
+		defer tick.Stop()
+		for {
+			if err := k.reconcile(ctx, pods.Lister().List, vas.Informer().GetIndexer()); err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Kubelet stand-in reconcile failed; retrying")
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+			case <-tick.C:
+			}
+		}
+	}()
+	return nil
+}
+
+func trigger(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// reconcile brings the node's volumes in line with its pods: mounted
+// volumes are reported in use before they are staged and stay reported
+// until they are unstaged, as a kubelet does so that the attach/detach
+// controller never detaches a mounted volume without the out-of-service
+// taint.
+func (k *Kubelet) reconcile(ctx context.Context, listPods func(labels.Selector) ([]*corev1.Pod, error), vaIndex cache.Indexer) error {
+	logger := klog.FromContext(ctx)
+	pods, err := listPods(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	wanted, err := k.wantedVolumes(ctx, pods)
+	if err != nil {
+		return err
+	}
+	// Report in use what is wanted or still mounted.
+	if err := k.reportInUse(ctx, wanted); err != nil {
+		return err
+	}
+	var errs []error
+	for handle, w := range wanted {
+		if err := k.mount(ctx, handle, w, vaIndex); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	k.mu.Lock()
+	var gone []*volume
+	for h, v := range k.vols {
+		if _, ok := wanted[h]; !ok {
+			gone = append(gone, v)
+		}
+	}
+	k.mu.Unlock()
+	for _, v := range gone {
+		if err := k.unmount(ctx, v); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		logger.Info("Volume cleaned up", "volume", v.handle, "forced", v.rebooted)
+	}
+	if len(gone) > 0 {
+		if err := k.reportInUse(ctx, wanted); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d volume operation(s) failed, first: %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+// wantedVolumes resolves the claims of running pods to CSI volumes of the
+// driver. Terminating pods no longer need their volumes: KWOK has stopped
+// their containers.
+func (k *Kubelet) wantedVolumes(ctx context.Context, pods []*corev1.Pod) (map[string]*want, error) {
+	out := map[string]*want{}
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, vol := range pod.Spec.Volumes {
+			if vol.PersistentVolumeClaim == nil {
+				continue
+			}
+			pvc, err := k.cfg.Client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, vol.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+			if err != nil || pvc.Spec.VolumeName == "" {
+				continue // not bound yet; a later event retries
+			}
+			pv, err := k.cfg.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+			if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != k.cfg.Driver {
+				continue
+			}
+			w := out[pv.Spec.CSI.VolumeHandle]
+			if w == nil {
+				w = &want{pv: pv.Name}
+				out[pv.Spec.CSI.VolumeHandle] = w
+			}
+			w.pods = append(w.pods, pod)
+		}
+	}
+	return out, nil
+}
+
+// UniqueVolumeName is the name under which a kubelet reports a CSI volume in
+// node.status.volumesInUse.
+func UniqueVolumeName(driver, handle string) string {
+	return "kubernetes.io/csi/" + driver + "^" + handle
+}
+
+func (k *Kubelet) reportInUse(ctx context.Context, wanted map[string]*want) error {
+	k.mu.Lock()
+	set := map[string]bool{}
+	for h := range wanted {
+		set[UniqueVolumeName(k.cfg.Driver, h)] = true
+	}
+	for h := range k.vols {
+		set[UniqueVolumeName(k.cfg.Driver, h)] = true
+	}
+	inUse := make([]string, 0, len(set))
+	for n := range set {
+		inUse = append(inUse, n)
+	}
+	sort.Strings(inUse)
+	same := equality.Semantic.DeepEqual(inUse, k.inUse) && k.inUse != nil
+	k.mu.Unlock()
+	if same {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"volumesInUse": inUse}})
+	if err != nil {
+		return fmt.Errorf("encoding volumesInUse: %w", err)
+	}
+	if _, err := k.cfg.Client.CoreV1().Nodes().Patch(ctx, k.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("reporting volumesInUse: %w", err)
+	}
+	k.mu.Lock()
+	k.inUse = inUse
+	k.mu.Unlock()
+	return nil
+}
+
+func (k *Kubelet) paths(handle string) (staging, target string) {
+	return filepath.Join(k.cfg.DataDir, "staging", handle), filepath.Join(k.cfg.DataDir, "target", handle)
+}
+
+var rwoCapability = &csi.VolumeCapability{
+	AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
+	AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+}
+
+// mount stages and publishes a wanted volume once its VolumeAttachment to
+// this node is attached, starts its writer and marks its pods' volumes
+// mounted.
+func (k *Kubelet) mount(ctx context.Context, handle string, w *want, vaIndex cache.Indexer) error {
+	k.mu.Lock()
+	v := k.vols[handle]
+	if v == nil {
+		v = &volume{handle: handle, pv: w.pv}
+		k.vols[handle] = v
+	}
+	published := v.published
+	k.mu.Unlock()
+	if !published {
+		va := attachedVA(vaIndex, w.pv, k.cfg.NodeName)
+		if va == nil {
+			return nil // the attach/detach controller and the attacher are not done yet
+		}
+		staging, target := k.paths(handle)
+		if _, err := k.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+			VolumeId: handle, PublishContext: va.Status.AttachmentMetadata,
+			StagingTargetPath: staging, VolumeCapability: rwoCapability,
+		}); err != nil {
+			return fmt.Errorf("NodeStageVolume %s: %w", handle, err)
+		}
+		if _, err := k.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+			VolumeId: handle, PublishContext: va.Status.AttachmentMetadata,
+			StagingTargetPath: staging, TargetPath: target, VolumeCapability: rwoCapability,
+		}); err != nil {
+			return fmt.Errorf("NodePublishVolume %s: %w", handle, err)
+		}
+		k.mu.Lock()
+		v.published, v.rebooted = true, false
+		k.startWriterLocked(v)
+		k.mu.Unlock()
+		klog.FromContext(ctx).Info("Volume staged and published", "volume", handle, "pv", w.pv)
+	}
+	for _, pod := range w.pods {
+		if pod.Annotations[cluster.VolumesMountedAnnotation] == "true" {
+			continue
+		}
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, cluster.VolumesMountedAnnotation)
+		if _, err := k.cfg.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("marking volumes of pod %s/%s mounted: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	return nil
+}
+
+func attachedVA(index cache.Indexer, pv, node string) *storagev1.VolumeAttachment {
+	objs, err := index.ByIndex(vaByPVAndNode, vaKey(pv, node))
+	if err != nil {
+		return nil
+	}
+	for _, o := range objs {
+		if va, ok := o.(*storagev1.VolumeAttachment); ok && va.Status.Attached && va.DeletionTimestamp == nil {
+			return va
+		}
+	}
+	return nil
+}
+
+// unmount stops the writer and unpublishes and unstages the volume, with
+// force when the node rebooted since it was mounted (the node-side clean-up
+// a fence requires before the volume may come back here).
+func (k *Kubelet) unmount(ctx context.Context, v *volume) error {
+	k.mu.Lock()
+	if v.stopWriter != nil {
+		v.stopWriter()
+		v.stopWriter = nil
+	}
+	force := v.rebooted
+	k.mu.Unlock()
+	staging, target := k.paths(v.handle)
+	unpub := &csi.NodeUnpublishVolumeRequest{VolumeId: v.handle, TargetPath: target}
+	fence.SetForceUnpublish(unpub, force)
+	if _, err := k.node.NodeUnpublishVolume(ctx, unpub); err != nil {
+		return fmt.Errorf("NodeUnpublishVolume %s (force=%t): %w", v.handle, force, err)
+	}
+	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: v.handle, StagingTargetPath: staging}
+	fence.SetForceUnstage(unstage, force)
+	if _, err := k.node.NodeUnstageVolume(ctx, unstage); err != nil {
+		return fmt.Errorf("NodeUnstageVolume %s (force=%t): %w", v.handle, force, err)
+	}
+	k.mu.Lock()
+	delete(k.vols, v.handle)
+	k.mu.Unlock()
+	return nil
+}
+
+// startWriterLocked starts the periodic writer of a published volume.
+func (k *Kubelet) startWriterLocked(v *volume) {
+	if v.stopWriter != nil || k.stopped {
+		return
+	}
+	ctx, cancel := context.WithCancel(k.baseCtx)
+	v.stopWriter = cancel
+	k.writersWG.Add(1)
+	go func() {
+		defer k.writersWG.Done()
+		tick := time.NewTicker(k.cfg.WriteInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			k.mu.Lock()
+			k.seq++
+			seq, powered := k.seq, k.powered
+			k.mu.Unlock()
+			data := fmt.Appendf(nil, "%s write %d at %s", k.cfg.NodeName, seq, time.Now().Format(time.RFC3339Nano))
+			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+			err := client.Write(wctx, k.conn, v.handle, data)
+			wcancel()
+			if ctx.Err() != nil {
+				return // stopped mid-write: the answer no longer counts
+			}
+			k.mu.Lock()
+			k.writes = append(k.writes, Write{Time: time.Now(), VolumeID: v.handle, Seq: seq, PoweredOn: powered, Err: err})
+			k.mu.Unlock()
+		}
+	}()
+}
+
+func (k *Kubelet) stopWritersLocked() {
+	for _, v := range k.vols {
+		if v.stopWriter != nil {
+			v.stopWriter()
+			v.stopWriter = nil
+		}
+	}
+}
+
+// Accepted counts the writes the driver accepted after t, and how many it
+// rejected.
+func Accepted(writes []Write, after time.Time) (accepted, rejected int) {
+	for _, w := range writes {
+		if !w.Time.After(after) {
+			continue
+		}
+		if w.Err == nil {
+			accepted++
+		} else {
+			rejected++
+		}
+	}
+	return accepted, rejected
+}
+

@@ -1,0 +1,326 @@
+// Package world runs the whole product on a local control plane: the mock
+// CSI driver (controller service plus one node socket per KWOK node), a
+// kubelet stand-in per node, and fenceline-attacher and fenceline-controller
+// as real processes, each with the ServiceAccount and RBAC of its deploy
+// manifest. End-to-end tests, benchmarks and the demo build on it.
+package world
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/pkg/names"
+	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/kubelet"
+)
+
+// DriverName is the mock driver's CSI driver name.
+const DriverName = "mock.fenceline.io"
+
+// DriverOptions configure the mock driver process.
+type DriverOptions struct {
+	// NoFence makes the driver advertise no UNPUBLISH_FENCE (--fence=false).
+	NoFence bool
+	// NoForceUnpublish turns FORCE_UNPUBLISH off (--force-unpublish=false).
+	NoForceUnpublish bool
+	// UnsafeUnpublish lets a plain unpublish succeed while the node still
+	// uses the volume, leaving it write access (--unsafe-unpublish).
+	UnsafeUnpublish bool
+	// SafeDetach annotates the CSIDriver object with fenceline.io/safe-detach.
+	SafeDetach bool
+	// Args are extra flags for bin/mock-driver.
+	Args []string
+}
+
+// Options select what runs.
+type Options struct {
+	// Nodes names the KWOK nodes (default node-a, node-b, node-c).
+	Nodes []string
+	// Driver configures the mock driver.
+	Driver DriverOptions
+	// NoAttacher leaves fenceline-attacher out (nothing attaches volumes).
+	NoAttacher bool
+	// AttacherArgs are extra flags for fenceline-attacher.
+	AttacherArgs []string
+	// NoController leaves fenceline-controller out (upstream behaviour).
+	NoController bool
+	// ControllerArgs are extra flags for fenceline-controller.
+	ControllerArgs []string
+	// ZombieWrites keeps a powered-off node's writers writing.
+	ZombieWrites bool
+	// WriteInterval is the kubelet stand-ins' write period.
+	WriteInterval time.Duration
+	// Cluster is passed on to cluster.Start; ControllerManager, Scheduler
+	// and KWOK are always on.
+	Cluster cluster.Options
+}
+
+// World is the running product.
+type World struct {
+	// Cluster is the control plane.
+	Cluster *cluster.Cluster
+	// Nodes are the node names, in order.
+	Nodes []string
+	// Kubelets are the stand-ins by node name.
+	Kubelets map[string]*kubelet.Kubelet
+	// ControllerSocket is the driver's controller endpoint (unix://...).
+	ControllerSocket string
+	// NodeSockets are the driver's node endpoints by node name.
+	NodeSockets map[string]string
+	// StateDir is the mock driver's state directory.
+	StateDir string
+
+	Driver, Attacher, Controller *cluster.Process
+}
+
+// readyTimeout bounds the start of the product on a running control plane.
+const readyTimeout = 90 * time.Second
+
+// Start starts a control plane and the product on it for the test; every
+// part stops when the test ends, and component logs land in
+// test/output/<TestName> if it failed.
+func Start(t testing.TB, opts Options) *World {
+	t.Helper()
+	copts := opts.Cluster
+	copts.ControllerManager, copts.Scheduler, copts.KWOK = true, true, true
+	c := cluster.Start(t, copts)
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	w, err := Launch(ctx, c, opts)
+	if w != nil {
+		t.Cleanup(w.Stop)
+	}
+	if err != nil {
+		t.Fatalf("starting the product: %v", err)
+	}
+	return w
+}
+
+// Launch starts the product on a running control plane. The caller must
+// call Stop (then stop the cluster); on error the World, if not nil, holds
+// what was started so far.
+func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, error) {
+	if len(opts.Nodes) == 0 {
+		opts.Nodes = []string{"node-a", "node-b", "node-c"}
+	}
+	w := &World{
+		Cluster:     c,
+		Nodes:       opts.Nodes,
+		Kubelets:    map[string]*kubelet.Kubelet{},
+		NodeSockets: map[string]string{},
+		StateDir:    filepath.Join(c.Dir(), "mock"),
+	}
+	if err := w.startDriver(ctx, opts.Driver); err != nil {
+		return w, err
+	}
+	if err := w.createCSIDriver(ctx, opts.Driver.SafeDetach); err != nil {
+		return w, err
+	}
+	for _, n := range w.Nodes {
+		if err := c.AddNode(ctx, n, DriverName); err != nil {
+			return w, err
+		}
+		k, err := kubelet.Start(ctx, kubelet.Config{
+			NodeName:      n,
+			Client:        c.Client(),
+			Driver:        DriverName,
+			Endpoint:      w.NodeSockets[n],
+			DataDir:       filepath.Join(c.Dir(), "kubelet", n),
+			WriteInterval: opts.WriteInterval,
+			ZombieWrites:  opts.ZombieWrites,
+		})
+		if err != nil {
+			return w, err
+		}
+		w.Kubelets[n] = k
+	}
+	if !opts.NoAttacher {
+		p, err := w.startComponent(ctx, "fenceline-attacher", "attacher", AttacherServiceAccount, append([]string{
+			"--csi-address=" + w.ControllerSocket,
+			"--timeout=10s",
+			"--retry-interval-start=500ms",
+			"--retry-interval-max=5s",
+			"--v=4",
+		}, opts.AttacherArgs...))
+		if err != nil {
+			return w, err
+		}
+		w.Attacher = p
+	}
+	if !opts.NoController {
+		p, err := w.startComponent(ctx, "fenceline-controller", "controller", ControllerServiceAccount, append([]string{
+			"--v=4",
+		}, opts.ControllerArgs...))
+		if err != nil {
+			return w, err
+		}
+		w.Controller = p
+	}
+	return w, nil
+}
+
+func (w *World) startDriver(ctx context.Context, o DriverOptions) error {
+	bin, err := cluster.Binary("mock-driver")
+	if err != nil {
+		return err
+	}
+	sock := filepath.Join(w.Cluster.Dir(), "sock")
+	if err := os.MkdirAll(sock, 0o755); err != nil {
+		return fmt.Errorf("creating socket directory: %w", err)
+	}
+	w.ControllerSocket = "unix://" + filepath.Join(sock, "controller.sock")
+	args := []string{
+		"--endpoint=" + w.ControllerSocket,
+		"--state-dir=" + w.StateDir,
+		"--name=" + DriverName,
+		"--fence=" + strconv.FormatBool(!o.NoFence),
+		"--force-unpublish=" + strconv.FormatBool(!o.NoForceUnpublish),
+		"--unsafe-unpublish=" + strconv.FormatBool(o.UnsafeUnpublish),
+	}
+	for _, n := range w.Nodes {
+		w.NodeSockets[n] = "unix://" + filepath.Join(sock, n+".sock")
+		args = append(args, "--node-endpoint="+n+"="+w.NodeSockets[n])
+	}
+	p, err := cluster.StartProcess("mock-driver", w.Cluster.LogDir(), bin, append(args, o.Args...)...)
+	if err != nil {
+		return err
+	}
+	w.Cluster.Track(p)
+	w.Driver = p
+	for _, ep := range append([]string{w.ControllerSocket}, mapValues(w.NodeSockets)...) {
+		if err := probe(ctx, p, ep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// probe waits until the CSI Identity service at ep answers Probe ready.
+func probe(ctx context.Context, p *cluster.Process, ep string) error {
+	conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", ep, err)
+	}
+	defer conn.Close()
+	id := csi.NewIdentityClient(conn)
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if exited, err := p.Exited(); exited {
+			return false, fmt.Errorf("mock driver exited (%v); see %s", err, p.LogPath)
+		}
+		resp, err := id.Probe(ctx, &csi.ProbeRequest{})
+		if err != nil {
+			return false, nil //nolint:nilerr // not listening yet
+		}
+		return resp.GetReady() == nil || resp.GetReady().GetValue(), nil
+	})
+}
+
+func (w *World) createCSIDriver(ctx context.Context, safeDetach bool) error {
+	attach := true
+	d := &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: DriverName},
+		Spec:       storagev1.CSIDriverSpec{AttachRequired: &attach},
+	}
+	if safeDetach {
+		d.Annotations = map[string]string{names.SafeDetachAnnotation: "true"}
+	}
+	if _, err := w.Cluster.Client().StorageV1().CSIDrivers().Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating CSIDriver %s: %w", DriverName, err)
+	}
+	return nil
+}
+
+// startComponent applies deploy/<component>/rbac.yaml, gets a token for the
+// component's ServiceAccount and runs bin/<binary> with that identity.
+func (w *World) startComponent(ctx context.Context, binary, component, sa string, args []string) (*cluster.Process, error) {
+	bin, err := cluster.Binary(binary)
+	if err != nil {
+		return nil, err
+	}
+	rbac, err := rbacFile(component)
+	if err != nil {
+		return nil, err
+	}
+	if err := ApplyRBAC(ctx, w.Cluster.Client(), rbac); err != nil {
+		return nil, err
+	}
+	_, kubeconfig, err := w.Cluster.ServiceAccountKubeconfig(ctx, Namespace, sa)
+	if err != nil {
+		return nil, err
+	}
+	p, err := cluster.StartProcess(binary, w.Cluster.LogDir(), bin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	w.Cluster.Track(p)
+	return p, nil
+}
+
+// PowerOff cuts node's power: KWOK stops heartbeating it and its kubelet
+// stand-in loses the API server (its writers go on with ZombieWrites).
+func (w *World) PowerOff(ctx context.Context, node string) error {
+	if k := w.Kubelets[node]; k != nil {
+		k.PowerOff()
+	}
+	return w.Cluster.PowerOff(ctx, node)
+}
+
+// PowerOn boots node again with a new boot ID; its stand-in cleans up
+// volumes whose pods left meanwhile.
+func (w *World) PowerOn(ctx context.Context, node string) error {
+	if err := w.Cluster.PowerOn(ctx, node); err != nil {
+		return err
+	}
+	if k := w.Kubelets[node]; k != nil {
+		return k.PowerOn()
+	}
+	return nil
+}
+
+// AuditPath returns the mock driver's audit log.
+func (w *World) AuditPath() string { return filepath.Join(w.StateDir, "audit.jsonl") }
+
+// Audit reads the mock driver's audit log.
+func (w *World) Audit() ([]audit.Record, error) {
+	recs, err := audit.ReadFile(w.AuditPath())
+	if err != nil {
+		return nil, fmt.Errorf("reading the driver's audit log: %w", err)
+	}
+	return recs, nil
+}
+
+// Stop stops the kubelet stand-ins; the processes stop with the cluster
+// (they are tracked by it), newest first.
+func (w *World) Stop() {
+	for n, k := range w.Kubelets {
+		k.Stop()
+		klog.Background().V(4).Info("Kubelet stand-in stopped", "node", n)
+	}
+	for _, p := range []*cluster.Process{w.Controller, w.Attacher, w.Driver} {
+		if p != nil {
+			p.Stop(5 * time.Second)
+		}
+	}
+}
