@@ -389,4 +389,3 @@ func Accepted(writes []Write, after time.Time) (accepted, rejected int) {
 	}
 	return accepted, rejected
 }
-
