@@ -1,0 +1,207 @@
+// Package nodequeue is the informer -> rate-limited workqueue -> sync loop
+// shared by the Fenceline controllers. Every controller is keyed by node
+// name: an event on a pod, a VolumeAttachment or the node itself enqueues the
+// node, and one sync looks at that node and its pods through indexed
+// informer lookups. Keying by node bounds the work per event to one node,
+// whatever the size of the cluster.
+package nodequeue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// SyncFunc handles one node. It returns requeueAfter > 0 to look again
+// later (e.g. when a delay has not expired yet); an error requeues with
+// rate-limited backoff.
+type SyncFunc func(ctx context.Context, nodeName string) (requeueAfter time.Duration, err error)
+
+// Queue is a rate-limited queue of node names with a sync loop.
+type Queue struct {
+	name  string
+	queue workqueue.TypedRateLimitingInterface[string]
+	sync  SyncFunc
+}
+
+// New creates a queue; name appears in logs and workqueue metrics.
+func New(name string, sync SyncFunc) *Queue {
+	return &Queue{
+		name: name,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: name}),
+		sync: sync,
+	}
+}
+
+// Enqueue adds a node to the queue.
+func (q *Queue) Enqueue(nodeName string) {
+	if nodeName != "" {
+		q.queue.Add(nodeName)
+	}
+}
+
+// Len returns the number of queued nodes.
+func (q *Queue) Len() int { return q.queue.Len() }
+
+// Run processes the queue with the given number of workers until ctx ends.
+func (q *Queue) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithValues("controller", q.name)
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting workers", "count", workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, q.worker, time.Second) })
+	}
+	<-ctx.Done()
+	q.queue.ShutDown()
+	wg.Wait()
+	logger.Info("Workers stopped")
+}
+
+func (q *Queue) worker(ctx context.Context) {
+	for q.next(ctx) {
+	}
+}
+
+func (q *Queue) next(ctx context.Context) bool {
+	key, quit := q.queue.Get()
+	if quit {
+		return false
+	}
+	defer q.queue.Done(key)
+	logger := klog.FromContext(ctx).WithValues("node", key)
+	after, err := q.sync(klog.NewContext(ctx, logger), key)
+	switch {
+	case err != nil:
+		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "node", key)
+		q.queue.AddRateLimited(key)
+	case after > 0:
+		q.queue.Forget(key)
+		q.queue.AddAfter(key, after)
+	default:
+		q.queue.Forget(key)
+	}
+	return true
+}
+
+// NodeHandler returns informer handlers that enqueue a node when it is
+// added, changes in a way filter cares about, or is deleted. A nil filter
+// enqueues on every update (resyncs included).
+func (q *Queue) NodeHandler(filter func(old, cur *v1.Node) bool) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				q.Enqueue(n.Name)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*v1.Node)
+			n, ok2 := newObj.(*v1.Node)
+			if !ok1 || !ok2 {
+				return
+			}
+			if filter == nil || o.ResourceVersion == n.ResourceVersion || filter(o, n) {
+				q.Enqueue(n.Name)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if n := nodeFrom(obj); n != nil {
+				q.Enqueue(n.Name)
+			}
+		},
+	}
+}
+
+// PodHandler returns informer handlers that enqueue the node of a pod that
+// is added, changes in a way filter cares about, or is deleted.
+func (q *Queue) PodHandler(filter func(old, cur *v1.Pod) bool) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*v1.Pod); ok {
+				q.Enqueue(p.Spec.NodeName)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*v1.Pod)
+			p, ok2 := newObj.(*v1.Pod)
+			if !ok1 || !ok2 {
+				return
+			}
+			if filter == nil || o.ResourceVersion == p.ResourceVersion || filter(o, p) {
+				q.Enqueue(p.Spec.NodeName)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if p := podFrom(obj); p != nil {
+				q.Enqueue(p.Spec.NodeName)
+			}
+		},
+	}
+}
+
+// VAHandler returns informer handlers that enqueue the node of a
+// VolumeAttachment whenever one is added or deleted.
+func (q *Queue) VAHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if va, ok := obj.(*storagev1.VolumeAttachment); ok {
+				q.Enqueue(va.Spec.NodeName)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			va, ok := obj.(*storagev1.VolumeAttachment)
+			if !ok {
+				if t, ok2 := obj.(cache.DeletedFinalStateUnknown); ok2 {
+					va, ok = t.Obj.(*storagev1.VolumeAttachment)
+				}
+			}
+			if ok {
+				q.Enqueue(va.Spec.NodeName)
+			}
+		},
+	}
+}
+
+func nodeFrom(obj any) *v1.Node {
+	if n, ok := obj.(*v1.Node); ok {
+		return n
+	}
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if n, ok := t.Obj.(*v1.Node); ok {
+			return n
+		}
+	}
+	return nil
+}
+
+func podFrom(obj any) *v1.Pod {
+	if p, ok := obj.(*v1.Pod); ok {
+		return p
+	}
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if p, ok := t.Obj.(*v1.Pod); ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// AddHandler registers h on inf, wrapping the error with context.
+func AddHandler(inf cache.SharedIndexInformer, what string, h cache.ResourceEventHandler) error {
+	if _, err := inf.AddEventHandler(h); err != nil {
+		return fmt.Errorf("adding %s event handler: %w", what, err)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+// Package nodeutil holds pure helpers about Nodes and the informer indexes
+// that let the Fenceline controllers find the pods and VolumeAttachments of
+// one node without listing the whole cluster.
+package nodeutil
+
+import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+const (
+	// PodsByNodeIndex indexes pods by spec.nodeName.
+	PodsByNodeIndex = "spec.nodeName"
+	// VAsByNodeIndex indexes VolumeAttachments by spec.nodeName.
+	VAsByNodeIndex = "spec.nodeName"
+)
+
+// IsReady reports whether the node's Ready condition is True. A node without
+// a Ready condition is not ready, as in kube-controller-manager.
+func IsReady(node *v1.Node) bool {
+	c := ReadyCondition(node)
+	return c != nil && c.Status == v1.ConditionTrue
+}
+
+// ReadyCondition returns the node's Ready condition, or nil.
+func ReadyCondition(node *v1.Node) *v1.NodeCondition {
+	if node == nil {
+		return nil
+	}
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == v1.NodeReady {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// NotReadyFor returns how long the node's Ready condition has not been True,
+// measured from the condition's lastTransitionTime. It returns false when the
+// node is Ready. A node that has no Ready condition at all (never reported)
+// counts as not ready since its creation.
+func NotReadyFor(node *v1.Node, now time.Time) (time.Duration, bool) {
+	if node == nil || IsReady(node) {
+		return 0, false
+	}
+	since := node.CreationTimestamp.Time
+	if c := ReadyCondition(node); c != nil && !c.LastTransitionTime.IsZero() {
+		since = c.LastTransitionTime.Time
+	}
+	d := now.Sub(since)
+	if d < 0 {
+		d = 0
+	}
+	return d, true
+}
+
+// FindTaint returns the first taint on the node with the given key (any value,
+// any effect), or nil.
+func FindTaint(node *v1.Node, key string) *v1.Taint {
+	if node == nil {
+		return nil
+	}
+	for i := range node.Spec.Taints {
+		if node.Spec.Taints[i].Key == key {
+			return &node.Spec.Taints[i]
+		}
+	}
+	return nil
+}
+
+// HasTaint reports whether the node carries a taint with the given key.
+func HasTaint(node *v1.Node, key string) bool {
+	return FindTaint(node, key) != nil
+}
+
+// CSIUniqueVolumeName returns the name under which kubelet and the
+// attach/detach controller list a CSI volume in node.status.volumesInUse and
+// node.status.volumesAttached.
+func CSIUniqueVolumeName(driver, volumeHandle string) v1.UniqueVolumeName {
+	return v1.UniqueVolumeName(fmt.Sprintf("kubernetes.io/csi/%s^%s", driver, volumeHandle))
+}
+
+// PodNodeNameIndexFunc indexes a pod by the node it is bound to.
+func PodNodeNameIndexFunc(obj interface{}) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{pod.Spec.NodeName}, nil
+}
+
+// VANodeNameIndexFunc indexes a VolumeAttachment by its node.
+func VANodeNameIndexFunc(obj interface{}) ([]string, error) {
+	va, ok := obj.(*storagev1.VolumeAttachment)
+	if !ok || va.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{va.Spec.NodeName}, nil
+}
+
+// AddPodIndexer adds PodsByNodeIndex to a pod informer unless it is there.
+func AddPodIndexer(inf cache.SharedIndexInformer) error {
+	if _, ok := inf.GetIndexer().GetIndexers()[PodsByNodeIndex]; ok {
+		return nil
+	}
+	if err := inf.AddIndexers(cache.Indexers{PodsByNodeIndex: PodNodeNameIndexFunc}); err != nil {
+		return fmt.Errorf("adding pod index %q: %w", PodsByNodeIndex, err)
+	}
+	return nil
+}
+
+// AddVAIndexer adds VAsByNodeIndex to a VolumeAttachment informer unless it
+// is there.
+func AddVAIndexer(inf cache.SharedIndexInformer) error {
+	if _, ok := inf.GetIndexer().GetIndexers()[VAsByNodeIndex]; ok {
+		return nil
+	}
+	if err := inf.AddIndexers(cache.Indexers{VAsByNodeIndex: VANodeNameIndexFunc}); err != nil {
+		return fmt.Errorf("adding VolumeAttachment index %q: %w", VAsByNodeIndex, err)
+	}
+	return nil
+}
+
+// PodsOnNode returns the cached pods bound to the node.
+func PodsOnNode(indexer cache.Indexer, nodeName string) ([]*v1.Pod, error) {
+	objs, err := indexer.ByIndex(PodsByNodeIndex, nodeName)
+	if err != nil {
+		return nil, fmt.Errorf("looking up pods on node %q: %w", nodeName, err)
+	}
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+// VAsOnNode returns the cached VolumeAttachments of the node.
+func VAsOnNode(indexer cache.Indexer, nodeName string) ([]*storagev1.VolumeAttachment, error) {
+	objs, err := indexer.ByIndex(VAsByNodeIndex, nodeName)
+	if err != nil {
+		return nil, fmt.Errorf("looking up VolumeAttachments on node %q: %w", nodeName, err)
+	}
+	vas := make([]*storagev1.VolumeAttachment, 0, len(objs))
+	for _, o := range objs {
+		if va, ok := o.(*storagev1.VolumeAttachment); ok {
+			vas = append(vas, va)
+		}
+	}
+	return vas, nil
+}

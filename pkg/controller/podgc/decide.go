@@ -1,0 +1,47 @@
+// Package podgc is the event-driven KEP-2268 pod GC: it force-deletes pods
+// stuck terminating on a node that is not Ready and carries the
+// node.kubernetes.io/out-of-service taint. It applies the same rule as
+// kube-controller-manager's gcTerminating, but reacts to each event instead
+// of running every 20 seconds.
+package podgc
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// Decision says whether to force-delete a pod, and why (or why not).
+type Decision struct {
+	Delete bool
+	Why    string
+}
+
+// Decide is the single place that states when podgc force-deletes a pod.
+// Like upstream's gcTerminating it looks at the taint key only (any value,
+// any effect) and deletes mirror pods and DaemonSet pods too: the static
+// pod's kubelet is dead, and the DaemonSet controller recreates its pod only
+// once the old one is gone.
+func Decide(node *v1.Node, pod *v1.Pod) Decision {
+	switch {
+	case pod == nil:
+		return Decision{Why: "pod is gone"}
+	case node == nil:
+		return Decision{Why: "node does not exist; orphaned pods are upstream pod GC's job"}
+	case pod.Spec.NodeName != node.Name:
+		return Decision{Why: "pod is not bound to this node"}
+	case nodeutil.IsReady(node):
+		return Decision{Why: "node is Ready"}
+	case !nodeutil.HasTaint(node, names.OutOfServiceTaint):
+		return Decision{Why: "node has no out-of-service taint"}
+	case !podutil.IsTerminating(pod):
+		return Decision{Why: "pod is not terminating"}
+	case podutil.IsForceDeleted(pod):
+		return Decision{Why: "pod was already force-deleted and waits for its finalizers"}
+	}
+	return Decision{Delete: true, Why: fmt.Sprintf("fenceline: node %s out of service (taint %s) and not Ready", node.Name, names.OutOfServiceTaint)}
+}

@@ -1,0 +1,124 @@
+package podgc
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/metrics"
+	"fenceline.io/fenceline/pkg/controller/nodequeue"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// Name is the controller's name for --controllers.
+const Name = "podgc"
+
+// Controller force-deletes terminating pods on out-of-service nodes.
+type Controller struct {
+	act   *actuator.Actuator
+	nodes corelisters.NodeLister
+	pods  cache.Indexer
+	queue *nodequeue.Queue
+	clock *nodequeue.TaintClock
+}
+
+// New wires the controller to the shared informers. Call it before the
+// factory is started.
+func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller, error) {
+	podInf := f.Core().V1().Pods().Informer()
+	nodeInf := f.Core().V1().Nodes().Informer()
+	if err := nodeutil.AddPodIndexer(podInf); err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		act:   act,
+		nodes: f.Core().V1().Nodes().Lister(),
+		pods:  podInf.GetIndexer(),
+		clock: nodequeue.NewTaintClock(names.OutOfServiceTaint),
+	}
+	c.queue = nodequeue.New(Name, c.sync)
+	nodeHandler := c.queue.NodeHandler(func(old, cur *v1.Node) bool {
+		return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
+			nodeutil.HasTaint(old, names.OutOfServiceTaint) != nodeutil.HasTaint(cur, names.OutOfServiceTaint)
+	})
+	if err := nodequeue.AddHandler(nodeInf, "node", cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				c.clock.Observe(n.Name, n)
+			}
+			nodeHandler.OnAdd(obj, false)
+		},
+		UpdateFunc: func(o, n any) {
+			if node, ok := n.(*v1.Node); ok {
+				c.clock.Observe(node.Name, node)
+			}
+			nodeHandler.OnUpdate(o, n)
+		},
+		DeleteFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				c.clock.Observe(n.Name, nil)
+			}
+			nodeHandler.OnDelete(obj)
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if err := nodequeue.AddHandler(podInf, "pod", c.queue.PodHandler(func(old, cur *v1.Pod) bool {
+		return podutil.IsTerminating(old) != podutil.IsTerminating(cur)
+	})); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Run processes events until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+
+func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
+	node, err := c.nodes.Get(nodeName)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if nodeutil.IsReady(node) || !nodeutil.HasTaint(node, names.OutOfServiceTaint) {
+		return 0, nil // fast path: nothing on this node can qualify
+	}
+	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
+	if err != nil {
+		return 0, err
+	}
+	logger := klog.FromContext(ctx)
+	var errs []error
+	for _, pod := range pods {
+		d := Decide(node, pod)
+		if !d.Delete {
+			logger.V(5).Info("Not deleting pod", "pod", klog.KObj(pod), "why", d.Why)
+			continue
+		}
+		requested, _ := podutil.DeletionRequestedAt(pod)
+		trigger := nodequeue.Latest(c.clock.Since(nodeName), requested, readySince(node))
+		if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: d.Why, Trigger: trigger}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return 0, errors.Join(errs...)
+}
+
+func readySince(node *v1.Node) time.Time {
+	if c := nodeutil.ReadyCondition(node); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return time.Time{}
+}

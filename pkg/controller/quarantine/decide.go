@@ -1,0 +1,170 @@
+// Package quarantine recovers pods of safe-detach CSI drivers from a
+// NotReady node without a human: after --quarantine-delay it taints the node
+// fenceline.io/quarantine:NoSchedule, force-deletes the node's terminating
+// pods whose volumes all come from drivers annotated fenceline.io/safe-detach,
+// and releases their volumes from node.status.volumesInUse so that the
+// attach/detach controller detaches at once. The detach is safe because the
+// attacher fences the volume (ControllerUnpublishVolume with fence=true) for
+// a quarantined node. The taint is lifted once the node is Ready again and
+// no VolumeAttachment of a safe-detach driver is left for it.
+package quarantine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// Action is what to do with a pod.
+type Action int
+
+const (
+	// Skip: leave the pod alone (Why says why).
+	Skip Action = iota
+	// Wait: the node has not been NotReady long enough; look again after
+	// PodDecision.After.
+	Wait
+	// Refuse: the pod qualifies by node and state but not by volumes; it
+	// is left alone and the user is told why with an Event.
+	Refuse
+	// TaintFirst: the pod qualifies, but the node must carry the
+	// quarantine taint before anything is deleted.
+	TaintFirst
+	// Delete: force-delete the pod.
+	Delete
+)
+
+// PodDecision is the outcome of DecidePod.
+type PodDecision struct {
+	Action Action
+	Why    string
+	After  time.Duration
+}
+
+// DecidePod is the single place that states when quarantine force-deletes a
+// pod: the node exists and its Ready condition has not been True for at least
+// delay; the pod is terminating and not yet force-deleted; it has at least
+// one volume from a safe-detach CSI driver and every other volume is either
+// harmless (emptyDir, configMap, secret, downwardAPI, projected) or from a
+// safe-detach driver, and none is ReadWriteMany; and the node already
+// carries the quarantine taint.
+func DecidePod(node *v1.Node, pod *v1.Pod, vols []Volume, now time.Time, delay time.Duration) PodDecision {
+	switch {
+	case pod == nil:
+		return PodDecision{Why: "pod is gone"}
+	case node == nil:
+		return PodDecision{Why: "node does not exist"}
+	case pod.Spec.NodeName != node.Name:
+		return PodDecision{Why: "pod is not bound to this node"}
+	}
+	down, notReady := nodeutil.NotReadyFor(node, now)
+	switch {
+	case !notReady:
+		return PodDecision{Why: "node is Ready"}
+	case !podutil.IsTerminating(pod):
+		return PodDecision{Why: "pod is not terminating"}
+	case podutil.IsForceDeleted(pod):
+		return PodDecision{Why: "pod was already force-deleted and waits for its finalizers"}
+	case down < delay:
+		return PodDecision{Action: Wait, Why: fmt.Sprintf("node not Ready for %s, quarantine after %s", down.Round(time.Second), delay), After: delay - down}
+	}
+	if why := refusal(vols); why != "" {
+		return PodDecision{Action: Refuse, Why: why}
+	}
+	if !nodeutil.HasTaint(node, names.QuarantineTaint) {
+		return PodDecision{Action: TaintFirst, Why: "node must be quarantined before pods are deleted"}
+	}
+	return PodDecision{Action: Delete, Why: fmt.Sprintf("fenceline: node %s not Ready for %s and every volume is from a safe-detach driver that fences on detach", node.Name, down.Round(time.Second))}
+}
+
+// refusal returns why the pod's volumes rule out a safe detach, or "".
+func refusal(vols []Volume) string {
+	safe := 0
+	var reasons []string
+	for _, v := range vols {
+		switch v.Kind {
+		case KindHarmless:
+		case KindCSI:
+			switch {
+			case !v.SafeDetach:
+				reasons = append(reasons, fmt.Sprintf("volume %q: CSI driver %s is not annotated %s=true", v.Name, v.Driver, names.SafeDetachAnnotation))
+			case v.RWX:
+				reasons = append(reasons, fmt.Sprintf("volume %q is ReadWriteMany", v.Name))
+			default:
+				safe++
+			}
+		case KindInlineCSI:
+			reasons = append(reasons, fmt.Sprintf("volume %q is an inline CSI volume of %s, which is not fenced", v.Name, v.Driver))
+		case KindNodeLocal:
+			reasons = append(reasons, fmt.Sprintf("volume %q is node-local storage (%s)", v.Name, v.Detail))
+		case KindUnresolved:
+			reasons = append(reasons, fmt.Sprintf("volume %q cannot be resolved: %s", v.Name, v.Detail))
+		default:
+			reasons = append(reasons, fmt.Sprintf("volume %q: %s", v.Name, v.Detail))
+		}
+	}
+	if len(reasons) > 0 {
+		return "not safe to force-delete: " + strings.Join(reasons, "; ")
+	}
+	if safe == 0 {
+		return "not safe to force-delete: the pod has no volume from a safe-detach CSI driver"
+	}
+	return ""
+}
+
+// NodeDecision is the outcome of DecideUntaint.
+type NodeDecision struct {
+	Untaint bool
+	Why     string
+}
+
+// DecideUntaint is the single place that states when the quarantine taint is
+// lifted: the node carries it, is Ready again, and no VolumeAttachment of a
+// safe-detach driver remains for it (so every fenced volume went through a
+// full detach before the node can run pods again).
+func DecideUntaint(node *v1.Node, safeDetachVAs int) NodeDecision {
+	switch {
+	case node == nil:
+		return NodeDecision{Why: "node does not exist"}
+	case !nodeutil.HasTaint(node, names.QuarantineTaint):
+		return NodeDecision{Why: "node is not quarantined"}
+	case !nodeutil.IsReady(node):
+		return NodeDecision{Why: "node is not Ready"}
+	case safeDetachVAs > 0:
+		return NodeDecision{Why: fmt.Sprintf("%d VolumeAttachment(s) of safe-detach drivers remain", safeDetachVAs)}
+	}
+	return NodeDecision{Untaint: true, Why: "node is Ready again and no VolumeAttachment of a safe-detach driver remains"}
+}
+
+const csiUniquePrefix = "kubernetes.io/csi/"
+
+// VolumesToRelease is the single place that states which volumes are removed
+// from a node's status.volumesInUse: only on a quarantined node that is not
+// Ready, only volumes of safe-detach drivers (the attacher fences them on
+// detach), and only those no live pod on the node still uses (inUse), so the
+// attach/detach controller never detaches a volume from under a pod it still
+// wants there.
+func VolumesToRelease(node *v1.Node, isSafeDriver func(string) bool, inUse map[v1.UniqueVolumeName]bool) []v1.UniqueVolumeName {
+	if node == nil || nodeutil.IsReady(node) || !nodeutil.HasTaint(node, names.QuarantineTaint) {
+		return nil
+	}
+	var out []v1.UniqueVolumeName
+	for _, name := range node.Status.VolumesInUse {
+		rest, ok := strings.CutPrefix(string(name), csiUniquePrefix)
+		if !ok {
+			continue
+		}
+		driver, _, ok := strings.Cut(rest, "^")
+		if !ok || !isSafeDriver(driver) || inUse[name] {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package quarantine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/metrics"
+	"fenceline.io/fenceline/pkg/controller/nodequeue"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// Name is the controller's name for --controllers.
+const Name = "quarantine"
+
+// DefaultDelay is the default --quarantine-delay: how long a node's Ready
+// condition must not have been True before quarantine acts, in line with
+// upstream's node-monitor grace period.
+const DefaultDelay = 40 * time.Second
+
+// EventNotSafe is the Event reason on a pod that quarantine leaves alone.
+const EventNotSafe = "FencelineNotSafeToForceDelete"
+
+// Controller quarantines NotReady nodes and recovers safe-detach pods.
+type Controller struct {
+	act      *actuator.Actuator
+	delay    time.Duration
+	now      func() time.Time
+	nodes    corelisters.NodeLister
+	pods     cache.Indexer
+	vas      cache.Indexer
+	drivers  storagelisters.CSIDriverLister
+	resolver *resolver
+	queue    *nodequeue.Queue
+
+	mu          sync.Mutex
+	refused     map[types.UID]string // last refusal reported per pod
+	quarantined map[string]bool
+}
+
+// New wires the controller to the shared informers. Call it before the
+// factory is started.
+func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay time.Duration) (*Controller, error) {
+	podInf := f.Core().V1().Pods().Informer()
+	vaInf := f.Storage().V1().VolumeAttachments().Informer()
+	if err := nodeutil.AddPodIndexer(podInf); err != nil {
+		return nil, err
+	}
+	if err := nodeutil.AddVAIndexer(vaInf); err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		act:     act,
+		delay:   delay,
+		now:     time.Now,
+		nodes:   f.Core().V1().Nodes().Lister(),
+		pods:    podInf.GetIndexer(),
+		vas:     vaInf.GetIndexer(),
+		drivers: f.Storage().V1().CSIDrivers().Lister(),
+		resolver: &resolver{
+			pvcs:    f.Core().V1().PersistentVolumeClaims().Lister(),
+			pvs:     f.Core().V1().PersistentVolumes().Lister(),
+			drivers: f.Storage().V1().CSIDrivers().Lister(),
+		},
+		refused:     map[types.UID]string{},
+		quarantined: map[string]bool{},
+	}
+	c.queue = nodequeue.New(Name, c.sync)
+	if err := nodequeue.AddHandler(f.Core().V1().Nodes().Informer(), "node", c.queue.NodeHandler(func(old, cur *v1.Node) bool {
+		return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
+			nodeutil.HasTaint(old, names.QuarantineTaint) != nodeutil.HasTaint(cur, names.QuarantineTaint)
+	})); err != nil {
+		return nil, err
+	}
+	podHandler := c.queue.PodHandler(func(old, cur *v1.Pod) bool {
+		return podutil.IsTerminating(old) != podutil.IsTerminating(cur)
+	})
+	if err := nodequeue.AddHandler(podInf, "pod", cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { podHandler.OnAdd(obj, false) },
+		UpdateFunc: podHandler.OnUpdate,
+		DeleteFunc: func(obj any) {
+			if p, ok := obj.(*v1.Pod); ok {
+				c.mu.Lock()
+				delete(c.refused, p.UID)
+				c.mu.Unlock()
+			}
+			podHandler.OnDelete(obj)
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if err := nodequeue.AddHandler(vaInf, "VolumeAttachment", c.queue.VAHandler()); err != nil {
+		return nil, err
+	}
+	// Resolving volumes reads these caches; they must be synced too.
+	f.Core().V1().PersistentVolumeClaims().Informer()
+	f.Core().V1().PersistentVolumes().Informer()
+	f.Storage().V1().CSIDrivers().Informer()
+	return c, nil
+}
+
+// Run processes events until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+
+func (c *Controller) setQuarantined(name string, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if on {
+		c.quarantined[name] = true
+	} else {
+		delete(c.quarantined, name)
+	}
+	if c.act.Metrics != nil {
+		c.act.Metrics.QuarantinedNodes.Set(float64(len(c.quarantined)))
+	}
+}
+
+func (c *Controller) isSafeDriver(name string) bool {
+	d, err := c.drivers.Get(name)
+	return err == nil && IsSafeDetachDriver(d)
+}
+
+func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
+	node, err := c.nodes.Get(nodeName)
+	if apierrors.IsNotFound(err) {
+		c.setQuarantined(nodeName, false)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	c.setQuarantined(nodeName, nodeutil.HasTaint(node, names.QuarantineTaint))
+	if nodeutil.IsReady(node) {
+		return 0, c.maybeUntaint(ctx, node)
+	}
+	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
+	if err != nil {
+		return 0, err
+	}
+	logger := klog.FromContext(ctx)
+	now := c.now()
+	var (
+		errs      []error
+		requeue   time.Duration
+		needTaint bool
+		deleted   = map[types.UID]bool{}
+		inUse     = map[v1.UniqueVolumeName]bool{}
+	)
+	for _, pod := range pods {
+		vols, err := c.resolver.podVolumes(pod)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d := DecidePod(node, pod, vols, now, c.delay)
+		switch d.Action {
+		case Wait:
+			if requeue == 0 || d.After < requeue {
+				requeue = d.After
+			}
+		case Refuse:
+			c.reportRefusal(pod, d.Why)
+		case TaintFirst:
+			needTaint = true
+		case Delete:
+			trigger := nodequeue.Latest(notReadySince(node).Add(c.delay), deletionRequested(pod))
+			if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonSafeDetach, Message: d.Why, Trigger: trigger}); err != nil {
+				errs = append(errs, err)
+			} else {
+				deleted[pod.UID] = true
+			}
+		default:
+			logger.V(5).Info("Leaving pod alone", "pod", klog.KObj(pod), "why", d.Why)
+		}
+		if !deleted[pod.UID] && !podutil.IsForceDeleted(pod) {
+			for _, v := range vols {
+				if v.Kind == KindCSI {
+					inUse[v.UniqueName()] = true
+				}
+			}
+		}
+	}
+	if needTaint {
+		// The pods are deleted on the next sync, which the taint's own
+		// update event triggers: deletion never precedes the taint.
+		errs = append(errs, c.act.AddTaint(ctx, node, v1.Taint{Key: names.QuarantineTaint, Effect: v1.TaintEffectNoSchedule},
+			"node not Ready for "+c.delay.String()+" with pods of safe-detach CSI drivers stuck terminating"))
+		return requeue, errors.Join(errs...)
+	}
+	if rel := VolumesToRelease(node, c.isSafeDriver, inUse); len(rel) > 0 {
+		if _, err := c.act.ReleaseVolumes(ctx, node, rel, false, "no pod on the quarantined node uses them; the attacher fences them on detach"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return requeue, errors.Join(errs...)
+}
+
+func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node) error {
+	if !nodeutil.HasTaint(node, names.QuarantineTaint) {
+		return nil
+	}
+	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
+	if err != nil {
+		return err
+	}
+	safe := 0
+	for _, va := range vas {
+		if c.isSafeDriver(va.Spec.Attacher) {
+			safe++
+		}
+	}
+	d := DecideUntaint(node, safe)
+	if !d.Untaint {
+		klog.FromContext(ctx).V(4).Info("Keeping quarantine", "why", d.Why)
+		return nil
+	}
+	return c.act.RemoveTaint(ctx, node, names.QuarantineTaint, d.Why)
+}
+
+// reportRefusal records an Event on the pod once per distinct reason.
+func (c *Controller) reportRefusal(pod *v1.Pod, why string) {
+	c.mu.Lock()
+	seen := c.refused[pod.UID] == why
+	c.refused[pod.UID] = why
+	c.mu.Unlock()
+	if !seen {
+		c.act.PodEvent(pod, v1.EventTypeWarning, EventNotSafe, why)
+	}
+}
+
+func notReadySince(node *v1.Node) time.Time {
+	if c := nodeutil.ReadyCondition(node); c != nil && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime.Time
+	}
+	return node.CreationTimestamp.Time
+}
+
+func deletionRequested(pod *v1.Pod) time.Time {
+	t, _ := podutil.DeletionRequestedAt(pod)
+	return t
+}
