@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"fenceline.io/fenceline/test/cluster"
+)
+
+// upState is what `make up` records under .cache/demo/up/ for `make down`.
+type upState struct {
+	PID        int       `json:"pid"`
+	Kubeconfig string    `json:"kubeconfig"`
+	LogDir     string    `json:"logDir"`
+	Started    time.Time `json:"started"`
+}
+
+func upDir() (string, error) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".cache", "demo", "up"), nil
+}
+
+func readState(dir string) (*upState, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return nil, err
+	}
+	var s upState
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, "state.json"), err)
+	}
+	return &s, nil
+}
+
+func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+// runUp starts `--serve` as a detached background process and returns once
+// it reports the world ready.
+func runUp() error {
+	dir, err := upDir()
+	if err != nil {
+		return err
+	}
+	if s, err := readState(dir); err == nil && alive(s.PID) {
+		return fmt.Errorf("a world is already running (pid %d, kubeconfig %s); run `make down` first", s.PID, s.Kubeconfig)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	_ = os.Remove(filepath.Join(dir, "state.json"))
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the demo binary: %w", err)
+	}
+	logPath := filepath.Join(dir, "serve.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", logPath, err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(self, "--serve")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the background world: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fmt.Printf("starting the world in the background (pid %d, progress in %s)...\n", cmd.Process.Pid, logPath)
+	deadline := time.After(5 * time.Minute)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the background world exited (%v); see %s", err, logPath)
+		case <-deadline:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			return fmt.Errorf("the background world was not ready within 5 minutes; see %s", logPath)
+		case <-tick.C:
+		}
+		s, err := readState(dir)
+		if err != nil {
+			continue
+		}
+		fmt.Printf("\nFenceline is running: 3 KWOK nodes, the mock driver, fenceline-attacher and fenceline-controller.\n\n")
+		fmt.Printf("  export KUBECONFIG=%s\n", s.Kubeconfig)
+		fmt.Printf("  kubectl get nodes,pods -A -o wide        # kubectl is in .cache/tools/bin\n")
+		fmt.Printf("  kubectl taint node node-a node.kubernetes.io/out-of-service=nodeshutdown:NoExecute\n\n")
+		fmt.Printf("Component logs: %s\nStop it with `make down`.\n", s.LogDir)
+		return nil
+	}
+}
+
+// runServe runs the world until SIGINT/SIGTERM, recording its state for
+// `make down`.
+func runServe(ctx context.Context) error {
+	dir, err := upDir()
+	if err != nil {
+		return err
+	}
+	st := stepper{start: time.Now()}
+	w, teardown, err := startWorld(ctx, st, "up")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		st.printf("stopping")
+		teardown()
+		_ = os.Remove(filepath.Join(dir, "state.json"))
+	}()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	data, err := os.ReadFile(w.Cluster.AdminKubeconfig())
+	if err != nil {
+		return fmt.Errorf("reading kubeconfig: %w", err)
+	}
+	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", kubeconfig, err)
+	}
+	state, err := json.Marshal(upState{PID: os.Getpid(), Kubeconfig: kubeconfig, LogDir: w.Cluster.LogDir(), Started: time.Now()})
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "state.json.tmp")
+	if err := os.WriteFile(tmp, state, 0o644); err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "state.json")); err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	st.printf("ready; kubeconfig %s", kubeconfig)
+	<-ctx.Done()
+	return nil
+}
+
+// runDown stops the background world and waits until it is gone.
+func runDown() error {
+	dir, err := upDir()
+	if err != nil {
+		return err
+	}
+	s, err := readState(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Println("no world is running")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !alive(s.PID) {
+		fmt.Printf("world (pid %d) was not running; removing its stale state\n", s.PID)
+		return os.Remove(filepath.Join(dir, "state.json"))
+	}
+	if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stopping pid %d: %w", s.PID, err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for alive(s.PID) {
+		if time.Now().After(deadline) {
+			// Its children die with it (parent-death signal).
+			_ = syscall.Kill(-s.PID, syscall.SIGKILL)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = os.Remove(filepath.Join(dir, "state.json"))
+	fmt.Printf("world (pid %d) stopped\n", s.PID)
+	return nil
+}
