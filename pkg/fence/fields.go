@@ -90,42 +90,36 @@ func getBool(m protoreflect.Message, num protowire.Number) bool {
 	b := m.GetUnknown()
 	value := false
 	for len(b) > 0 {
-		n, typ, tagLen := protowire.ConsumeTag(b)
-		if tagLen < 0 {
-			break
-		}
-		fieldLen := protowire.ConsumeFieldValue(n, typ, b[tagLen:])
+		n, typ, tagLen, fieldLen := nextField(b)
 		if fieldLen < 0 {
 			break
 		}
 		if n == num && typ == protowire.VarintType {
-			v, _ := protowire.ConsumeVarint(b[tagLen:])
+			v, _ := protowire.ConsumeVarint(b[tagLen:fieldLen])
 			value = protowire.DecodeBool(v)
 		}
-		b = b[tagLen+fieldLen:]
+		b = b[fieldLen:]
 	}
 	return value
 }
 
 // setBool rewrites the unknown fields of m so that field num appears once
 // with value true, or not at all for false (proto3 does not encode a false
-// bool). Every other well-formed field is kept in its original order.
+// bool). Every other well-formed field is kept in its original order;
+// occurrences of num with another wire type are removed too, since the
+// extension owns that number.
 func setBool(m protoreflect.Message, num protowire.Number, value bool) {
 	in := m.GetUnknown()
 	out := make([]byte, 0, len(in)+2)
 	for len(in) > 0 {
-		n, typ, tagLen := protowire.ConsumeTag(in)
-		if tagLen < 0 {
-			break
-		}
-		fieldLen := protowire.ConsumeFieldValue(n, typ, in[tagLen:])
+		n, _, _, fieldLen := nextField(in)
 		if fieldLen < 0 {
 			break
 		}
 		if n != num {
-			out = append(out, in[:tagLen+fieldLen]...)
+			out = append(out, in[:fieldLen]...)
 		}
-		in = in[tagLen+fieldLen:]
+		in = in[fieldLen:]
 	}
 	if value {
 		out = protowire.AppendTag(out, num, protowire.VarintType)
@@ -135,4 +129,21 @@ func setBool(m protoreflect.Message, num protowire.Number, value bool) {
 		out = nil
 	}
 	m.SetUnknown(out)
+}
+
+// nextField parses the field at the start of b and returns its number, wire
+// type, the length of its tag and its total length (tag and value). The total
+// length is negative when b does not start with a field that the protobuf
+// decoder would accept: a bad or truncated tag or value, a field number
+// outside 1..2^29-1, or an unbalanced group.
+func nextField(b []byte) (num protowire.Number, typ protowire.Type, tagLen, fieldLen int) {
+	num, typ, tagLen = protowire.ConsumeTag(b)
+	if tagLen < 0 || !num.IsValid() {
+		return 0, 0, 0, -1
+	}
+	valueLen := protowire.ConsumeFieldValue(num, typ, b[tagLen:])
+	if valueLen < 0 {
+		return 0, 0, 0, -1
+	}
+	return num, typ, tagLen, tagLen + valueLen
 }

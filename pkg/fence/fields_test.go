@@ -56,6 +56,8 @@ func TestIsFencedUnknownFields(t *testing.T) {
 		{name: "overlong varint", raw: append([]byte{0x20}, bytes.Repeat([]byte{0xff}, 11)...), want: false},
 		{name: "field number zero", raw: []byte{0x00, 0x01}, want: false},
 		{name: "lone end-group", raw: []byte{0x24}, want: false},
+		{name: "largest valid field number before fence", raw: cat([]byte{0xf8, 0xff, 0xff, 0xff, 0x0f, 0x01}, fenceTrue), want: true},
+		{name: "field number above 2^29-1 stops the scan", raw: cat([]byte{0xf8, 0xff, 0xff, 0xff, 0x1f, 0x01}, fenceTrue), want: false},
 		{name: "truncated length-delimited field before fence", raw: cat([]byte{0x9a, 0x06, 0x05, 0x01}, fenceTrue), want: false},
 		{name: "valid true followed by garbage", raw: cat(fenceTrue, []byte{0xff}), want: true},
 		{name: "fence inside a group is not top-level", raw: cat([]byte{0x9b, 0x06}, fenceTrue, []byte{0x9c, 0x06}), want: false},
@@ -94,6 +96,7 @@ func TestSetFence(t *testing.T) {
 		{name: "keeps other fields in order", before: cat(otherField, fenceFalse, forceTrue), fence: true, wantRaw: cat(otherField, forceTrue, fenceTrue)},
 		{name: "removes field 4 of another wire type", before: []byte{0x22, 0x01, 0x01}, fence: true, wantRaw: fenceTrue},
 		{name: "drops a malformed tail", before: cat(otherField, []byte{0x20}), fence: true, wantRaw: cat(otherField, fenceTrue)},
+		{name: "drops an invalid field number and what follows", before: cat(otherField, []byte{0xf8, 0xff, 0xff, 0xff, 0x1f, 0x01}, otherField), fence: true, wantRaw: cat(otherField, fenceTrue)},
 		{name: "drops a malformed tail when clearing", before: cat(otherField, []byte{0xff}), fence: false, wantRaw: otherField},
 	}
 	for _, tc := range tests {
