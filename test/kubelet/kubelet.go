@@ -161,6 +161,9 @@ func (k *Kubelet) PowerOn() error {
 		return nil
 	}
 	k.stopWritersLocked()
+	// Others (the companion controller) may have edited volumesInUse while
+	// the node was away: report afresh.
+	k.inUse = nil
 	for _, v := range k.vols {
 		v.rebooted = true
 		v.published = false

@@ -259,11 +259,8 @@ func (w *World) startComponent(ctx context.Context, binary, component, sa string
 	if err != nil {
 		return nil, err
 	}
-	rbac, err := rbacFile(component)
-	if err != nil {
-		return nil, err
-	}
-	if err := ApplyRBAC(ctx, w.Cluster.Client(), rbac); err != nil {
+	warn := func(msg string) { klog.FromContext(ctx).Info(msg) }
+	if err := applyComponentRBAC(ctx, w.Cluster.Client(), w.Cluster.Dir(), component, warn); err != nil {
 		return nil, err
 	}
 	_, kubeconfig, err := w.Cluster.ServiceAccountKubeconfig(ctx, Namespace, sa)
