@@ -19,10 +19,10 @@ import (
 	"fenceline.io/fenceline/pkg/fence/fencev1"
 )
 
-// startServer serves a gRPC server on a unix socket in a fresh temp dir, lets
-// register add services to it, and returns a client connection to it. Both
-// are torn down when the test ends.
-func startServer(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
+// serve serves a gRPC server on a unix socket in a fresh temp dir, lets
+// register add services to it, and returns the socket path. The server is
+// stopped when the test ends.
+func serve(t *testing.T, register func(*grpc.Server)) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "csi.sock")
 	lis, err := net.Listen("unix", sock)
@@ -39,7 +39,14 @@ func startServer(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 			t.Errorf("serve: %v", err)
 		}
 	})
+	return sock
+}
 
+// startServer is serve plus a plain gRPC client connection to the socket,
+// closed when the test ends.
+func startServer(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
+	t.Helper()
+	sock := serve(t, register)
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatalf("dial %s: %v", sock, err)
