@@ -1,0 +1,48 @@
+package outofservice
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+func TestDecide(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	oos := testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)
+	rec := testobj.Annotation(names.BootIDAnnotation, "boot-1")
+	up := testobj.ReadySince(t0)
+	rebooted := testobj.BootID("boot-2")
+
+	type want struct{ record, clear, untaint bool }
+	tests := []struct {
+		name             string
+		node             *v1.Node
+		terminating, vas int
+		want             want
+	}{
+		{"taint seen while down: record boot ID", testobj.Node("n1", testobj.NotReadySince(t0), oos), 0, 0, want{record: true}},
+		{"still down, already recorded", testobj.Node("n1", testobj.NotReadySince(t0), oos, rec), 0, 0, want{}},
+		{"rebooted, Ready, clean: untaint", testobj.Node("n1", up, oos, rec, rebooted), 0, 0, want{untaint: true, clear: true}},
+		{"Ready but same boot ID: no proven power cycle", testobj.Node("n1", up, oos, rec), 0, 0, want{}},
+		{"Ready, rebooted, empty boot ID reported", testobj.Node("n1", up, oos, rec, testobj.BootID("")), 0, 0, want{}},
+		{"recorded boot ID empty", testobj.Node("n1", up, oos, testobj.Annotation(names.BootIDAnnotation, ""), rebooted), 0, 0, want{}},
+		{"taint never seen while down: never removed", testobj.Node("n1", up, oos, rebooted), 0, 0, want{}},
+		{"pod still terminating", testobj.Node("n1", up, oos, rec, rebooted), 1, 0, want{}},
+		{"VolumeAttachment remains", testobj.Node("n1", up, oos, rec, rebooted), 0, 1, want{}},
+		{"taint removed by a human: forget record", testobj.Node("n1", up, rec), 0, 0, want{clear: true}},
+		{"no taint, no record", testobj.Node("n1", up), 0, 0, want{}},
+		{"node deleted", nil, 0, 0, want{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Decide(tc.node, tc.terminating, tc.vas)
+			if (want{got.RecordBootID, got.ClearRecord, got.Untaint}) != tc.want || got.Why == "" {
+				t.Errorf("Decide() = %+v, want %+v with a reason", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,133 @@
+package quarantine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+func safeVol(name string) Volume {
+	return Volume{Name: name, Kind: KindCSI, Driver: "safe.example", Handle: "h-" + name, SafeDetach: true}
+}
+
+func TestDecidePod(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	delay := 40 * time.Second
+	late := t0.Add(delay + time.Second)
+	quarantined := testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
+	down := testobj.NotReadySince(t0)
+	stuck := testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.Terminating(t0))
+
+	tests := []struct {
+		name    string
+		node    *v1.Node
+		pod     *v1.Pod
+		vols    []Volume
+		now     time.Time
+		want    Action
+		wantWhy string
+	}{
+		{"safe-detach pod on quarantined node", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data")}, late, Delete, "safe-detach"},
+		{"Ready=Unknown counts", testobj.Node("n1", testobj.UnknownSince(t0), quarantined), stuck, []Volume{safeVol("data")}, late, Delete, ""},
+		{"taint before delete", testobj.Node("n1", down), stuck, []Volume{safeVol("data")}, late, TaintFirst, "quarantined before"},
+		{"delay not yet expired", testobj.Node("n1", down), stuck, []Volume{safeVol("data")}, t0.Add(10 * time.Second), Wait, "quarantine after"},
+		{"Ready node: never", testobj.Node("n1", testobj.ReadySince(t0), quarantined), stuck, []Volume{safeVol("data")}, late, Skip, "Ready"},
+		{"pod not terminating", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1")), []Volume{safeVol("data")}, late, Skip, "not terminating"},
+		{"pod gone", testobj.Node("n1", down, quarantined), nil, nil, late, Skip, "gone"},
+		{"node deleted", nil, stuck, []Volume{safeVol("data")}, late, Skip, "does not exist"},
+		{"already force-deleted", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.ForceDeleted(t0)), []Volume{safeVol("data")}, late, Skip, "already"},
+		{"emptyDir and configMap are harmless", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data"), {Name: "tmp", Kind: KindHarmless}}, late, Delete, ""},
+		{"mixed: one driver not safe-detach", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data"), {Name: "logs", Kind: KindCSI, Driver: "other.example"}}, late, Refuse, "not annotated"},
+		{"RWX volume", testobj.Node("n1", down, quarantined), stuck, []Volume{func() Volume { v := safeVol("shared"); v.RWX = true; return v }()}, late, Refuse, "ReadWriteMany"},
+		{"hostPath", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data"), {Name: "h", Kind: KindNodeLocal, Detail: "hostPath"}}, late, Refuse, "node-local"},
+		{"local PV", testobj.Node("n1", down, quarantined), stuck, []Volume{{Name: "l", Kind: KindNodeLocal, Detail: "PV x is node-local"}}, late, Refuse, "node-local"},
+		{"inline CSI volume", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data"), {Name: "i", Kind: KindInlineCSI, Driver: "safe.example"}}, late, Refuse, "inline"},
+		{"unbound claim", testobj.Node("n1", down, quarantined), stuck, []Volume{{Name: "u", Kind: KindUnresolved, Detail: "PVC ns/u is not bound"}}, late, Refuse, "not bound"},
+		{"in-tree volume", testobj.Node("n1", down, quarantined), stuck, []Volume{{Name: "nfs", Kind: KindOther, Detail: "PV nfs is not a CSI volume"}}, late, Refuse, "not a CSI volume"},
+		{"no volumes at all", testobj.Node("n1", down, quarantined), stuck, nil, late, Refuse, "no volume from a safe-detach"},
+		{"only harmless volumes", testobj.Node("n1", down, quarantined), stuck, []Volume{{Name: "tmp", Kind: KindHarmless}}, late, Refuse, "no volume from a safe-detach"},
+		{"mirror pod with safe volumes is deleted, as upstream", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.Terminating(t0), testobj.Mirror()), []Volume{safeVol("data")}, late, Delete, ""},
+		{"DaemonSet pod with safe volumes is deleted", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.Terminating(t0), testobj.OwnedBy("DaemonSet", "ds")), []Volume{safeVol("data")}, late, Delete, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DecidePod(tc.node, tc.pod, tc.vols, tc.now, delay)
+			if got.Action != tc.want {
+				t.Fatalf("DecidePod() = %+v, want action %v", got, tc.want)
+			}
+			if got.Why == "" || !strings.Contains(got.Why, tc.wantWhy) {
+				t.Errorf("Why = %q, want it to mention %q", got.Why, tc.wantWhy)
+			}
+			if tc.want == Wait && (got.After <= 0 || got.After > delay) {
+				t.Errorf("After = %s, want in (0, %s]", got.After, delay)
+			}
+		})
+	}
+}
+
+func TestDecideUntaint(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	quarantined := testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
+	tests := []struct {
+		name string
+		node *v1.Node
+		vas  int
+		want bool
+	}{
+		{"Ready, no safe-detach VA left", testobj.Node("n1", testobj.ReadySince(t0), quarantined), 0, true},
+		{"Ready, VA left", testobj.Node("n1", testobj.ReadySince(t0), quarantined), 1, false},
+		{"not Ready", testobj.Node("n1", testobj.NotReadySince(t0), quarantined), 0, false},
+		{"not quarantined", testobj.Node("n1", testobj.ReadySince(t0)), 0, false},
+		{"node deleted", nil, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DecideUntaint(tc.node, tc.vas)
+			if got.Untaint != tc.want || got.Why == "" {
+				t.Errorf("DecideUntaint() = %+v, want Untaint=%v with a reason", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestVolumesToRelease(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	quarantined := testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
+	a := nodeutil.CSIUniqueVolumeName("safe.example", "a")
+	b := nodeutil.CSIUniqueVolumeName("safe.example", "b")
+	other := nodeutil.CSIUniqueVolumeName("other.example", "c")
+	intree := v1.UniqueVolumeName("kubernetes.io/iscsi/x")
+	safe := func(d string) bool { return d == "safe.example" }
+
+	tests := []struct {
+		name  string
+		node  *v1.Node
+		inUse []v1.UniqueVolumeName
+		want  []v1.UniqueVolumeName
+	}{
+		{"unused safe volumes go", testobj.Node("n1", testobj.NotReadySince(t0), quarantined, testobj.VolumesInUse(a, b, other, intree)), nil, []v1.UniqueVolumeName{a, b}},
+		{"volume still used by a live pod stays", testobj.Node("n1", testobj.NotReadySince(t0), quarantined, testobj.VolumesInUse(a, b)), []v1.UniqueVolumeName{b}, []v1.UniqueVolumeName{a}},
+		{"not quarantined: nothing", testobj.Node("n1", testobj.NotReadySince(t0), testobj.VolumesInUse(a)), nil, nil},
+		{"Ready node: nothing, its kubelet owns the list", testobj.Node("n1", testobj.ReadySince(t0), quarantined, testobj.VolumesInUse(a)), nil, nil},
+		{"node deleted", nil, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			inUse := map[v1.UniqueVolumeName]bool{}
+			for _, v := range tc.inUse {
+				inUse[v] = true
+			}
+			got := VolumesToRelease(tc.node, safe, inUse)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("VolumesToRelease() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,215 @@
+// Package testobj builds the Nodes, Pods and storage objects that the
+// controllers' tests need, with readable options:
+//
+//	node := testobj.Node("n1", testobj.NotReadySince(t0), testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
+//	pod := testobj.Pod("default", "web-0", testobj.OnNode("n1"), testobj.Terminating(t0))
+package testobj
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// NodeOption changes a Node under construction.
+type NodeOption func(*v1.Node)
+
+// Node returns a Node with a Ready=True condition unless options change it.
+func Node(name string, opts ...NodeOption) *v1.Node {
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)},
+		Status: v1.NodeStatus{
+			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
+			NodeInfo:   v1.NodeSystemInfo{BootID: "boot-1"},
+		},
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+// ReadySince sets Ready=True since t.
+func ReadySince(t time.Time) NodeOption { return readyCond(v1.ConditionTrue, t) }
+
+// NotReadySince sets Ready=False since t.
+func NotReadySince(t time.Time) NodeOption { return readyCond(v1.ConditionFalse, t) }
+
+// UnknownSince sets Ready=Unknown since t (node controller: kubelet silent).
+func UnknownSince(t time.Time) NodeOption { return readyCond(v1.ConditionUnknown, t) }
+
+func readyCond(s v1.ConditionStatus, t time.Time) NodeOption {
+	return func(n *v1.Node) {
+		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: s, Reason: "Test", LastTransitionTime: metav1.NewTime(t), LastHeartbeatTime: metav1.NewTime(t)}}
+	}
+}
+
+// Taint adds a taint.
+func Taint(key string, effect v1.TaintEffect) NodeOption {
+	return func(n *v1.Node) { n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: effect}) }
+}
+
+// BootID sets status.nodeInfo.bootID.
+func BootID(id string) NodeOption { return func(n *v1.Node) { n.Status.NodeInfo.BootID = id } }
+
+// Annotation sets an annotation.
+func Annotation(k, v string) NodeOption {
+	return func(n *v1.Node) {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[k] = v
+	}
+}
+
+// VolumesInUse sets status.volumesInUse.
+func VolumesInUse(vols ...v1.UniqueVolumeName) NodeOption {
+	return func(n *v1.Node) { n.Status.VolumesInUse = vols }
+}
+
+// VolumesAttached sets status.volumesAttached.
+func VolumesAttached(vols ...v1.UniqueVolumeName) NodeOption {
+	return func(n *v1.Node) {
+		n.Status.VolumesAttached = nil
+		for _, v := range vols {
+			n.Status.VolumesAttached = append(n.Status.VolumesAttached, v1.AttachedVolume{Name: v, DevicePath: ""})
+		}
+	}
+}
+
+// PodOption changes a Pod under construction.
+type PodOption func(*v1.Pod)
+
+// Pod returns a running pod with one container.
+func Pod(namespace, name string, opts ...PodOption) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-" + namespace + "-" + name)},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "registry.example/app:1"}}},
+		Status:     v1.PodStatus{Phase: v1.PodRunning},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// OnNode binds the pod to a node.
+func OnNode(node string) PodOption { return func(p *v1.Pod) { p.Spec.NodeName = node } }
+
+// Terminating sets a deletion timestamp t with a 30 s grace period.
+func Terminating(t time.Time) PodOption {
+	return func(p *v1.Pod) {
+		ts := metav1.NewTime(t.Add(30 * time.Second))
+		grace := int64(30)
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &ts, &grace
+	}
+}
+
+// ForceDeleted sets a deletion timestamp with grace period 0 and a
+// finalizer, as left behind by a force deletion of a pod with finalizers.
+func ForceDeleted(t time.Time) PodOption {
+	return func(p *v1.Pod) {
+		ts := metav1.NewTime(t)
+		grace := int64(0)
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &ts, &grace
+		p.Finalizers = append(p.Finalizers, "example.com/hold")
+	}
+}
+
+// Tolerate adds a toleration for the key (operator Exists, any effect).
+func Tolerate(key string) PodOption {
+	return func(p *v1.Pod) {
+		p.Spec.Tolerations = append(p.Spec.Tolerations, v1.Toleration{Key: key, Operator: v1.TolerationOpExists})
+	}
+}
+
+// Mirror makes the pod a static pod's mirror.
+func Mirror() PodOption {
+	return func(p *v1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[v1.MirrorPodAnnotationKey] = "mirror"
+	}
+}
+
+// OwnedBy adds a controller owner reference of the given kind.
+func OwnedBy(kind, name string) PodOption {
+	return func(p *v1.Pod) {
+		yes := true
+		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID("uid-" + name), Controller: &yes})
+	}
+}
+
+// Claim adds a volume backed by the PVC.
+func Claim(volume, claim string) PodOption {
+	return WithVolume(v1.Volume{Name: volume, VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+}
+
+// EmptyDir adds an emptyDir volume.
+func EmptyDir(volume string) PodOption {
+	return WithVolume(v1.Volume{Name: volume, VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+}
+
+// HostPath adds a hostPath volume.
+func HostPath(volume, path string) PodOption {
+	return WithVolume(v1.Volume{Name: volume, VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: path}}})
+}
+
+// InlineCSI adds a CSI ephemeral inline volume.
+func InlineCSI(volume, driver string) PodOption {
+	return WithVolume(v1.Volume{Name: volume, VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: driver}}})
+}
+
+// WithVolume adds any volume.
+func WithVolume(vol v1.Volume) PodOption {
+	return func(p *v1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, vol) }
+}
+
+// PVC returns a claim bound to the PV.
+func PVC(namespace, name, pv string) *v1.PersistentVolumeClaim {
+	return &v1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1.PersistentVolumeClaimSpec{
+			AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			Resources:   v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resourceGi}},
+			VolumeName:  pv,
+		},
+	}
+}
+
+// CSIPV returns a CSI PersistentVolume of the driver with the access mode.
+func CSIPV(name, driver, handle string, mode v1.PersistentVolumeAccessMode) *v1.PersistentVolume {
+	return &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.PersistentVolumeSpec{
+			AccessModes:                   []v1.PersistentVolumeAccessMode{mode},
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: resourceGi},
+			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: handle}},
+		},
+	}
+}
+
+// CSIDriver returns a CSIDriver, annotated safe-detach when safe is true.
+func CSIDriver(name string, annotations map[string]string) *storagev1.CSIDriver {
+	return &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
+}
+
+// VA returns a VolumeAttachment of the PV to the node by the attacher.
+func VA(name, attacher, pv, node string) *storagev1.VolumeAttachment {
+	return &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: storagev1.VolumeAttachmentSpec{
+			Attacher: attacher,
+			NodeName: node,
+			Source:   storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv},
+		},
+	}
+}
+
+var resourceGi = resource.MustParse("1Gi")
