@@ -29,13 +29,37 @@ func main() {
 }
 
 func run() error {
+	cfg, showVersion, err := parseFlags(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	if showVersion {
+		fmt.Println(os.Args[0], version.Version)
+		return nil
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	d, err := driver.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	klog.InfoS("Shutting down")
+	d.Stop()
+	klog.Flush()
+	return nil
+}
+
+// parseFlags turns the command line into a driver configuration.
+func parseFlags(args []string) (driver.Config, bool, error) {
 	cfg := driver.DefaultConfig()
 	cfg.Version = version.Version
-	fs := flag.NewFlagSet("mock-driver", flag.ExitOnError)
+	fs := flag.NewFlagSet("mock-driver", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	// Every RPC is logged at level 2; a mock is there to be watched.
 	if err := fs.Set("v", "2"); err != nil {
-		return err
+		return cfg, false, err
 	}
 	fs.StringVar(&cfg.Endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint serving Identity, Controller (and Node for --node-id): unix:///path or tcp://host:port.")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "Node identity of --endpoint; empty serves no Node service there.")
@@ -76,27 +100,14 @@ func run() error {
 		return nil
 	})
 	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return err
+	if err := fs.Parse(args); err != nil {
+		return cfg, false, err
 	}
-	if *showVersion {
-		fmt.Println(os.Args[0], version.Version)
-		return nil
+	if fs.NArg() > 0 {
+		return cfg, false, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if len(nodeEndpoints) > 0 {
 		cfg.NodeEndpoints = nodeEndpoints
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	ctx = klog.NewContext(ctx, klog.Background())
-	d, err := driver.Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	klog.InfoS("Shutting down")
-	d.Stop()
-	klog.Flush()
-	return nil
+	return cfg, *showVersion, nil
 }

@@ -230,6 +230,7 @@ func (d *Driver) serveMetrics(m metrics.CSIMetricsManager) error {
 	m.RegisterToServer(mux, "/metrics")
 	d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	d.httpAddr = lis.Addr().String()
+	d.logger.Info("Serving metrics", "address", "http://"+d.httpAddr+"/metrics")
 	d.wg.Go(func() {
 		if err := d.http.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.logger.Error(err, "Metrics server stopped")

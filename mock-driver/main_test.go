@@ -1,0 +1,77 @@
+package main
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"fenceline.io/fenceline/mock-driver/driver"
+	"fenceline.io/fenceline/mock-driver/faults"
+)
+
+func TestParseFlags(t *testing.T) {
+	base := func(mutate func(*driver.Config)) driver.Config {
+		c := driver.DefaultConfig()
+		c.Endpoint = "unix:///csi/csi.sock"
+		c.StateDir = "/var/lib/mock-driver"
+		mutate(&c)
+		return c
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		want    driver.Config
+		wantErr string
+	}{
+		{name: "defaults", want: base(func(*driver.Config) {})},
+		{
+			name: "multi-node array",
+			args: []string{"--endpoint=unix:///tmp/c.sock", "--node-id=n1", "--node-endpoint=n2=unix:///tmp/n2.sock", "--node-endpoint=n3=/tmp/n3.sock", "--state-dir=/tmp/s"},
+			want: base(func(c *driver.Config) {
+				c.Endpoint, c.NodeID, c.StateDir = "unix:///tmp/c.sock", "n1", "/tmp/s"
+				c.NodeEndpoints = map[string]string{"n2": "unix:///tmp/n2.sock", "n3": "/tmp/n3.sock"}
+			}),
+		},
+		{
+			name: "driver that cannot fence",
+			args: []string{"--fence=false", "--force-unpublish=false", "--unsafe-unpublish", "--max-volumes-per-node=4", "--name=other.example.com"},
+			want: base(func(c *driver.Config) {
+				c.Fence, c.ForceUnpublish, c.UnsafeUnpublish, c.MaxVolumesPerNode, c.Name = false, false, true, 4, "other.example.com"
+			}),
+		},
+		{
+			name: "faults",
+			args: []string{"--fault=ControllerUnpublishVolume:Unavailable:3", "--latency=ControllerPublishVolume:50ms"},
+			want: base(func(c *driver.Config) {
+				c.Faults = []faults.Fault{
+					{Method: "ControllerUnpublishVolume", Code: codes.Unavailable, Count: 3},
+					{Method: "ControllerPublishVolume", Latency: 50 * time.Millisecond},
+				}
+			}),
+		},
+		{name: "bad node endpoint", args: []string{"--node-endpoint=n2"}, wantErr: "want <node-id>=<endpoint>"},
+		{name: "node endpoint twice", args: []string{"--node-endpoint=n2=/a", "--node-endpoint=n2=/b"}, wantErr: "given twice"},
+		{name: "bad fault", args: []string{"--fault=CreateVolume:Broken"}, wantErr: "unknown gRPC code"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _, err := parseFlags(tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("config = %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
