@@ -2,8 +2,9 @@
 // a CSI connection: storage drivers (SPs) and container orchestrators (COs).
 //
 // The extension adds three boolean fields to official CSI requests and one
-// small gRPC service; the contract is defined in api/fence/v1/fence.proto and
-// the generated code lives in package fencev1. The fields are:
+// small gRPC service; the contract is defined in
+// api/fence/v1/fenceline_fence.proto, the generated code lives in package
+// fencev1, and docs/fence-extension.md explains it. The fields are:
 //
 //   - fence (field 4) on csi.ControllerUnpublishVolumeRequest: the driver must
 //     cut the node off from the volume at the storage before returning;
