@@ -23,7 +23,10 @@ import (
 	"fenceline.io/fenceline/test/rbaccheck"
 )
 
-const liveTimeout = 60 * time.Second
+const (
+	liveTimeout  = 60 * time.Second
+	controllerSA = "fenceline-controller"
+)
 
 // TestComponentRBAC runs the components for a short real scenario with the
 // identities and arguments from deploy/, then compares the API calls the API
@@ -32,6 +35,7 @@ const liveTimeout = 60 * time.Second
 // are logged, since a short scenario cannot reach every code path.
 func TestComponentRBAC(t *testing.T) {
 	attacherBin := binary(t, "fenceline-attacher")
+	controllerBin := binary(t, "fenceline-controller")
 	driverBin := binary(t, "mock-driver")
 	c := cluster.Start(t, cluster.Options{AuditLog: true})
 	cs := c.Client()
@@ -57,17 +61,26 @@ func TestComponentRBAC(t *testing.T) {
 	c.Track(driver)
 	volumeID := createVolume(ctx, t, sock)
 
-	// The sidecar gets the example's arguments; only what a Pod gets from
-	// its environment (socket path, in-cluster config, namespace) differs.
-	_, saKubeconfig := c.ServiceAccountConfig(t, fencelineNamespace, attacherSA)
-	args := sidecarArgs(t, sock, saKubeconfig)
-	attacher, err := cluster.StartProcess("fenceline-attacher", c.LogDir(), attacherBin, args...)
-	if err != nil {
-		t.Fatal(err)
+	// Each component gets its manifest's arguments; only what a Pod gets
+	// from its environment (socket path, in-cluster config, namespace)
+	// differs.
+	var procs []*cluster.Process
+	for _, comp := range []struct{ bin, path, dir, sa string }{
+		{"fenceline-attacher", attacherBin, "deploy/examples/mock-driver", attacherSA},
+		{"fenceline-controller", controllerBin, "deploy", controllerSA},
+	} {
+		_, saKubeconfig := c.ServiceAccountConfig(t, fencelineNamespace, comp.sa)
+		args := processArgs(t, manifestContainer(t, comp.dir, comp.bin), sock, saKubeconfig)
+		p, err := cluster.StartProcess(comp.bin, c.LogDir(), comp.path, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Track(p)
+		procs = append(procs, p)
 	}
-	c.Track(attacher)
 
 	createNode(ctx, t, cs, "node-1")
+	pod := createBoundPod(ctx, t, cs, "node-1")
 	pv := createPV(ctx, t, cs, "pv-1", volumeID)
 	va := &storagev1.VolumeAttachment{
 		ObjectMeta: metav1.ObjectMeta{Name: "va-1"},
@@ -84,11 +97,22 @@ func TestComponentRBAC(t *testing.T) {
 		return err == nil && got.Status.Attached, err
 	})
 
-	// The node dies and is declared out of service: the detach is fenced.
+	// The node dies and is declared out of service: the controller
+	// force-deletes the pod stuck in Terminating, and the detach is fenced.
 	markNodeDown(ctx, t, cs, "node-1")
+	if err := cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting pod: %v", err)
+	}
 	if err := cs.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting VolumeAttachment: %v", err)
 	}
+	waitFor(ctx, t, "Terminating pod force-deleted", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
 	waitFor(ctx, t, "VolumeAttachment detached and gone", func(ctx context.Context) (bool, error) {
 		_, err := cs.StorageV1().VolumeAttachments().Get(ctx, va.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -98,14 +122,16 @@ func TestComponentRBAC(t *testing.T) {
 	})
 
 	// Stop gracefully so that lease release and event flushes are audited too.
-	attacher.Stop(10 * time.Second)
+	for _, p := range procs {
+		p.Stop(10 * time.Second)
+	}
 	driver.Stop(5 * time.Second)
 
 	calls, err := rbaccheck.ReadAuditLog(c.AuditLogPath())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sa := range []string{attacherSA} {
+	for _, sa := range []string{attacherSA, controllerSA} {
 		user := rbaccheck.ServiceAccountUser(fencelineNamespace, sa)
 		rep, err := rbaccheck.Check(policy, user, calls)
 		if err != nil {
@@ -122,18 +148,24 @@ func TestComponentRBAC(t *testing.T) {
 	}
 }
 
-// sidecarArgs returns the mock example's fenceline-attacher arguments for a
-// process outside a Pod.
-func sidecarArgs(t *testing.T, sock, kubeconfig string) []string {
+// manifestContainer returns the container running binary in the rendered
+// kustomization dir.
+func manifestContainer(t *testing.T, dir, binary string) corev1.Container {
 	t.Helper()
-	ws := workloads(t, render(t, "deploy/examples/mock-driver"))
-	if len(ws) != 1 {
-		t.Fatalf("mock example renders %d workloads, want 1", len(ws))
+	for _, w := range workloads(t, render(t, dir)) {
+		if c, ok := containerRunning(w.Pod, binary); ok {
+			return c
+		}
 	}
-	c, ok := containerRunning(ws[0].Pod, "fenceline-attacher")
-	if !ok {
-		t.Fatal("mock example has no fenceline-attacher container")
-	}
+	t.Fatalf("%s runs no %s container", dir, binary)
+	return corev1.Container{}
+}
+
+// processArgs turns a container's arguments into those of a process outside
+// a Pod: the CSI socket and HTTP endpoint move to test-owned places, and the
+// in-cluster configuration and namespace are given explicitly.
+func processArgs(t *testing.T, c corev1.Container, sock, kubeconfig string) []string {
+	t.Helper()
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +180,11 @@ func sidecarArgs(t *testing.T, sock, kubeconfig string) []string {
 		}
 		args = append(args, a)
 	}
-	return append(args, "--kubeconfig="+kubeconfig, "--leader-election-namespace="+fencelineNamespace)
+	args = append(args, "--kubeconfig="+kubeconfig)
+	if _, ok := flagValueOf(c.Args, "leader-election-namespace"); !ok {
+		args = append(args, "--leader-election-namespace="+fencelineNamespace)
+	}
+	return args
 }
 
 func waitFor(ctx context.Context, t *testing.T, what string, cond wait.ConditionWithContextFunc) {
@@ -254,4 +290,27 @@ func createPV(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, 
 		t.Fatalf("creating PV: %v", err)
 	}
 	return pv
+}
+
+// createBoundPod creates a pod already bound to node, as the scheduler
+// would. With no kubelet, deleting it leaves it Terminating, like a pod on a
+// dead node.
+func createBoundPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, node string) *corev1.Pod {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db-0"},
+		Spec: corev1.PodSpec{
+			NodeName:   node,
+			Containers: []corev1.Container{{Name: "db", Image: "db"}},
+		},
+	}
+	pod, err := cs.CoreV1().Pods("app").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating pod: %v", err)
+	}
+	return pod
 }
