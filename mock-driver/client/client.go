@@ -10,7 +10,6 @@ import (
 
 	mockv1 "fenceline.io/fenceline/mock-driver/api/mock/v1"
 	"fenceline.io/fenceline/mock-driver/faults"
-	"fenceline.io/fenceline/mock-driver/server"
 )
 
 // Write writes data to a volume as the node whose socket conn is connected
@@ -27,7 +26,7 @@ func Write(ctx context.Context, conn grpc.ClientConnInterface, volumeID string, 
 func SetFaults(ctx context.Context, conn grpc.ClientConnInterface, rules ...faults.Fault) error {
 	req := &mockv1.SetFaultsRequest{}
 	for _, r := range rules {
-		req.Faults = append(req.Faults, server.FaultToProto(r))
+		req.Faults = append(req.Faults, faults.ToProto(r))
 	}
 	_, err := mockv1.NewArrayClient(conn).SetFaults(ctx, req)
 	return err
@@ -46,7 +45,7 @@ func ListFaults(ctx context.Context, conn grpc.ClientConnInterface) ([]faults.Fa
 	}
 	out := make([]faults.Fault, 0, len(resp.GetFaults()))
 	for _, f := range resp.GetFaults() {
-		r, err := server.FaultFromProto(f)
+		r, err := faults.FromProto(f)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	mockv1 "fenceline.io/fenceline/mock-driver/api/mock/v1"
 )
 
 func TestParseFault(t *testing.T) {
@@ -119,5 +122,42 @@ func TestFaultString(t *testing.T) {
 	f := Fault{Method: "CreateVolume", Code: codes.Unavailable, Count: 3, Latency: 50 * time.Millisecond}
 	if got, want := f.String(), "CreateVolume:Unavailable:3,CreateVolume:50ms"; got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
+	}
+}
+
+func TestProtoRoundTrip(t *testing.T) {
+	tests := []Fault{
+		{Method: "Write", Code: codes.Aborted, Count: 1},
+		{Method: "*", Code: codes.Internal},
+		{Method: "ControllerPublishVolume", Latency: 50 * time.Millisecond},
+		{Method: "CreateVolume", Code: codes.Unavailable, Count: 2, Latency: time.Second},
+	}
+	for _, f := range tests {
+		t.Run(f.String(), func(t *testing.T) {
+			got, err := FromProto(ToProto(f))
+			if err != nil || got != f {
+				t.Fatalf("round trip = %+v, %v; want %+v", got, err, f)
+			}
+		})
+	}
+}
+
+func TestFromProtoRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *mockv1.Fault
+	}{
+		{name: "no method", in: &mockv1.Fault{Code: "Internal"}},
+		{name: "unknown code", in: &mockv1.Fault{Method: "Write", Code: "Oops"}},
+		{name: "nothing to inject", in: &mockv1.Fault{Method: "Write"}},
+		{name: "negative count", in: &mockv1.Fault{Method: "Write", Code: "Internal", Count: -1}},
+		{name: "invalid latency", in: &mockv1.Fault{Method: "Write", Latency: &durationpb.Duration{Seconds: 1, Nanos: -1}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := FromProto(tc.in); err == nil {
+				t.Fatalf("FromProto(%v) succeeded", tc.in)
+			}
+		})
 	}
 }

@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	mockv1 "fenceline.io/fenceline/mock-driver/api/mock/v1"
 	"fenceline.io/fenceline/mock-driver/faults"
@@ -36,7 +34,7 @@ func (s *arrayServer) Write(_ context.Context, req *mockv1.WriteRequest) (*mockv
 func (s *arrayServer) SetFaults(_ context.Context, req *mockv1.SetFaultsRequest) (*mockv1.SetFaultsResponse, error) {
 	rules := make([]faults.Fault, 0, len(req.GetFaults()))
 	for i, f := range req.GetFaults() {
-		r, err := FaultFromProto(f)
+		r, err := faults.FromProto(f)
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "faults[%d]: %v", i, err)
 		}
@@ -49,44 +47,7 @@ func (s *arrayServer) SetFaults(_ context.Context, req *mockv1.SetFaultsRequest)
 func (s *arrayServer) ListFaults(context.Context, *mockv1.ListFaultsRequest) (*mockv1.ListFaultsResponse, error) {
 	resp := &mockv1.ListFaultsResponse{}
 	for _, f := range s.sh.Faults.List() {
-		resp.Faults = append(resp.Faults, FaultToProto(f))
+		resp.Faults = append(resp.Faults, faults.ToProto(f))
 	}
 	return resp, nil
-}
-
-// FaultFromProto converts a wire rule, checking it.
-func FaultFromProto(f *mockv1.Fault) (faults.Fault, error) {
-	if f.GetMethod() == "" {
-		return faults.Fault{}, fmt.Errorf("method is required")
-	}
-	out := faults.Fault{Method: f.GetMethod(), Count: int(f.GetCount())}
-	if c := f.GetCode(); c != "" {
-		code, err := faults.ParseCode(c)
-		if err != nil {
-			return faults.Fault{}, err
-		}
-		out.Code = code
-	}
-	if f.GetLatency() != nil {
-		if err := f.GetLatency().CheckValid(); err != nil {
-			return faults.Fault{}, fmt.Errorf("latency: %w", err)
-		}
-		out.Latency = f.GetLatency().AsDuration()
-	}
-	if out.Code == codes.OK && out.Latency <= 0 {
-		return faults.Fault{}, fmt.Errorf("rule for %s injects neither an error nor latency", out.Method)
-	}
-	return out, nil
-}
-
-// FaultToProto converts a rule to its wire form.
-func FaultToProto(f faults.Fault) *mockv1.Fault {
-	out := &mockv1.Fault{Method: f.Method, Count: int32(f.Count)}
-	if f.Code != codes.OK {
-		out.Code = f.Code.String()
-	}
-	if f.Latency > 0 {
-		out.Latency = durationpb.New(f.Latency)
-	}
-	return out
 }

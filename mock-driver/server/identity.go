@@ -9,24 +9,24 @@ import (
 
 type identityServer struct {
 	csi.UnimplementedIdentityServer
-	sh   *Shared
-	sock Socket
+	sh *Shared
 }
 
 func (s *identityServer) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
 	return &csi.GetPluginInfoResponse{Name: s.sh.Name, VendorVersion: s.sh.Version}, nil
 }
 
+// GetPluginCapabilities describes the plugin, not the socket: node sockets
+// report CONTROLLER_SERVICE too, because the driver has one (on the
+// controller endpoint). Split-mode production drivers answer the same way,
+// and tools such as csi-sanity read it from the node socket to decide
+// whether to ControllerPublish before NodeStage.
 func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
-	resp := &csi.GetPluginCapabilitiesResponse{}
-	if s.sock.Controller {
-		resp.Capabilities = append(resp.Capabilities, &csi.PluginCapability{
-			Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{
-				Type: csi.PluginCapability_Service_CONTROLLER_SERVICE,
-			}},
-		})
-	}
-	return resp, nil
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{{
+		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{
+			Type: csi.PluginCapability_Service_CONTROLLER_SERVICE,
+		}},
+	}}}, nil
 }
 
 func (s *identityServer) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {

@@ -60,7 +60,7 @@ type Socket struct {
 func NewGRPCServer(sh *Shared, sock Socket) *grpc.Server {
 	s := grpc.NewServer(grpc.UnaryInterceptor(sh.interceptor(sock)))
 	sem := sh.Array.Semantics()
-	csi.RegisterIdentityServer(s, &identityServer{sh: sh, sock: sock})
+	csi.RegisterIdentityServer(s, &identityServer{sh: sh})
 	caps := fence.Capabilities{}
 	if sock.Controller {
 		csi.RegisterControllerServer(s, &controllerServer{sh: sh})
