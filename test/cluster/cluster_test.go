@@ -172,3 +172,24 @@ func waitPhase(ctx context.Context, t *testing.T, cs kubernetes.Interface, name 
 		t.Fatalf("waiting for pod %s to be %s: %v", name, phase, err)
 	}
 }
+
+// TestMinimalControlPlane starts only etcd and kube-apiserver, the
+// smallest useful cluster, and checks that both stop cleanly.
+func TestMinimalControlPlane(t *testing.T) {
+	c := Start(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Client().CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		t.Fatalf("getting namespace default: %v", err)
+	}
+	procs := c.Processes()
+	if len(procs) != 2 {
+		t.Fatalf("tracked %d processes, want 2", len(procs))
+	}
+	c.Stop()
+	for _, p := range procs {
+		if alive(p.PID()) {
+			t.Errorf("%s (pid %d) still running after Stop", p.Name, p.PID())
+		}
+	}
+}
