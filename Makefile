@@ -9,6 +9,7 @@ CACHE_DIR     := $(CURDIR)/.cache
 TOOLS_BIN     := $(CACHE_DIR)/tools/bin
 KUBE_VERSION  := v1.37.1
 KUBE_MINOR    := 37
+UPSTREAM_ATTACHER_VERSION := v4.13.0
 
 # Pinned developer tools, installed through the Go module proxy.
 STATICCHECK_VERSION        := v0.8.2
@@ -83,8 +84,18 @@ up: build tools ## Start the local cluster with Fenceline and leave it running.
 down: ## Stop a cluster started by `make up`.
 	$(GO) run ./test/cmd/demo --down
 
+.PHONY: upstream-attacher
+upstream-attacher: $(TOOLS_BIN)/csi-attacher ## Build upstream external-attacher (the benchmarks' baseline) from the module proxy.
+
+$(TOOLS_BIN)/csi-attacher: test/tools/upstream-attacher/go.mod test/tools/upstream-attacher/go.sum
+	@mkdir -p $(TOOLS_BIN)
+	@echo ">> building upstream csi-attacher $(UPSTREAM_ATTACHER_VERSION)"
+	cd test/tools/upstream-attacher && $(GO) build -ldflags '-X main.version=$(UPSTREAM_ATTACHER_VERSION)' -o $@ \
+		github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
+
 .PHONY: bench
-bench: build tools ## Run the benchmarks (failover against upstream, attach throughput).
+bench: build tools upstream-attacher ## Run the benchmarks (failover against upstream, attach throughput).
+	@mkdir -p bench-results
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/...
 
 .PHONY: lint

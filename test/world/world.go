@@ -56,6 +56,10 @@ type Options struct {
 	NoAttacher bool
 	// AttacherArgs are extra flags for fenceline-attacher.
 	AttacherArgs []string
+	// AttacherPath runs this binary instead of bin/fenceline-attacher, with
+	// the same flags, identity and RBAC: the benchmarks use it to run the
+	// upstream external-attacher as a drop-in baseline.
+	AttacherPath string
 	// NoController leaves fenceline-controller out (upstream behaviour).
 	NoController bool
 	// ControllerArgs are extra flags for fenceline-controller.
@@ -149,7 +153,11 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		w.Kubelets[n] = k
 	}
 	if !opts.NoAttacher {
-		p, err := w.startComponent(ctx, "fenceline-attacher", "attacher", AttacherServiceAccount, append([]string{
+		binary := "fenceline-attacher"
+		if opts.AttacherPath != "" {
+			binary = opts.AttacherPath
+		}
+		p, err := w.startComponent(ctx, binary, "attacher", AttacherServiceAccount, append([]string{
 			"--csi-address=" + w.ControllerSocket,
 			"--timeout=10s",
 			"--retry-interval-start=500ms",
@@ -254,10 +262,16 @@ func (w *World) createCSIDriver(ctx context.Context, safeDetach bool) error {
 
 // startComponent applies deploy/<component>/rbac.yaml, gets a token for the
 // component's ServiceAccount and runs bin/<binary> with that identity.
+// A binary given as an absolute path runs as is.
 func (w *World) startComponent(ctx context.Context, binary, component, sa string, args []string) (*cluster.Process, error) {
-	bin, err := cluster.Binary(binary)
-	if err != nil {
-		return nil, err
+	bin := binary
+	if !filepath.IsAbs(binary) {
+		var err error
+		if bin, err = cluster.Binary(binary); err != nil {
+			return nil, err
+		}
+	} else {
+		binary = filepath.Base(binary)
 	}
 	warn := func(msg string) { klog.FromContext(ctx).Info(msg) }
 	if err := applyComponentRBAC(ctx, w.Cluster.Client(), w.Cluster.Dir(), component, warn); err != nil {
