@@ -1,0 +1,328 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"fenceline.io/fenceline/pkg/controller/app"
+	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/test/cluster"
+)
+
+const (
+	systemNamespace = "fenceline-system"
+	serviceAccount  = "fenceline-controller"
+	ns              = "default"
+	waitTimeout     = 30 * time.Second
+)
+
+// env is a real kube-apiserver with fenceline-controller running in-process
+// under the identity and RBAC of deploy/controller/rbac.yaml.
+type env struct {
+	t        testing.TB
+	ctx      context.Context
+	cluster  *cluster.Cluster
+	admin    kubernetes.Interface
+	registry *prometheus.Registry
+}
+
+// testOptions are the defaults with one worker per controller, so that the
+// queue is FIFO and barrier() can tell that earlier events were handled.
+func testOptions(controllers ...string) app.Options {
+	o := app.DefaultOptions()
+	o.Controllers = controllers
+	o.Workers = 1
+	return o
+}
+
+// startEnv starts etcd + kube-apiserver (no kube-controller-manager: the
+// tests play node controller and kubelet through the API) and runs the
+// controller with opts until the test ends.
+func startEnv(t testing.TB, opts app.Options) *env {
+	t.Helper()
+	c := cluster.Start(t, cluster.Options{})
+	e := &env{t: t, ctx: t.Context(), cluster: c, admin: c.Client(), registry: prometheus.NewRegistry()}
+	e.applyManifest(filepath.Join("..", "..", "..", "deploy", "controller", "rbac.yaml"))
+	cfg, _ := c.ServiceAccountConfig(t, systemNamespace, serviceAccount)
+	e.runController(cfg, opts)
+	return e
+}
+
+// runController runs app.Run until the test ends and checks that it stops
+// cleanly.
+func (e *env) runController(cfg *rest.Config, opts app.Options) {
+	e.t.Helper()
+	logger := ktesting.NewLogger(e.t, ktesting.NewConfig(ktesting.Verbosity(4)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	if opts.Registry == nil {
+		opts.Registry = e.registry
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, cfg, opts) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				e.t.Errorf("controller stopped with error: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			e.t.Error("controller did not stop within 30s")
+		}
+	})
+}
+
+// applyManifest creates the RBAC objects of a multi-document YAML file.
+func (e *env) applyManifest(path string) {
+	e.t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		e.t.Fatalf("reading %s: %v", path, err)
+	}
+	if _, err := e.admin.CoreV1().Namespaces().Create(e.ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			e.t.Fatalf("decoding %s: %v", path, err)
+		}
+		if len(bytes.TrimSpace(raw.Raw)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+		if err != nil {
+			e.t.Fatalf("decoding object in %s: %v", path, err)
+		}
+		switch o := obj.(type) {
+		case *v1.ServiceAccount:
+			_, err = e.admin.CoreV1().ServiceAccounts(o.Namespace).Create(e.ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = e.admin.RbacV1().ClusterRoles().Create(e.ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = e.admin.RbacV1().ClusterRoleBindings().Create(e.ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = e.admin.RbacV1().Roles(o.Namespace).Create(e.ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = e.admin.RbacV1().RoleBindings(o.Namespace).Create(e.ctx, o, metav1.CreateOptions{})
+		default:
+			e.t.Fatalf("%s: unexpected object %T", path, obj)
+		}
+		if err != nil {
+			e.t.Fatalf("creating object from %s: %v", path, err)
+		}
+	}
+}
+
+// waitFor polls cond until it returns true or the deadline passes.
+func (e *env) waitFor(what string, cond func(ctx context.Context) (bool, error)) {
+	e.t.Helper()
+	if err := wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, waitTimeout, true, cond); err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// createNode creates a node and sets its status (Ready since now or not).
+func (e *env) createNode(name string, ready bool, opts ...testobj.NodeOption) *v1.Node {
+	e.t.Helper()
+	status := testobj.NotReadySince(time.Now())
+	if ready {
+		status = testobj.ReadySince(time.Now())
+	}
+	want := testobj.Node(name, append([]testobj.NodeOption{status}, opts...)...)
+	want.UID = ""
+	n, err := e.admin.CoreV1().Nodes().Create(e.ctx, want, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating node %s: %v", name, err)
+	}
+	n.Status = want.Status
+	n, err = e.admin.CoreV1().Nodes().UpdateStatus(e.ctx, n, metav1.UpdateOptions{})
+	if err != nil {
+		e.t.Fatalf("setting status of node %s: %v", name, err)
+	}
+	return n
+}
+
+// updateNode applies mutate to the node (status too when status is true).
+func (e *env) updateNode(name string, status bool, mutate func(*v1.Node)) {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := e.admin.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(n)
+		if status {
+			_, err = e.admin.CoreV1().Nodes().UpdateStatus(e.ctx, n, metav1.UpdateOptions{})
+		} else {
+			_, err = e.admin.CoreV1().Nodes().Update(e.ctx, n, metav1.UpdateOptions{})
+		}
+		return err
+	})
+	if err != nil {
+		e.t.Fatalf("updating node %s: %v", name, err)
+	}
+}
+
+// setReady sets the node's Ready condition as the node controller or a
+// returning kubelet would, with lastTransitionTime now.
+func (e *env) setReady(name string, ready bool) {
+	e.t.Helper()
+	opt := testobj.NotReadySince(time.Now())
+	if ready {
+		opt = testobj.ReadySince(time.Now())
+	}
+	e.updateNode(name, true, func(n *v1.Node) { opt(n) })
+}
+
+func (e *env) addTaint(name, key string, effect v1.TaintEffect) {
+	e.t.Helper()
+	e.updateNode(name, false, func(n *v1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Value: "test", Effect: effect})
+	})
+}
+
+func (e *env) node(name string) *v1.Node {
+	e.t.Helper()
+	n, err := e.admin.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("getting node %s: %v", name, err)
+	}
+	return n
+}
+
+func hasTaint(n *v1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// waitTaint waits until the node has (or has not) a taint with the key.
+func (e *env) waitTaint(name, key string, want bool) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("taint %s on node %s = %v", key, name, want), func(ctx context.Context) (bool, error) {
+		n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return hasTaint(n, key) == want, nil
+	})
+}
+
+// createPod creates a pod bound to a node (no kubelet runs: it stays Pending).
+func (e *env) createPod(name, node string, opts ...testobj.PodOption) *v1.Pod {
+	e.t.Helper()
+	want := testobj.Pod(ns, name, append([]testobj.PodOption{testobj.OnNode(node)}, opts...)...)
+	want.UID, want.Status = "", v1.PodStatus{}
+	p, err := e.admin.CoreV1().Pods(ns).Create(e.ctx, want, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating pod %s: %v", name, err)
+	}
+	return p
+}
+
+// createStuckPod creates a pod on the node and deletes it gracefully: with no
+// kubelet to confirm, it stays Terminating, as on a dead node.
+func (e *env) createStuckPod(name, node string, opts ...testobj.PodOption) *v1.Pod {
+	e.t.Helper()
+	p := e.createPod(name, node, opts...)
+	e.terminate(p)
+	return p
+}
+
+func (e *env) terminate(p *v1.Pod) {
+	e.t.Helper()
+	grace := int64(300)
+	if err := e.admin.CoreV1().Pods(p.Namespace).Delete(e.ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		e.t.Fatalf("deleting pod %s: %v", p.Name, err)
+	}
+}
+
+// podExists reports whether the pod with that UID still exists.
+func (e *env) podExists(p *v1.Pod) bool {
+	e.t.Helper()
+	cur, err := e.admin.CoreV1().Pods(p.Namespace).Get(e.ctx, p.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		e.t.Fatalf("getting pod %s: %v", p.Name, err)
+	}
+	return cur.UID == p.UID
+}
+
+func (e *env) waitPodGone(p *v1.Pod) {
+	e.t.Helper()
+	e.waitFor("pod "+p.Name+" to be deleted", func(ctx context.Context) (bool, error) {
+		return !e.podExists(p), nil
+	})
+}
+
+// removeFinalizers lets a pod held by test finalizers go.
+func (e *env) removeFinalizers(p *v1.Pod) {
+	e.t.Helper()
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := e.admin.CoreV1().Pods(p.Namespace).Patch(context.Background(), p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		e.t.Errorf("removing finalizers of %s: %v", p.Name, err)
+	}
+}
+
+// events returns the Events about an object with the reason.
+func (e *env) events(kind, namespace, name string, uid types.UID, reason string) []v1.Event {
+	e.t.Helper()
+	sel := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name, "reason": reason}
+	if uid != "" {
+		sel["involvedObject.uid"] = string(uid)
+	}
+	list, err := e.admin.CoreV1().Events(namespace).List(e.ctx, metav1.ListOptions{FieldSelector: sel.AsSelector().String()})
+	if err != nil {
+		e.t.Fatalf("listing events: %v", err)
+	}
+	return list.Items
+}
+
+// waitEvent waits for an Event with the reason on the object.
+func (e *env) waitEvent(kind, namespace, name string, uid types.UID, reason string) v1.Event {
+	e.t.Helper()
+	var got v1.Event
+	e.waitFor(fmt.Sprintf("event %s on %s %s", reason, kind, name), func(context.Context) (bool, error) {
+		evs := e.events(kind, namespace, name, uid, reason)
+		if len(evs) == 0 {
+			return false, nil
+		}
+		got = evs[0]
+		return true, nil
+	})
+	return got
+}
+

@@ -1,0 +1,169 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/controller/quarantine"
+	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+const (
+	safeDriver  = "safe.fenceline.io"
+	plainDriver = "plain.fenceline.io"
+	// testDelay stands in for --quarantine-delay; short enough for tests,
+	// long enough to observe that nothing happens before it.
+	testDelay = 2 * time.Second
+)
+
+// volume creates a bound PVC/PV pair of the driver and returns the PVC
+// name and the volume's unique name in node status.
+func (e *env) volume(name, driver string, mode v1.PersistentVolumeAccessMode) (string, v1.UniqueVolumeName) {
+	e.t.Helper()
+	pv := testobj.CSIPV("pv-"+name, driver, "handle-"+name, mode)
+	pv.Spec.ClaimRef = &v1.ObjectReference{Namespace: ns, Name: name}
+	if _, err := e.admin.CoreV1().PersistentVolumes().Create(e.ctx, pv, metav1.CreateOptions{}); err != nil {
+		e.t.Fatalf("creating PV: %v", err)
+	}
+	pvc := testobj.PVC(ns, name, pv.Name)
+	pvc.Spec.AccessModes = []v1.PersistentVolumeAccessMode{mode}
+	if _, err := e.admin.CoreV1().PersistentVolumeClaims(ns).Create(e.ctx, pvc, metav1.CreateOptions{}); err != nil {
+		e.t.Fatalf("creating PVC: %v", err)
+	}
+	return name, nodeutil.CSIUniqueVolumeName(driver, "handle-"+name)
+}
+
+func (e *env) createVA(name, driver, pv, node string) *storagev1.VolumeAttachment {
+	e.t.Helper()
+	va, err := e.admin.StorageV1().VolumeAttachments().Create(e.ctx, testobj.VA(name, driver, pv, node), metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating VolumeAttachment: %v", err)
+	}
+	return va
+}
+
+// quarantineBarrier proves the quarantine queue handled everything enqueued
+// before it, with a fresh node whose safe-detach pod must be deleted.
+func (e *env) quarantineBarrier() {
+	e.t.Helper()
+	name := fmt.Sprintf("qb-%d", time.Now().UnixNano())
+	claim, _ := e.volume(name, safeDriver, v1.ReadWriteOnce)
+	e.createNode(name, false)
+	e.waitPodGone(e.createStuckPod(name, name, testobj.Claim("data", claim)))
+}
+
+func TestQuarantineIntegration(t *testing.T) {
+	opts := testOptions(quarantine.Name)
+	opts.QuarantineDelay = testDelay
+	opts.Resync = time.Second // exercise "one Event, not one per resync"
+	e := startEnv(t, opts)
+	for name, ann := range map[string]map[string]string{safeDriver: {names.SafeDetachAnnotation: "true"}, plainDriver: nil} {
+		if _, err := e.admin.StorageV1().CSIDrivers().Create(e.ctx, testobj.CSIDriver(name, ann), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("safe-detach pod: taint, force-delete, release volume, lift once Ready and detached", func(t *testing.T) {
+		claim, unique := e.volume("q1", safeDriver, v1.ReadWriteOnce)
+		other, otherUnique := e.volume("q1-other", safeDriver, v1.ReadWriteOnce)
+		start := time.Now()
+		e.createNode("q-1", false, testobj.VolumesInUse(unique, otherUnique))
+		p := e.createStuckPod("q-1-a", "q-1", testobj.Claim("data", claim), testobj.EmptyDir("tmp"))
+		// A live pod on the node still uses the other volume: it must stay in use.
+		e.createPod("q-1-live", "q-1", testobj.Claim("data", other))
+		va := e.createVA("va-q1", safeDriver, "pv-q1", "q-1")
+
+		e.waitTaint("q-1", names.QuarantineTaint, true)
+		if d := time.Since(start); d < testDelay-time.Second {
+			t.Errorf("node quarantined after %s, before the %s delay", d, testDelay)
+		}
+		e.waitPodGone(p)
+		ev := e.waitEvent("Pod", ns, p.Name, p.UID, actuator.EventForceDeleted)
+		if !strings.Contains(ev.Message, "safe-detach") {
+			t.Errorf("event %q does not say why", ev.Message)
+		}
+		e.waitEvent("Node", "", "q-1", "", actuator.EventTainted)
+		e.waitFor("volume released from volumesInUse", func(ctx context.Context) (bool, error) {
+			n := e.node("q-1")
+			return !slices.Contains(n.Status.VolumesInUse, unique), nil
+		})
+		if n := e.node("q-1"); !slices.Contains(n.Status.VolumesInUse, otherUnique) {
+			t.Errorf("volume of a live pod was released: volumesInUse = %v", n.Status.VolumesInUse)
+		}
+		if got := e.metricValue("fenceline_controller_quarantined_nodes"); got < 1 {
+			t.Errorf("quarantined_nodes = %v, want >= 1", got)
+		}
+		if got := e.metricValue("fenceline_controller_force_delete_latency_seconds", "safe-detach"); got < 1 {
+			t.Errorf("latency histogram has %v samples, want >= 1", got)
+		}
+
+		// Back: Ready, but a VolumeAttachment of a safe-detach driver remains.
+		e.setReady("q-1", true)
+		e.quarantineBarrier()
+		if !hasTaint(e.node("q-1"), names.QuarantineTaint) {
+			t.Fatal("quarantine lifted while a safe-detach VolumeAttachment remains")
+		}
+		if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitTaint("q-1", names.QuarantineTaint, false)
+		e.waitEvent("Node", "", "q-1", "", actuator.EventUntainted)
+	})
+
+	t.Run("pods that are not safe are left alone with one Event", func(t *testing.T) {
+		e.createNode("q-2", false)
+		safe, _ := e.volume("q2-safe", safeDriver, v1.ReadWriteOnce)
+		plain, _ := e.volume("q2-plain", plainDriver, v1.ReadWriteOnce)
+		rwx, _ := e.volume("q2-rwx", safeDriver, v1.ReadWriteMany)
+		cases := []struct {
+			pod  *v1.Pod
+			want string
+		}{
+			{e.createStuckPod("q-2-mixed", "q-2", testobj.Claim("a", safe), testobj.Claim("b", plain)), "not annotated"},
+			{e.createStuckPod("q-2-rwx", "q-2", testobj.Claim("a", rwx)), "ReadWriteMany"},
+			{e.createStuckPod("q-2-hostpath", "q-2", testobj.Claim("a", safe), testobj.HostPath("h", "/var/data")), "node-local"},
+			{e.createStuckPod("q-2-inline", "q-2", testobj.InlineCSI("a", safeDriver)), "inline CSI"},
+			{e.createStuckPod("q-2-novolume", "q-2"), "no volume from a safe-detach"},
+		}
+		for _, c := range cases {
+			ev := e.waitEvent("Pod", ns, c.pod.Name, c.pod.UID, quarantine.EventNotSafe)
+			if !strings.Contains(ev.Message, c.want) {
+				t.Errorf("pod %s: event %q, want it to mention %q", c.pod.Name, ev.Message, c.want)
+			}
+		}
+		// Each barrier takes the quarantine delay (2 s), so the 1 s resync
+		// has looked at these pods again several times by then.
+		e.quarantineBarrier()
+		e.quarantineBarrier()
+		for _, c := range cases {
+			if !e.podExists(c.pod) {
+				t.Errorf("pod %s was deleted", c.pod.Name)
+			}
+			evs := e.events("Pod", ns, c.pod.Name, c.pod.UID, quarantine.EventNotSafe)
+			if len(evs) != 1 || evs[0].Count > 1 {
+				t.Errorf("pod %s: want exactly one Event recorded once, got %+v", c.pod.Name, evs)
+			}
+		}
+	})
+
+	t.Run("Ready node: never quarantined", func(t *testing.T) {
+		claim, _ := e.volume("q3", safeDriver, v1.ReadWriteOnce)
+		e.createNode("q-3", true)
+		p := e.createStuckPod("q-3-a", "q-3", testobj.Claim("data", claim))
+		e.quarantineBarrier()
+		if !e.podExists(p) || hasTaint(e.node("q-3"), names.QuarantineTaint) {
+			t.Error("a Ready node was quarantined or its pod deleted")
+		}
+	})
+}
