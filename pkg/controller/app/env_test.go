@@ -162,11 +162,8 @@ func (e *env) createNode(name string, ready bool, opts ...testobj.NodeOption) *v
 	if err != nil {
 		e.t.Fatalf("creating node %s: %v", name, err)
 	}
-	n.Status = want.Status
-	n, err = e.admin.CoreV1().Nodes().UpdateStatus(e.ctx, n, metav1.UpdateOptions{})
-	if err != nil {
-		e.t.Fatalf("setting status of node %s: %v", name, err)
-	}
+	// The controllers may already be annotating the new node: retry.
+	e.updateNode(name, true, func(cur *v1.Node) { cur.Status = want.Status })
 	return n
 }
 
@@ -325,4 +322,3 @@ func (e *env) waitEvent(kind, namespace, name string, uid types.UID, reason stri
 	})
 	return got
 }
-
