@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ type env struct {
 	cluster  *cluster.Cluster
 	admin    kubernetes.Interface
 	registry *prometheus.Registry
+	saConfig *rest.Config
 }
 
 // testOptions are the defaults with one worker per controller, so that the
@@ -64,17 +66,25 @@ func testOptions(controllers ...string) app.Options {
 // controller with opts until the test ends.
 func startEnv(t testing.TB, opts app.Options) *env {
 	t.Helper()
-	c := cluster.Start(t, cluster.Options{})
-	e := &env{t: t, ctx: t.Context(), cluster: c, admin: c.Client(), registry: prometheus.NewRegistry()}
-	e.applyManifest(filepath.Join("..", "..", "..", "deploy", "controller", "rbac.yaml"))
-	cfg, _ := c.ServiceAccountConfig(t, systemNamespace, serviceAccount)
-	e.runController(cfg, opts)
+	e := newEnv(t)
+	e.runController(opts)
 	return e
 }
 
-// runController runs app.Run until the test ends and checks that it stops
-// cleanly.
-func (e *env) runController(cfg *rest.Config, opts app.Options) {
+// newEnv starts the control plane and creates the controller's
+// ServiceAccount and RBAC from deploy/controller/rbac.yaml.
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	c := cluster.Start(t, cluster.Options{})
+	e := &env{t: t, ctx: t.Context(), cluster: c, admin: c.Client(), registry: prometheus.NewRegistry()}
+	e.applyManifest(filepath.Join("..", "..", "..", "deploy", "controller", "rbac.yaml"))
+	e.saConfig, _ = c.ServiceAccountConfig(t, systemNamespace, serviceAccount)
+	return e
+}
+
+// runController runs app.Run as the controller's ServiceAccount until the
+// test ends or stop is called, and checks that it stops cleanly.
+func (e *env) runController(opts app.Options) (stop func()) {
 	e.t.Helper()
 	logger := ktesting.NewLogger(e.t, ktesting.NewConfig(ktesting.Verbosity(4)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
@@ -82,18 +92,23 @@ func (e *env) runController(cfg *rest.Config, opts app.Options) {
 		opts.Registry = e.registry
 	}
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, cfg, opts) }()
-	e.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				e.t.Errorf("controller stopped with error: %v", err)
+	go func() { done <- app.Run(ctx, e.saConfig, opts) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					e.t.Errorf("controller stopped with error: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				e.t.Error("controller did not stop within 30s")
 			}
-		case <-time.After(30 * time.Second):
-			e.t.Error("controller did not stop within 30s")
-		}
-	})
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
 }
 
 // applyManifest creates the RBAC objects of a multi-document YAML file.
