@@ -19,7 +19,7 @@ import (
 // world is a driver serving a controller endpoint and two node plugins,
 // node-a and node-b, with clients for each.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	dir    string
 	cfg    driver.Config
@@ -40,7 +40,7 @@ func newConfig(dir string) driver.Config {
 	return cfg
 }
 
-func newWorld(t *testing.T, mutate func(*driver.Config)) *world {
+func newWorld(t testing.TB, mutate func(*driver.Config)) *world {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	w := &world{t: t, ctx: ctx, dir: t.TempDir()}
@@ -69,7 +69,7 @@ func (w *world) start() {
 	}
 }
 
-func dial(t *testing.T, target string) *grpc.ClientConn {
+func dial(t testing.TB, target string) *grpc.ClientConn {
 	t.Helper()
 	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -129,7 +129,7 @@ func (w *world) audit() []audit.Record {
 	return recs
 }
 
-func wantCode(t *testing.T, what string, err error, want codes.Code) {
+func wantCode(t testing.TB, what string, err error, want codes.Code) {
 	t.Helper()
 	if got := status.Code(err); got != want {
 		t.Fatalf("%s: got %s (%v), want %s", what, got, err, want)
