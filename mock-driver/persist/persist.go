@@ -66,10 +66,12 @@ type CorruptError struct {
 	Err error
 }
 
+// Error describes the corruption and where the file went.
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("state file %s is corrupt (%v); moved it to %s and started with empty state", e.Path, e.Err, e.MovedTo)
 }
 
+// Unwrap returns the decoding error.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Load decodes the stored document into v. It returns an error wrapping

@@ -18,6 +18,8 @@ type arrayServer struct {
 	node string
 }
 
+// Write is a data-plane write acting as the socket's node; the array
+// decides whether that node still has access.
 func (s *arrayServer) Write(_ context.Context, req *mockv1.WriteRequest) (*mockv1.WriteResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -31,6 +33,7 @@ func (s *arrayServer) Write(_ context.Context, req *mockv1.WriteRequest) (*mockv
 	return &mockv1.WriteResponse{NodeId: s.node, BytesWritten: uint64(len(req.GetData()))}, nil
 }
 
+// SetFaults replaces every fault rule of the driver.
 func (s *arrayServer) SetFaults(_ context.Context, req *mockv1.SetFaultsRequest) (*mockv1.SetFaultsResponse, error) {
 	rules := make([]faults.Fault, 0, len(req.GetFaults()))
 	for i, f := range req.GetFaults() {
@@ -44,6 +47,7 @@ func (s *arrayServer) SetFaults(_ context.Context, req *mockv1.SetFaultsRequest)
 	return &mockv1.SetFaultsResponse{}, nil
 }
 
+// ListFaults returns the rules in force.
 func (s *arrayServer) ListFaults(context.Context, *mockv1.ListFaultsRequest) (*mockv1.ListFaultsResponse, error) {
 	resp := &mockv1.ListFaultsResponse{}
 	for _, f := range s.sh.Faults.List() {

@@ -27,6 +27,9 @@ var controllerCaps = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 }
 
+// ControllerGetCapabilities lists the official capabilities only. The fence
+// extension's UNPUBLISH_FENCE goes through the FenceCapabilities service,
+// because csi-sanity (and other strict COs) reject unknown enum values.
 func (s *controllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
 	resp := &csi.ControllerGetCapabilitiesResponse{}
 	for _, c := range controllerCaps {
@@ -37,6 +40,7 @@ func (s *controllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 	return resp, nil
 }
 
+// CreateVolume creates a volume or returns the same-named one.
 func (s *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if err := required("name", req.GetName()); err != nil {
 		return nil, err
@@ -61,6 +65,7 @@ func (s *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolume
 	return &csi.CreateVolumeResponse{Volume: csiVolume(v)}, nil
 }
 
+// DeleteVolume deletes a volume; unknown IDs succeed.
 func (s *controllerServer) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -71,6 +76,7 @@ func (s *controllerServer) DeleteVolume(_ context.Context, req *csi.DeleteVolume
 	return &csi.DeleteVolumeResponse{}, nil
 }
 
+// ControllerPublishVolume attaches a volume to a node the array knows.
 func (s *controllerServer) ControllerPublishVolume(_ context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -89,6 +95,10 @@ func (s *controllerServer) ControllerPublishVolume(_ context.Context, req *csi.C
 	return &csi.ControllerPublishVolumeResponse{PublishContext: pc}, nil
 }
 
+// ControllerUnpublishVolume detaches a volume. With fence=true (read with
+// fence.IsFenced, since the field is not in the official CSI message) the
+// node is cut off before the call returns; see array.Semantics for what a
+// plain unpublish does while the node still uses the volume.
 func (s *controllerServer) ControllerUnpublishVolume(_ context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -99,6 +109,8 @@ func (s *controllerServer) ControllerUnpublishVolume(_ context.Context, req *csi
 	return &csi.ControllerUnpublishVolumeResponse{}, nil
 }
 
+// ValidateVolumeCapabilities confirms any well-formed capability: the
+// array supports every access mode and both access types.
 func (s *controllerServer) ValidateVolumeCapabilities(_ context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -121,6 +133,7 @@ func (s *controllerServer) ValidateVolumeCapabilities(_ context.Context, req *cs
 	}}, nil
 }
 
+// ListVolumes pages through volumes with their published nodes.
 func (s *controllerServer) ListVolumes(_ context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
 	if req.GetMaxEntries() < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "max_entries must not be negative, got %d", req.GetMaxEntries())
@@ -139,6 +152,7 @@ func (s *controllerServer) ListVolumes(_ context.Context, req *csi.ListVolumesRe
 	return resp, nil
 }
 
+// ControllerGetVolume returns one volume with its published nodes.
 func (s *controllerServer) ControllerGetVolume(_ context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -153,6 +167,7 @@ func (s *controllerServer) ControllerGetVolume(_ context.Context, req *csi.Contr
 	}, nil
 }
 
+// GetCapacity returns the array's free bytes.
 func (s *controllerServer) GetCapacity(_ context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
 	for _, c := range req.GetVolumeCapabilities() {
 		if _, err := validateCapability(c); err != nil {

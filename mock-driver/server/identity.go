@@ -12,6 +12,7 @@ type identityServer struct {
 	sh *Shared
 }
 
+// GetPluginInfo returns the driver name and version.
 func (s *identityServer) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
 	return &csi.GetPluginInfoResponse{Name: s.sh.Name, VendorVersion: s.sh.Version}, nil
 }
@@ -29,6 +30,7 @@ func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 	}}}, nil
 }
 
+// Probe is always ready: the array is in-process.
 func (s *identityServer) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }

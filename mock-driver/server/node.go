@@ -32,6 +32,8 @@ var nodeCaps = []csi.NodeServiceCapability_RPC_Type{
 	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 }
 
+// NodeGetCapabilities lists the official node capabilities; FORCE_UNPUBLISH
+// is advertised through the FenceCapabilities service.
 func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
 	resp := &csi.NodeGetCapabilitiesResponse{}
 	for _, c := range nodeCaps {
@@ -42,10 +44,12 @@ func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 	return resp, nil
 }
 
+// NodeGetInfo reports the socket's node identity and attachment limit.
 func (s *nodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	return &csi.NodeGetInfoResponse{NodeId: s.node, MaxVolumesPerNode: s.sh.Array.MaxVolumesPerNode()}, nil
 }
 
+// NodeStageVolume stages an attached volume at the staging path.
 func (s *nodeServer) NodeStageVolume(_ context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -73,6 +77,9 @@ func (s *nodeServer) NodeStageVolume(_ context.Context, req *csi.NodeStageVolume
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
+// NodeUnstageVolume undoes NodeStageVolume. force=true (read with
+// fence.IsForcedUnstage) succeeds on a fenced volume and is the clean-up
+// that lets the node have the volume again.
 func (s *nodeServer) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -96,6 +103,7 @@ func (s *nodeServer) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVo
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 
+// NodePublishVolume creates the target path for a staged volume.
 func (s *nodeServer) NodePublishVolume(_ context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -120,6 +128,8 @@ func (s *nodeServer) NodePublishVolume(_ context.Context, req *csi.NodePublishVo
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
+// NodeUnpublishVolume removes the target path. force=true (read with
+// fence.IsForcedUnpublish) succeeds on a fenced volume.
 func (s *nodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -138,6 +148,8 @@ func (s *nodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpubli
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
 
+// NodeGetVolumeStats reports usage of a volume staged or published at the
+// given path on this node.
 func (s *nodeServer) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
 	if err := required("volume_id", req.GetVolumeId()); err != nil {
 		return nil, err
