@@ -42,8 +42,8 @@ func main() {
 	opts := app.DefaultOptions()
 	fs := flag.CommandLine
 	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig. Empty: in-cluster configuration.")
-	qps := fs.Float64("kube-api-qps", 20, "QPS to use while talking with the API server.")
-	burst := fs.Int("kube-api-burst", 40, "Burst to use while talking with the API server.")
+	qps := fs.Float64("kube-api-qps", float64(opts.KubeAPIQPS), "QPS to use while talking with the API server.")
+	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", opts.KubeAPIBurst, "Burst to use while talking with the API server; sized so that a node's worth of force deletions is not throttled.")
 	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	fs.Var(listFlag{&opts.Controllers}, "controllers", fmt.Sprintf(
 		"Controllers to run: '*' enables all that are on by default, 'name' enables one, '-name' disables one. Known: %s. Off by default: %s.",
@@ -81,14 +81,15 @@ func main() {
 		os.Exit(1)
 	}
 	defer logs.FlushLogs()
-	if err := run(*kubeconfig, float32(*qps), *burst, opts); err != nil {
+	opts.KubeAPIQPS = float32(*qps)
+	if err := run(*kubeconfig, opts); err != nil {
 		klog.Background().Error(err, "fenceline-controller failed")
 		logs.FlushLogs()
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig string, qps float32, burst int, opts app.Options) error {
+func run(kubeconfig string, opts app.Options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	logger := klog.Background().WithName("fenceline-controller")
@@ -98,6 +99,5 @@ func run(kubeconfig string, qps float32, burst int, opts app.Options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = qps, burst
 	return app.Run(ctx, cfg, opts)
 }

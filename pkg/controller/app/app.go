@@ -59,6 +59,11 @@ type Options struct {
 	// Resync is the informers' resync period: the safety net behind the
 	// event-driven reactions.
 	Resync time.Duration
+	// KubeAPIQPS and KubeAPIBurst limit the client. A node's worth of
+	// force deletions costs about three requests per pod (status, delete,
+	// Event), so the burst is sized for a full node.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 
 	// LeaderElection enables leader election on the Lease LeaseName in
 	// LeaderElectionNamespace.
@@ -86,6 +91,8 @@ func DefaultOptions() Options {
 		QuarantineDelay:         quarantine.DefaultDelay,
 		Workers:                 4,
 		Resync:                  5 * time.Minute,
+		KubeAPIQPS:              50,
+		KubeAPIBurst:            300,
 		LeaderElectionNamespace: "fenceline-system",
 		LeaseName:               Component,
 		LeaseDuration:           15 * time.Second,
@@ -103,6 +110,9 @@ func (o Options) Validate() error {
 	}
 	if o.QuarantineDelay < 0 {
 		errs = append(errs, fmt.Errorf("--quarantine-delay must not be negative, got %s", o.QuarantineDelay))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
@@ -128,7 +138,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if opts.RemoveOutOfServiceTaint {
 		enabled[outofservice.Name] = true
 	}
-	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), Component))
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), Component)
+	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
 	}
@@ -160,7 +172,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		logger.Info("Serving metrics and health", "address", srv)
 	}
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	// Not tied to ctx: syncs still running at shutdown may record Events;
+	// the deferred Shutdown runs after every controller has stopped.
+	broadcaster := record.NewBroadcaster()
 	broadcaster.StartStructuredLogging(4)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
