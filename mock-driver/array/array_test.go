@@ -328,3 +328,33 @@ func TestCorruptStateIsMovedAside(t *testing.T) {
 		t.Fatalf("new state file not written: %v", err)
 	}
 }
+
+func TestInconsistentStateIsMovedAside(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+	}{
+		{name: "null volume", content: `{"volumes":{"vol-1":null}}`},
+		{name: "misfiled volume", content: `{"volumes":{"vol-1":{"id":"vol-2"}}}`},
+		{name: "null attachment", content: `{"volumes":{"vol-1":{"id":"vol-1","attachments":{"a":null}}}}`},
+		{name: "null target", content: `{"volumes":{"vol-1":{"id":"vol-1","nodes":{"a":{"targets":{"/t":null}}}}}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			a, err := New(Options{Store: persist.New(path)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Recovered() == nil {
+				t.Fatal("inconsistent state loaded instead of being moved aside")
+			}
+			if n := len(a.Snapshot().Volumes); n != 0 {
+				t.Fatalf("array started with %d volumes", n)
+			}
+		})
+	}
+}

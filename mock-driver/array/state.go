@@ -1,6 +1,7 @@
 package array
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -68,6 +69,37 @@ func (u *NodeUse) InUse() bool {
 // sorted.
 func (v *Volume) PublishedNodes() []string {
 	return slices.Sorted(maps.Keys(v.Attachments))
+}
+
+// Validate checks what JSON decoding cannot: every record is present and
+// filed under its own ID. persist.Store.Load calls it.
+func (s *State) Validate() error {
+	for id, v := range s.Volumes {
+		switch {
+		case v == nil:
+			return fmt.Errorf("volume %q has no record", id)
+		case v.ID != id:
+			return fmt.Errorf("volume filed as %q has ID %q", id, v.ID)
+		case v.CapacityBytes < 0:
+			return fmt.Errorf("volume %q has negative capacity", id)
+		}
+		for n, a := range v.Attachments {
+			if a == nil || n == "" {
+				return fmt.Errorf("volume %q has an empty attachment record for node %q", id, n)
+			}
+		}
+		for n, u := range v.Nodes {
+			if u == nil || n == "" {
+				return fmt.Errorf("volume %q has an empty node record for node %q", id, n)
+			}
+			for p, t := range u.Targets {
+				if t == nil || p == "" {
+					return fmt.Errorf("volume %q has an empty target record %q on node %q", id, p, n)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Clone returns a deep copy of the state.

@@ -55,6 +55,14 @@ func New(path string, opts ...Option) *Store {
 // Path returns the file the store writes.
 func (s *Store) Path() string { return s.path }
 
+// Validator is implemented by documents that can check their own
+// consistency. Load treats a document that decodes but fails Validate like
+// one that does not decode: valid JSON can still be nonsense (a hand edit, a
+// bug in an older version), and loading it would crash later instead.
+type Validator interface {
+	Validate() error
+}
+
 // CorruptError reports a state file that could not be decoded and was moved
 // aside so that the driver can start with empty state.
 type CorruptError struct {
@@ -76,7 +84,8 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Load decodes the stored document into v. It returns an error wrapping
 // fs.ErrNotExist when there is no file yet, and a *CorruptError (after
-// moving the file aside) when the file cannot be decoded.
+// moving the file aside) when the file cannot be decoded or, if v is a
+// Validator, does not validate.
 func (s *Store) Load(v any) error {
 	s.removeStaleTemps()
 	data, err := os.ReadFile(s.path)
@@ -85,7 +94,13 @@ func (s *Store) Load(v any) error {
 	}
 	decErr := json.Unmarshal(data, v)
 	if decErr == nil {
-		return nil
+		val, ok := v.(Validator)
+		if !ok {
+			return nil
+		}
+		if decErr = val.Validate(); decErr == nil {
+			return nil
+		}
 	}
 	if len(data) == 0 {
 		decErr = errors.New("file is empty")
