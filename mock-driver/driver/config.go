@@ -86,7 +86,7 @@ func (c Config) Validate() error {
 			problems = append(problems, fmt.Sprintf("node %s is served twice (endpoint and node endpoint)", node))
 		case ep == "":
 			problems = append(problems, fmt.Sprintf("node %s has an empty endpoint", node))
-		case seen[ep] != "":
+		case seen[ep] != "" && !strings.HasSuffix(ep, ":0"): // port 0: each gets its own
 			problems = append(problems, fmt.Sprintf("endpoint %s is used by node %s and %s", ep, node, seen[ep]))
 		default:
 			seen[ep] = "node " + node

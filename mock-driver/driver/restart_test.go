@@ -211,3 +211,18 @@ func TestParseEndpoint(t *testing.T) {
 		})
 	}
 }
+
+func TestTCPEndpoint(t *testing.T) {
+	w := newWorld(t, func(c *driver.Config) {
+		c.Endpoint = "tcp://127.0.0.1:0"
+		c.NodeEndpoints = map[string]string{"node-a": "tcp://127.0.0.1:0"}
+	})
+	if strings.HasPrefix(w.d.Endpoint(), "unix") || strings.HasSuffix(w.d.Endpoint(), ":0") {
+		t.Fatalf("Endpoint() = %q, want the bound host:port", w.d.Endpoint())
+	}
+	vol := w.createVolume("pvc-1")
+	w.attachAndMount(vol, "node-a")
+	if err := client.Write(w.ctx, w.nodes["node-a"], vol, nil); err != nil {
+		t.Fatalf("write over TCP: %v", err)
+	}
+}
