@@ -358,3 +358,56 @@ func TestInconsistentStateIsMovedAside(t *testing.T) {
 		})
 	}
 }
+
+func TestNodeUnstage(t *testing.T) {
+	a, _ := newTestArray(t, strict)
+	id := mustCreate(t, a, "pvc")
+	useOn(t, a, id, "a")
+	wantCode(t, a.NodeUnstage("a", id, "/stage/a", false, noopTargets), codes.FailedPrecondition)
+
+	var removed []string
+	if err := a.NodeUnstage("a", id, "/stage/a", true, func(targets []string) error { removed = targets; return nil }); err != nil {
+		t.Fatalf("forced unstage: %v", err)
+	}
+	if !reflect.DeepEqual(removed, []string{"/target/a"}) {
+		t.Fatalf("forced unstage removed %v, want the published target too", removed)
+	}
+	if a.Snapshot().Volumes[id].Nodes["a"].InUse() {
+		t.Fatal("node a still uses the volume after a forced unstage")
+	}
+	// Unstaging again, or at a path never staged, is an idempotent success.
+	if err := a.NodeUnstage("a", id, "/stage/a", false, noopTargets); err != nil {
+		t.Fatalf("repeated unstage: %v", err)
+	}
+	wantCode(t, a.NodeUnstage("a", "vol-missing", "/stage/a", false, noopTargets), codes.NotFound)
+}
+
+func TestNodeIOFailureRecordsNothing(t *testing.T) {
+	a, _ := newTestArray(t, strict)
+	id := mustCreate(t, a, "pvc")
+	if _, err := a.Publish(id, "a", rwo, false); err != nil {
+		t.Fatal(err)
+	}
+	mountErr := errors.New("mkdir: read-only file system")
+	if err := a.NodeStage("a", id, "/stage/a", rwo, func() error { return mountErr }); !errors.Is(err, mountErr) {
+		t.Fatalf("NodeStage = %v, want the mount error", err)
+	}
+	if a.Snapshot().Volumes[id].Nodes["a"].InUse() {
+		t.Fatal("failed stage was recorded")
+	}
+}
+
+func TestNodeVolumePath(t *testing.T) {
+	a, _ := newTestArray(t, strict)
+	id := mustCreate(t, a, "pvc")
+	useOn(t, a, id, "a")
+	for _, p := range []string{"/stage/a", "/target/a"} {
+		if _, err := a.NodeVolumePath("a", id, p); err != nil {
+			t.Errorf("NodeVolumePath(%s): %v", p, err)
+		}
+	}
+	_, err := a.NodeVolumePath("a", id, "/elsewhere")
+	wantCode(t, err, codes.NotFound)
+	_, err = a.NodeVolumePath("b", id, "/target/a")
+	wantCode(t, err, codes.NotFound)
+}
