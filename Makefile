@@ -47,7 +47,7 @@ build: ## Build every binary into bin/.
 .PHONY: tools
 tools: $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler $(TOOLS_BIN)/etcd $(TOOLS_BIN)/kwok ## Build the local control plane (etcd, kube-*, kwok) from the module proxy.
 
-$(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler: test/tools/kube/go.mod test/tools/kube/go.sum
+$(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler &: test/tools/kube/go.mod test/tools/kube/go.sum
 	@mkdir -p $(TOOLS_BIN)
 	@echo ">> building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $(KUBE_VERSION) (first time: several minutes)"
 	cd test/tools/kube && $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o $(TOOLS_BIN)/ \
