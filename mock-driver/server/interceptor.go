@@ -38,16 +38,7 @@ func (sh *Shared) interceptor(sock Socket) grpc.UnaryServerInterceptor {
 		// call does not hold up the others.
 		faultErr := sh.Faults.Before(ctx, method)
 
-		sh.order.Lock()
-		var resp any
-		err := faultErr
-		if err == nil {
-			resp, err = handler(ctx, req)
-		}
-		rec := auditRecord(info.FullMethod, sock.NodeID, req, resp, err)
-		auditErr := sh.Audit.Append(rec)
-		sh.order.Unlock()
-
+		resp, err, auditErr := sh.applyInOrder(ctx, info.FullMethod, sock.NodeID, req, faultErr, handler)
 		if auditErr != nil {
 			logger.Error(auditErr, "Could not write the audit log")
 		}
@@ -61,6 +52,19 @@ func (sh *Shared) interceptor(sock Socket) grpc.UnaryServerInterceptor {
 		}
 		return resp, err
 	}
+}
+
+// applyInOrder runs the handler (unless a fault answers instead) and
+// appends the audit record, both under the order lock.
+func (sh *Shared) applyInOrder(ctx context.Context, fullMethod, socketNode string, req any, faultErr error, handler grpc.UnaryHandler) (resp any, err, auditErr error) {
+	sh.order.Lock()
+	defer sh.order.Unlock()
+	err = faultErr
+	if err == nil {
+		resp, err = handler(ctx, req)
+	}
+	auditErr = sh.Audit.Append(auditRecord(fullMethod, socketNode, req, resp, err))
+	return resp, err, auditErr
 }
 
 // auditRecord describes one answered call. Node calls and writes act as
