@@ -29,10 +29,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "defaults", want: base(func(*driver.Config) {})},
 		{
 			name: "multi-node array",
-			args: []string{"--endpoint=unix:///tmp/c.sock", "--node-id=n1", "--node-endpoint=n2=unix:///tmp/n2.sock", "--node-endpoint=n3=/tmp/n3.sock", "--state-dir=/tmp/s"},
+			args: []string{"--endpoint=unix:///run/mock/c.sock", "--node-id=n1", "--node-endpoint=n2=unix:///run/mock/n2.sock", "--node-endpoint=n3=/run/mock/n3.sock", "--state-dir=/run/mock/s"},
 			want: base(func(c *driver.Config) {
-				c.Endpoint, c.NodeID, c.StateDir = "unix:///tmp/c.sock", "n1", "/tmp/s"
-				c.NodeEndpoints = map[string]string{"n2": "unix:///tmp/n2.sock", "n3": "/tmp/n3.sock"}
+				c.Endpoint, c.NodeID, c.StateDir = "unix:///run/mock/c.sock", "n1", "/run/mock/s"
+				c.NodeEndpoints = map[string]string{"n2": "unix:///run/mock/n2.sock", "n3": "/run/mock/n3.sock"}
 			}),
 		},
 		{

@@ -174,7 +174,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := newConfig("/tmp/x")
+			cfg := newConfig("/srv/mock")
 			tc.mutate(&cfg)
 			err := cfg.Validate()
 			if tc.wantErr == "" {
