@@ -1,0 +1,359 @@
+package controller
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/mock-driver/faults"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+func TestSyncAttach(t *testing.T) {
+	tests := []struct {
+		name string
+		opts envOptions
+		// objects besides the PV (built from the created volume) and VA.
+		objects func() []runtime.Object
+		// mutate adjusts the PV and VA before they are created.
+		mutate  func(pv *v1.PersistentVolume, va *storagev1.VolumeAttachment)
+		faults  []faults.Fault
+		wantErr bool
+		check   func(t *testing.T, e *env, volumeID string)
+	}{
+		{
+			name:    "publishes and records finalizers, annotation and status",
+			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			check: func(t *testing.T, e *env, volumeID string) {
+				va := e.va("va-1")
+				if !va.Status.Attached || va.Status.AttachError != nil {
+					t.Errorf("status = %+v, want attached without error", va.Status)
+				}
+				if !slices.Contains(va.Finalizers, testFinalizer) {
+					t.Errorf("VA finalizers %v lack %s", va.Finalizers, testFinalizer)
+				}
+				if got := va.Annotations[names.NodeIDAnnotation]; got != testNode {
+					t.Errorf("node-id annotation = %q, want %q", got, testNode)
+				}
+				if len(va.Status.AttachmentMetadata) == 0 {
+					t.Errorf("attachmentMetadata is empty, want the publish context")
+				}
+				if pv := e.pv("pv-1"); !slices.Contains(pv.Finalizers, testFinalizer) {
+					t.Errorf("PV finalizers %v lack %s", pv.Finalizers, testFinalizer)
+				}
+				if n := len(audit.Filter(e.audit("ControllerPublishVolume"), audit.OK(), audit.Volume(volumeID), audit.Node(testNode))); n != 1 {
+					t.Errorf("successful ControllerPublishVolume calls = %d, want 1", n)
+				}
+				wantEvents(t, e, "Normal Attached")
+			},
+		},
+		{
+			name: "node ID from the annotation when the CSINode is missing",
+			mutate: func(_ *v1.PersistentVolume, va *storagev1.VolumeAttachment) {
+				va.Annotations = map[string]string{names.NodeIDAnnotation: testNode}
+			},
+			check: func(t *testing.T, e *env, _ string) {
+				if !e.va("va-1").Status.Attached {
+					t.Errorf("VA not attached")
+				}
+			},
+		},
+		{
+			name:    "no CSINode and no annotation",
+			wantErr: true,
+			check: func(t *testing.T, e *env, _ string) {
+				va := e.va("va-1")
+				if va.Status.Attached || va.Status.AttachError == nil || !strings.Contains(va.Status.AttachError.Message, "no CSINode") {
+					t.Errorf("status = %+v, want attachError about the CSINode", va.Status)
+				}
+				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
+					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
+				}
+				wantEvents(t, e, "Warning AttachFailed")
+			},
+		},
+		{
+			name:    "driver error is recorded with its gRPC code and retried",
+			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			faults:  []faults.Fault{{Method: "ControllerPublishVolume", Code: codes.Internal}},
+			wantErr: true,
+			check: func(t *testing.T, e *env, _ string) {
+				va := e.va("va-1")
+				if va.Status.AttachError == nil || va.Status.AttachError.ErrorCode == nil || *va.Status.AttachError.ErrorCode != int32(codes.Internal) {
+					t.Errorf("attachError = %+v, want errorCode %d", va.Status.AttachError, codes.Internal)
+				}
+				if !slices.Contains(va.Finalizers, testFinalizer) {
+					t.Errorf("finalizer must be in place before ControllerPublishVolume, got %v", va.Finalizers)
+				}
+				wantEvents(t, e, "Warning AttachFailed")
+			},
+		},
+		{
+			name:    "node unknown to the driver",
+			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, "ghost")} },
+			wantErr: true,
+			check: func(t *testing.T, e *env, _ string) {
+				ae := e.va("va-1").Status.AttachError
+				if ae == nil || ae.ErrorCode == nil || *ae.ErrorCode != int32(codes.NotFound) {
+					t.Errorf("attachError = %+v, want NotFound", ae)
+				}
+			},
+		},
+		{
+			name:    "in-tree PV is a permanent error, not retried",
+			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			mutate: func(pv *v1.PersistentVolume, _ *storagev1.VolumeAttachment) {
+				pv.Spec.CSI = nil
+				pv.Spec.HostPath = &v1.HostPathVolumeSource{Path: "/data"}
+			},
+			check: func(t *testing.T, e *env, _ string) {
+				ae := e.va("va-1").Status.AttachError
+				if ae == nil || !strings.Contains(ae.Message, "CSI migration") {
+					t.Errorf("attachError = %+v, want a CSI migration message", ae)
+				}
+				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
+					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
+				}
+			},
+		},
+		{
+			name:    "driver without PUBLISH_UNPUBLISH_VOLUME is marked attached without finalizer",
+			opts:    envOptions{trivial: true},
+			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			check: func(t *testing.T, e *env, _ string) {
+				va := e.va("va-1")
+				if !va.Status.Attached || len(va.Finalizers) != 0 {
+					t.Errorf("VA attached=%v finalizers=%v, want attached without finalizers", va.Status.Attached, va.Finalizers)
+				}
+				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
+					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
+				}
+			},
+		},
+		{
+			name:    "VolumeAttachment of another driver is ignored",
+			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			mutate:  func(_ *v1.PersistentVolume, va *storagev1.VolumeAttachment) { va.Spec.Attacher = "other.example.com" },
+			check: func(t *testing.T, e *env, _ string) {
+				va := e.va("va-1")
+				if va.Status.Attached || len(va.Finalizers) != 0 || va.Status.AttachError != nil {
+					t.Errorf("foreign VA was touched: %+v", va)
+				}
+			},
+		},
+		{
+			name:    "already attached VA is left alone",
+			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			mutate:  func(_ *v1.PersistentVolume, va *storagev1.VolumeAttachment) { va.Status.Attached = true },
+			check: func(t *testing.T, e *env, _ string) {
+				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
+					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []runtime.Object
+			if tc.objects != nil {
+				objs = tc.objects()
+			}
+			e := newEnv(t, tc.opts, objs...)
+			volumeID := e.createVolume("vol-1")
+			pv, va := pvFor("pv-1", volumeID), vaFor("va-1", "pv-1", testNode)
+			if tc.mutate != nil {
+				tc.mutate(pv, va)
+			}
+			e.create(pv, va)
+			e.drv.Faults().Set(tc.faults)
+			err := e.sync("va-1")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("sync error = %v, wantErr %v", err, tc.wantErr)
+			}
+			tc.check(t, e, volumeID)
+		})
+	}
+}
+
+func TestSyncDetach(t *testing.T) {
+	tests := []struct {
+		name string
+		opts envOptions
+		node *v1.Node
+		// stage stages the volume on the node after the attach, so that a
+		// plain unpublish is refused.
+		stage bool
+		// beforeDelete runs after the attach, before deletion starts.
+		beforeDelete func(e *env)
+		wantErr      bool
+		wantFence    bool
+		wantCode     string
+		wantEvents   []string
+		check        func(t *testing.T, e *env)
+	}{
+		{
+			name:       "plain detach from a healthy node",
+			node:       nodeObj(testNode, ready(v1.ConditionTrue)),
+			wantCode:   "OK",
+			wantEvents: []string{"Normal Attached", "Normal Detached"},
+		},
+		{
+			name:       "fenced detach from an out-of-service node",
+			node:       nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)),
+			stage:      true,
+			wantFence:  true,
+			wantCode:   "OK",
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name:       "fenced detach from a node with FencingComplete",
+			node:       withCondition(nodeObj(testNode, ready(v1.ConditionUnknown)), names.FencingCompleteCondition),
+			stage:      true,
+			wantFence:  true,
+			wantCode:   "OK",
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name:       "fence reason but driver cannot fence: plain unpublish and a warning",
+			opts:       envOptions{noFence: true},
+			node:       nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)),
+			wantCode:   "OK",
+			wantEvents: []string{"Normal Attached", "Warning FenceUnsupported", "Normal Detached"},
+		},
+		{
+			name:       "strict driver refuses a plain detach of a staged volume",
+			node:       nodeObj(testNode, ready(v1.ConditionTrue)),
+			stage:      true,
+			wantErr:    true,
+			wantCode:   "FailedPrecondition",
+			wantEvents: []string{"Normal Attached", "Warning DetachFailed"},
+			check: func(t *testing.T, e *env) {
+				va := e.va("va-1")
+				if !slices.Contains(va.Finalizers, testFinalizer) {
+					t.Errorf("finalizer dropped after a failed unpublish: %v", va.Finalizers)
+				}
+				de := va.Status.DetachError
+				if de == nil || de.ErrorCode == nil || *de.ErrorCode != int32(codes.FailedPrecondition) {
+					t.Errorf("detachError = %+v, want FailedPrecondition", de)
+				}
+			},
+		},
+		{
+			name:       "node object gone: plain detach as upstream",
+			node:       nil,
+			wantCode:   "OK",
+			wantEvents: []string{"Normal Attached", "Normal Detached"},
+		},
+		{
+			name: "CSINode gone: node ID from the annotation",
+			node: nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)),
+			beforeDelete: func(e *env) {
+				if err := e.client.StorageV1().CSINodes().Delete(e.ctx, testNode, metav1.DeleteOptions{}); err != nil {
+					t.Fatalf("delete CSINode: %v", err)
+				}
+			},
+			wantFence:  true,
+			wantCode:   "OK",
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name: "other finalizers stay and status is marked detached",
+			node: nodeObj(testNode, ready(v1.ConditionTrue)),
+			beforeDelete: func(e *env) {
+				va := e.va("va-1")
+				va.Finalizers = append(va.Finalizers, "example.com/keep")
+				if _, err := e.client.StorageV1().VolumeAttachments().Update(e.ctx, va, metav1.UpdateOptions{}); err != nil {
+					t.Fatalf("update VA: %v", err)
+				}
+			},
+			wantCode:   "OK",
+			wantEvents: []string{"Normal Attached", "Normal Detached"},
+			check: func(t *testing.T, e *env) {
+				va := e.va("va-1")
+				if !slices.Equal(va.Finalizers, []string{"example.com/keep"}) || va.Status.Attached {
+					t.Errorf("finalizers=%v attached=%v, want [example.com/keep] and detached", va.Finalizers, va.Status.Attached)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []runtime.Object{csiNodeFor(testNode, testNode)}
+			if tc.node != nil {
+				objs = append(objs, tc.node)
+			}
+			e := newEnv(t, tc.opts, objs...)
+			volumeID := e.attached()
+			if tc.stage {
+				e.stage(volumeID, e.va("va-1").Status.AttachmentMetadata)
+			}
+			if tc.beforeDelete != nil {
+				tc.beforeDelete(e)
+			}
+			e.markDeleting("va-1")
+			err := e.sync("va-1")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("sync error = %v, wantErr %v", err, tc.wantErr)
+			}
+			calls := audit.Filter(e.audit("ControllerUnpublishVolume"), audit.Volume(volumeID), audit.Node(testNode))
+			if len(calls) != 1 || calls[0].Fence != tc.wantFence || calls[0].Code != tc.wantCode {
+				t.Fatalf("ControllerUnpublishVolume calls = %+v, want one with fence=%v code=%s", calls, tc.wantFence, tc.wantCode)
+			}
+			if !tc.wantErr && slices.Contains(e.va("va-1").Finalizers, testFinalizer) {
+				t.Errorf("finalizer still present after a successful detach")
+			}
+			wantEvents(t, e, tc.wantEvents...)
+			if tc.check != nil {
+				tc.check(t, e)
+			}
+		})
+	}
+}
+
+// attached creates a volume, PV and VA and attaches them through a sync.
+func (e *env) attached() string {
+	e.t.Helper()
+	volumeID := e.createVolume("vol-1")
+	e.create(pvFor("pv-1", volumeID), vaFor("va-1", "pv-1", testNode))
+	if err := e.sync("va-1"); err != nil {
+		e.t.Fatalf("attach: %v", err)
+	}
+	return volumeID
+}
+
+func (e *env) create(objs ...runtime.Object) {
+	e.t.Helper()
+	for _, o := range objs {
+		var err error
+		switch o := o.(type) {
+		case *v1.PersistentVolume:
+			_, err = e.client.CoreV1().PersistentVolumes().Create(e.ctx, o, metav1.CreateOptions{})
+		case *storagev1.VolumeAttachment:
+			_, err = e.client.StorageV1().VolumeAttachments().Create(e.ctx, o, metav1.CreateOptions{})
+		default:
+			e.t.Fatalf("create: unsupported %T", o)
+		}
+		if err != nil {
+			e.t.Fatalf("create %T: %v", o, err)
+		}
+	}
+}
+
+func withCondition(n *v1.Node, condType string) *v1.Node {
+	n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: v1.NodeConditionType(condType), Status: v1.ConditionTrue})
+	return n
+}
+
+func wantEvents(t *testing.T, e *env, want ...string) {
+	t.Helper()
+	if got := e.events(); !slices.Equal(got, want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+}
