@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"fenceline.io/fenceline/test/cluster"
+)
+
+// Settings come from flags (go test ./test/bench -args -reps=3) or, for
+// `make bench`, from environment variables; a flag wins over the variable.
+var (
+	flagReps            = flag.Int("reps", 0, "failover repetitions per configuration (env FENCELINE_BENCH_REPS, default 5)")
+	flagPods            = flag.Int("pods", 0, "StatefulSet pods in the failover benchmark (env FENCELINE_BENCH_PODS, default 21)")
+	flagVAs             = flag.Int("vas", 0, "VolumeAttachments in the throughput benchmark (env FENCELINE_BENCH_VAS, default 500)")
+	flagWorkers         = flag.Int("worker-threads", 0, "--worker-threads of both attachers in the throughput benchmark (env FENCELINE_BENCH_WORKERS, default 10)")
+	flagQPS             = flag.Int("kube-api-qps", 0, "--kube-api-qps of both attachers in the throughput benchmark (env FENCELINE_BENCH_QPS, default 50)")
+	flagBurst           = flag.Int("kube-api-burst", 0, "--kube-api-burst of both attachers in the throughput benchmark (env FENCELINE_BENCH_BURST, default 100)")
+	flagLatency         = flag.Duration("latency", 0, "the slow mock driver's latency per controller call (env FENCELINE_BENCH_LATENCY, default 50ms)")
+	flagQuarantineDelay = flag.Duration("quarantine-delay", 0, "fenceline-controller --quarantine-delay in the no-human run (env FENCELINE_BENCH_QUARANTINE_DELAY, default 5s)")
+)
+
+// settings are the resolved benchmark parameters.
+type settings struct {
+	Reps            int           `json:"reps"`
+	Pods            int           `json:"pods"`
+	VAs             int           `json:"vas"`
+	Workers         int           `json:"worker_threads"`
+	QPS             int           `json:"kube_api_qps"`
+	Burst           int           `json:"kube_api_burst"`
+	Latency         time.Duration `json:"latency_ns"`
+	QuarantineDelay time.Duration `json:"quarantine_delay_ns"`
+}
+
+// loadSettings resolves every setting, failing on a malformed environment
+// variable instead of silently using the default.
+func loadSettings() (settings, error) {
+	var s settings
+	ints := []struct {
+		dst       *int
+		flag      int
+		env       string
+		def, low  int
+		rationale string
+	}{
+		{&s.Reps, *flagReps, "FENCELINE_BENCH_REPS", 5, 1, "repetitions"},
+		{&s.Pods, *flagPods, "FENCELINE_BENCH_PODS", 21, 3, "pods (at least one per node)"},
+		{&s.VAs, *flagVAs, "FENCELINE_BENCH_VAS", 500, 1, "VolumeAttachments"},
+		{&s.Workers, *flagWorkers, "FENCELINE_BENCH_WORKERS", 10, 1, "worker threads"},
+		{&s.QPS, *flagQPS, "FENCELINE_BENCH_QPS", 50, 1, "API QPS"},
+		{&s.Burst, *flagBurst, "FENCELINE_BENCH_BURST", 100, 1, "API burst"},
+	}
+	for _, i := range ints {
+		v, err := intSetting(i.flag, i.env, i.def)
+		if err != nil {
+			return s, err
+		}
+		if v < i.low {
+			return s, fmt.Errorf("%s must be at least %d %s, got %d", i.env, i.low, i.rationale, v)
+		}
+		*i.dst = v
+	}
+	durs := []struct {
+		dst  *time.Duration
+		flag time.Duration
+		env  string
+		def  time.Duration
+	}{
+		{&s.Latency, *flagLatency, "FENCELINE_BENCH_LATENCY", 50 * time.Millisecond},
+		{&s.QuarantineDelay, *flagQuarantineDelay, "FENCELINE_BENCH_QUARANTINE_DELAY", 5 * time.Second},
+	}
+	for _, d := range durs {
+		v, err := durationSetting(d.flag, d.env, d.def)
+		if err != nil {
+			return s, err
+		}
+		*d.dst = v
+	}
+	return s, nil
+}
+
+func intSetting(flagVal int, env string, def int) (int, error) {
+	if flagVal != 0 {
+		return flagVal, nil
+	}
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want an integer: %w", env, v, err)
+	}
+	return n, nil
+}
+
+func durationSetting(flagVal time.Duration, env string, def time.Duration) (time.Duration, error) {
+	if flagVal != 0 {
+		return flagVal, nil
+	}
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want a duration such as 50ms: %w", env, v, err)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%s=%q: must not be negative", env, v)
+	}
+	return d, nil
+}
+
+// benchSetup skips under -short, checks the binaries the benchmarks need
+// and resolves the settings.
+func benchSetup(b *testing.B) settings {
+	b.Helper()
+	if testing.Short() {
+		b.Skip("benchmark needs a control plane; skipped with -short")
+	}
+	for _, tool := range []string{"etcd", "kube-apiserver", upstreamAttacher} {
+		if _, err := cluster.Tool(tool); err != nil {
+			b.Fatalf("%v (run `make bench`, which builds it)", err)
+		}
+	}
+	for _, bin := range []string{"fenceline-attacher", "mock-driver"} {
+		if _, err := cluster.Binary(bin); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := loadSettings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// upstreamAttacher is the tool name of the upstream external-attacher
+// binary, built by `make upstream-attacher`.
+const upstreamAttacher = "csi-attacher"
+
+// writeResult writes v as indented JSON to <repo>/bench-results/<name>.json
+// and returns the path.
+func writeResult(name string, v any) (string, error) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, "bench-results")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("creating %s: %w", dir, err)
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encoding %s: %w", name, err)
+	}
+	path := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	return path, nil
+}
