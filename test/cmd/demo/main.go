@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,13 +24,11 @@ func main() {
 	serve := flag.Bool("serve", false, "internal: run the world in the foreground until SIGTERM (used by --up)")
 	replicas := flag.Int("replicas", 2, "pods of the demo StatefulSet")
 	verbose := flag.Bool("verbose", false, "print the components' log directory and progress details")
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
 	flag.Parse()
-	// The demo speaks through its own output; keep library logs quiet.
-	_ = klogFlags.Set("v", "0")
-	_ = klogFlags.Set("stderrthreshold", "FATAL")
-	_ = klogFlags.Set("logtostderr", "false")
+	// The demo speaks through its own output; the kubelet stand-ins' logs go
+	// to a file next to the components' logs (see startWorld).
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
