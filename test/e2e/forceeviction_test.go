@@ -26,6 +26,20 @@ func (s *scenario) forceDeleted(ctx context.Context) int {
 	return len(evs.Items)
 }
 
+// run runs a subtest on the scenario's world; the scenario's helpers report
+// to the subtest while it runs.
+func (s *scenario) run(name string, f func(t *testing.T)) {
+	parent := s.t
+	ok := parent.Run(name, func(t *testing.T) {
+		s.t = t
+		defer func() { s.t = parent }()
+		f(t)
+	})
+	if !ok {
+		parent.FailNow() // later steps build on this one
+	}
+}
+
 func (s *scenario) waitUntainted(node, key string) {
 	s.t.Helper()
 	must(s.t, world.WaitFor(s.ctx, failoverTimeout, key+" removed from "+node, func(ctx context.Context) (bool, error) {
@@ -42,8 +56,7 @@ func TestForceEvictionNodeComesBack(t *testing.T) {
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName
 
-	t.Run("taint on a Ready node", func(t *testing.T) {
-		s.t = t
+	s.run("taint on a Ready node", func(t *testing.T) {
 		must(t, s.w.AddTaint(s.ctx, nodeA, forceEvictionTaint))
 		s.waitUntainted(nodeA, names.ForceEvictionTaint)
 		if n := s.forceDeleted(s.ctx); n != 0 {
@@ -56,8 +69,7 @@ func TestForceEvictionNodeComesBack(t *testing.T) {
 	must(t, err)
 	nodeA = p.Spec.NodeName
 
-	t.Run("node back before the taint", func(t *testing.T) {
-		s.t = t
+	s.run("node back before the taint", func(t *testing.T) {
 		s.powerOff(nodeA)
 		must(t, s.w.PowerOn(s.ctx, nodeA))
 		must(t, s.w.AddTaint(s.ctx, nodeA, forceEvictionTaint))
@@ -72,8 +84,7 @@ func TestForceEvictionNodeComesBack(t *testing.T) {
 	nodeA = p.Spec.NodeName
 	s.waitAcceptedWrite(nodeA, timeNow())
 
-	t.Run("node back after the eviction", func(t *testing.T) {
-		s.t = t
+	s.run("node back after the eviction", func(t *testing.T) {
 		s.powerOff(nodeA)
 		must(t, s.w.AddTaint(s.ctx, nodeA, forceEvictionTaint))
 		moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
