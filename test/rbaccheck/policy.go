@@ -118,19 +118,19 @@ func (p *Policy) add(obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *rbacv1.Role:
 		if o.Namespace == "" {
-			return fmt.Errorf("Role %s has no namespace", o.Name)
+			return fmt.Errorf("no namespace on Role %s", o.Name)
 		}
 		p.Roles = append(p.Roles, *o)
 	case *rbacv1.RoleBinding:
 		if o.Namespace == "" {
-			return fmt.Errorf("RoleBinding %s has no namespace", o.Name)
+			return fmt.Errorf("no namespace on RoleBinding %s", o.Name)
 		}
 		p.RoleBindings = append(p.RoleBindings, *o)
 	case *rbacv1.ClusterRole:
 		if o.AggregationRule != nil {
 			// Aggregated rules are filled in by a controller at run time
 			// and cannot be judged from the manifest.
-			return fmt.Errorf("ClusterRole %s uses an aggregationRule, which this check does not support", o.Name)
+			return fmt.Errorf("aggregationRule on ClusterRole %s: not supported by this check", o.Name)
 		}
 		p.ClusterRoles = append(p.ClusterRoles, *o)
 	case *rbacv1.ClusterRoleBinding:

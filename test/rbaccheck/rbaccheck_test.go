@@ -309,7 +309,7 @@ func TestParseManifestsErrors(t *testing.T) {
 		{
 			name:    "role without namespace",
 			yaml:    "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: x}\n",
-			wantErr: "Role x has no namespace",
+			wantErr: "no namespace on Role x",
 		},
 		{
 			name:    "aggregated cluster role",
