@@ -1,15 +1,18 @@
 package controller
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/faults"
@@ -334,7 +337,13 @@ func (e *env) create(objs ...runtime.Object) {
 		var err error
 		switch o := o.(type) {
 		case *v1.PersistentVolume:
-			_, err = e.client.CoreV1().PersistentVolumes().Create(e.ctx, o, metav1.CreateOptions{})
+			if _, err = e.client.CoreV1().PersistentVolumes().Create(e.ctx, o, metav1.CreateOptions{}); err == nil {
+				// Syncs read PVs from the cache.
+				err = wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+					_, err := e.ctrl.pvLister.Get(o.Name)
+					return err == nil, nil
+				})
+			}
 		case *storagev1.VolumeAttachment:
 			_, err = e.client.StorageV1().VolumeAttachments().Create(e.ctx, o, metav1.CreateOptions{})
 		default:
