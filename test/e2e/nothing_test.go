@@ -16,7 +16,8 @@ import (
 // TestNothingHappens: Fenceline leaves alone a pod on a Ready, untainted
 // node, a pod that tolerates its node being lost, and a VolumeAttachment of
 // another driver. The barrier that proves the controller looked is its
-// quarantine of the lost node (safe-detach is on).
+// force deletion of a sentinel pod with a safe-detach volume on the lost
+// node, which shares the node with the tolerant pod.
 func TestNothingHappens(t *testing.T) {
 	s := newScenario(t, world.Options{
 		Driver:         world.DriverOptions{SafeDetach: true},
@@ -39,6 +40,16 @@ func TestNothingHappens(t *testing.T) {
 	_, err = s.w.WaitRunning(s.ctx, s.ns, "tolerant", "", startTimeout)
 	must(t, err)
 
+	// The sentinel: a one-pod StatefulSet with a claim, pinned to the lost node.
+	_, err = s.w.ProvisionStatefulSet(s.ctx, s.ns, "sentinel", 1)
+	must(t, err)
+	sentinel := world.StatefulSet(s.ns, "sentinel", 1)
+	sentinel.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: lost}
+	_, err = cs.AppsV1().StatefulSets(s.ns).Create(s.ctx, sentinel, metav1.CreateOptions{})
+	must(t, err)
+	_, err = s.w.WaitRunning(s.ctx, s.ns, "sentinel-0", "", startTimeout)
+	must(t, err)
+
 	pv := "foreign-pv"
 	foreign := &storagev1.VolumeAttachment{
 		ObjectMeta: metav1.ObjectMeta{Name: "foreign"},
@@ -52,8 +63,8 @@ func TestNothingHappens(t *testing.T) {
 	must(t, err)
 
 	s.powerOff(lost)
-	must(t, world.WaitFor(s.ctx, failoverTimeout, "quarantine of "+lost, func(ctx context.Context) (bool, error) {
-		return s.w.HasTaint(ctx, lost, names.QuarantineTaint)
+	must(t, world.WaitFor(s.ctx, failoverTimeout, "sentinel-0 force-deleted from "+lost, func(ctx context.Context) (bool, error) {
+		return s.forceDeleted(ctx) > 0, nil
 	}))
 
 	if p, err := s.w.RunningPod(s.ctx, s.ns, "db-0"); err != nil || p == nil || p.UID != db.UID {
@@ -62,8 +73,8 @@ func TestNothingHappens(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(s.ns).Get(s.ctx, "tolerant", metav1.GetOptions{}); err != nil {
 		t.Errorf("the pod tolerating a lost node is gone: %v", err)
 	}
-	if n := s.forceDeleted(s.ctx); n != 0 {
-		t.Errorf("%d pods force-deleted", n)
+	if n := s.forceDeleted(s.ctx); n != 1 {
+		t.Errorf("%d pods force-deleted, want 1 (the sentinel)", n)
 	}
 	va, err := cs.StorageV1().VolumeAttachments().Get(s.ctx, "foreign", metav1.GetOptions{})
 	must(t, err)
