@@ -3,9 +3,13 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +67,53 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 		w.deleteVA(t)
 		w.waitVAGone(t, timeout)
 		w.wantUnpublish(t, true, "OK")
+		if n := audit.Count(w.audit(t), audit.Method("ControllerUnpublishVolume"), audit.Volume(w.volumeID)); n != 1 {
+			t.Errorf("ControllerUnpublishVolume calls = %d, want exactly 1", n)
+		}
 		w.waitEvent(t, v1.EventTypeNormal, "FencedDetach")
+	})
+
+	t.Run("leader election on the upstream lease, health check and metrics", func(t *testing.T) {
+		w := newWorld(t, admin, "metrics", true)
+		addr := freeAddress(t)
+		w.startAttacherWith(t, saConfig, func(o *app.Options) {
+			o.HTTPEndpoint = addr
+			o.LeaderElection = true
+			o.LeaderElectionNamespace = namespace
+			o.LeaderElectionIdentity = "attacher-a"
+			o.LeaderElectionLeaseDuration = 4 * time.Second
+			o.LeaderElectionRenewDeadline = 3 * time.Second
+			o.LeaderElectionRetryPeriod = time.Second
+		})
+		lease := names.AttacherLeaseName(driver.DefaultName)
+		err := wait.PollUntilContextTimeout(w.ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			l, err := admin.CoordinationV1().Leases(namespace).Get(ctx, lease, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && ptr.Deref(l.Spec.HolderIdentity, "") == "attacher-a", err
+		})
+		if err != nil {
+			t.Fatalf("lease %s/%s not held by attacher-a: %v", namespace, lease, err)
+		}
+		if code, body := httpGet(t, "http://"+addr+app.LeaderElectionHealthPath); code != http.StatusOK {
+			t.Errorf("leader-election health = %d %q, want 200", code, body)
+		}
+		va := w.attach(t)
+		w.stage(t, va.Status.AttachmentMetadata)
+		w.taintOutOfService(t)
+		w.deleteVA(t)
+		w.waitVAGone(t, timeout)
+		_, body := httpGet(t, "http://"+addr+"/metrics")
+		for _, want := range []string{
+			`fenceline_attacher_detaches_total{mode="fenced",reason="out-of-service",result="success"} 1`,
+			`fenceline_attacher_detach_duration_seconds_count{mode="fenced",reason="out-of-service"} 1`,
+			`csi_sidecar_operations_seconds_count{driver_name="mock.fenceline.io",grpc_status_code="OK",method_name="/csi.v1.Controller/ControllerPublishVolume"} 1`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
 	})
 
 	t.Run("driver without UNPUBLISH_FENCE: plain unpublish and a warning", func(t *testing.T) {
@@ -199,12 +249,19 @@ func dial(t *testing.T, endpoint string) *grpc.ClientConn {
 // startAttacher runs the attacher in-process until the scenario ends.
 func (w *world) startAttacher(t *testing.T, config *rest.Config, retryStart time.Duration) {
 	t.Helper()
+	w.startAttacherWith(t, config, func(o *app.Options) {
+		o.RetryIntervalStart = retryStart
+		o.RetryIntervalMax = max(retryStart, 5*time.Minute)
+	})
+}
+
+func (w *world) startAttacherWith(t *testing.T, config *rest.Config, mutate func(*app.Options)) {
+	t.Helper()
 	opts := app.DefaultOptions()
 	opts.RestConfig = config
 	opts.CSIAddress = w.drv.Endpoint()
-	opts.RetryIntervalStart = retryStart
-	opts.RetryIntervalMax = max(retryStart, 5*time.Minute)
 	opts.KubeAPIQPS, opts.KubeAPIBurst = 50, 100
+	mutate(&opts)
 	ctx, cancel := context.WithCancel(w.ctx)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, opts) }()
@@ -358,6 +415,47 @@ func (w *world) waitEvent(t *testing.T, typ, reason string) {
 	if err != nil {
 		t.Fatalf("no %s Event %s on VA %s: %v", typ, reason, w.va, err)
 	}
+}
+
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// httpGet fetches url, retrying until the server answers.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	var code int
+	var body string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, nil
+		}
+		code, body = resp.StatusCode, string(b)
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return code, body
 }
 
 // applyRBAC applies the namespace and deploy/attacher with kubectl, exactly
