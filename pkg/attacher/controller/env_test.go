@@ -287,7 +287,7 @@ func vaFor(name, pv, node string) *storagev1.VolumeAttachment {
 func csiNodeFor(node, nodeID string) *storagev1.CSINode {
 	return &storagev1.CSINode{
 		ObjectMeta: metav1.ObjectMeta{Name: node},
-		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: testDriver, NodeID: nodeID}}},
+		Spec:       storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: testDriver, NodeID: nodeID}}},
 	}
 }
 
