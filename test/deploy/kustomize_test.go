@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -279,5 +280,38 @@ func TestSafeDetachExample(t *testing.T) {
 	}
 	if v, _, _ := unstructured.NestedBool(d.Object, "spec", "attachRequired"); !v {
 		t.Error("a safe-detach driver must use attach/detach (attachRequired: true); otherwise there is nothing to fence")
+	}
+}
+
+// TestProbesTargetHTTPEndpoint checks that every HTTP probe points at the
+// port the container's --http-endpoint listens on (TestComponentRBAC checks
+// that the path answers 200 from the real binary).
+func TestProbesTargetHTTPEndpoint(t *testing.T) {
+	for _, dir := range entryPoints {
+		for _, w := range workloads(t, render(t, dir)) {
+			for _, c := range w.Pod.Containers {
+				for kind, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe, "startup": c.StartupProbe} {
+					if p == nil || p.HTTPGet == nil {
+						continue
+					}
+					t.Run(dir+"/"+c.Name+"/"+kind, func(t *testing.T) {
+						endpoint, ok := flagValueOf(c.Args, "http-endpoint")
+						if !ok {
+							t.Fatal("HTTP probe on a container without --http-endpoint")
+						}
+						_, listen, _ := strings.Cut(endpoint, ":")
+						port := p.HTTPGet.Port.String()
+						for _, cp := range c.Ports {
+							if cp.Name == port {
+								port = strconv.Itoa(int(cp.ContainerPort))
+							}
+						}
+						if port != listen {
+							t.Errorf("probe targets port %s, --http-endpoint=%s listens on %s", p.HTTPGet.Port.String(), endpoint, listen)
+						}
+					})
+				}
+			}
+		}
 	}
 }

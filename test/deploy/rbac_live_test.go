@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -70,13 +71,29 @@ func TestComponentRBAC(t *testing.T) {
 		{"fenceline-controller", controllerBin, "deploy", controllerSA},
 	} {
 		_, saKubeconfig := c.ServiceAccountConfig(t, fencelineNamespace, comp.sa)
-		args := processArgs(t, manifestContainer(t, comp.dir, comp.bin), sock, saKubeconfig)
+		container := manifestContainer(t, comp.dir, comp.bin)
+		args, httpAddr := processArgs(t, container, sock, saKubeconfig)
 		p, err := cluster.StartProcess(comp.bin, c.LogDir(), comp.path, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Track(p)
 		procs = append(procs, p)
+		if probe := container.LivenessProbe; probe != nil && probe.HTTPGet != nil {
+			url := "http://" + httpAddr + probe.HTTPGet.Path
+			waitFor(ctx, t, comp.bin+" liveness probe "+url, func(ctx context.Context) (bool, error) {
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				if err != nil {
+					return false, err
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return false, nil // not listening yet
+				}
+				res.Body.Close()
+				return res.StatusCode == http.StatusOK, nil
+			})
+		}
 	}
 
 	createNode(ctx, t, cs, "node-1")
@@ -163,20 +180,21 @@ func manifestContainer(t *testing.T, dir, binary string) corev1.Container {
 
 // processArgs turns a container's arguments into those of a process outside
 // a Pod: the CSI socket and HTTP endpoint move to test-owned places, and the
-// in-cluster configuration and namespace are given explicitly.
-func processArgs(t *testing.T, c corev1.Container, sock, kubeconfig string) []string {
+// in-cluster configuration and namespace are given explicitly. It also
+// returns the HTTP endpoint's address.
+func processArgs(t *testing.T, c corev1.Container, sock, kubeconfig string) (args []string, httpAddr string) {
 	t.Helper()
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var args []string
+	httpAddr = fmt.Sprintf("127.0.0.1:%d", port)
 	for _, a := range c.Args {
 		switch flagName(a) {
 		case "csi-address":
 			a = "--csi-address=" + sock
 		case "http-endpoint":
-			a = fmt.Sprintf("--http-endpoint=127.0.0.1:%d", port)
+			a = "--http-endpoint=" + httpAddr
 		}
 		args = append(args, a)
 	}
@@ -184,7 +202,7 @@ func processArgs(t *testing.T, c corev1.Container, sock, kubeconfig string) []st
 	if _, ok := flagValueOf(c.Args, "leader-election-namespace"); !ok {
 		args = append(args, "--leader-election-namespace="+fencelineNamespace)
 	}
-	return args
+	return args, httpAddr
 }
 
 func waitFor(ctx context.Context, t *testing.T, what string, cond wait.ConditionWithContextFunc) {
