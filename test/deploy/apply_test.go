@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
 	"fenceline.io/fenceline/test/cluster"
@@ -112,22 +113,11 @@ func TestAttacherRBAC(t *testing.T) {
 	runKubectl(t, kc, "apply", "-k", repoRoot(t)+"/deploy")
 
 	user := rbaccheck.ServiceAccountUser(fencelineNamespace, attacherSA)
-	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + fencelineNamespace, "system:authenticated"}
 	allowed := func(t *testing.T, p permission) bool {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user, Groups: groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: p.verb, Group: p.group, Resource: p.resource, Subresource: p.subresource, Namespace: p.namespace,
-			},
-		}}
-		res, err := c.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("SubjectAccessReview: %v", err)
-		}
-		return res.Status.Allowed
+		return allowedFor(ctx, t, c.Client(), user, p)
 	}
 	tests := []struct {
 		name  string
@@ -150,4 +140,23 @@ func TestAttacherRBAC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// allowedFor asks the API server's authorizer whether the service-account
+// user may do p.
+func allowedFor(ctx context.Context, t *testing.T, cs kubernetes.Interface, user string, p permission) bool {
+	t.Helper()
+	ns, _, _ := strings.Cut(strings.TrimPrefix(user, "system:serviceaccount:"), ":")
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   user,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: p.verb, Group: p.group, Resource: p.resource, Subresource: p.subresource, Namespace: p.namespace,
+		},
+	}}
+	res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SubjectAccessReview: %v", err)
+	}
+	return res.Status.Allowed
 }
