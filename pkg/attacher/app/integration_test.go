@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ var finalizer = names.AttacherFinalizer(driver.DefaultName)
 func TestAttacherOnRealAPIServer(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	applyRBAC(t, c)
-	saConfig, _ := c.ServiceAccountConfig(t, namespace, account)
+	saConfig, saKubeconfig := c.ServiceAccountConfig(t, namespace, account)
 	admin := c.Client()
 
 	t.Run("attach, then fenced detach from an out-of-service node", func(t *testing.T) {
@@ -113,6 +114,49 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)
 			}
+		}
+	})
+
+	t.Run("the binary with an upstream command line", func(t *testing.T) {
+		bin, err := cluster.Binary("fenceline-attacher")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWorld(t, admin, "binary", true)
+		addr := freeAddress(t)
+		cmd := exec.Command(bin,
+			"--csi-address="+strings.TrimPrefix(w.drv.Endpoint(), "unix://"),
+			"--kubeconfig="+saKubeconfig,
+			"--v=2", "--timeout=15s", "--leader-election", "--leader-election-namespace="+namespace,
+			"--http-endpoint="+addr, "--worker-threads=4", "--kube-api-qps=50", "--kube-api-burst=100")
+		var logs strings.Builder
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", bin, err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("attacher exited with %v; log:\n%s", err, logs.String())
+				}
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Errorf("attacher did not stop on SIGTERM; log:\n%s", logs.String())
+			}
+		})
+		va := w.attach(t)
+		w.stage(t, va.Status.AttachmentMetadata)
+		w.taintOutOfService(t)
+		w.deleteVA(t)
+		w.waitVAGone(t, timeout)
+		w.wantUnpublish(t, true, "OK")
+		if code, _ := httpGet(t, "http://"+addr+app.LeaderElectionHealthPath); code != http.StatusOK {
+			t.Errorf("leader-election health = %d, want 200", code)
 		}
 	})
 
