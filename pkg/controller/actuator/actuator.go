@@ -40,9 +40,12 @@ const (
 
 // Actuator performs writes against the API server.
 type Actuator struct {
-	Client   kubernetes.Interface
+	// Client writes to the API server.
+	Client kubernetes.Interface
+	// Recorder records the Event that explains each action.
 	Recorder record.EventRecorder
-	Metrics  *metrics.Metrics
+	// Metrics counts force deletions; nil disables metrics.
+	Metrics *metrics.Metrics
 	// DryRun makes every method log and record what it would do, and
 	// change nothing.
 	DryRun bool

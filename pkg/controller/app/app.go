@@ -266,9 +266,15 @@ func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, opt
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
+	// The controllers run only while this replica leads. When they stop
+	// (error) the lease is given up too, and Run waits for them before
+	// returning, so nothing keeps writing after Run returns.
+	leCtx, leCancel := context.WithCancel(ctx)
+	defer leCancel()
 	var (
-		runErr error
-		lost   bool
+		runErr  error
+		started = make(chan struct{})
+		done    = make(chan struct{})
 	)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -279,13 +285,14 @@ func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, opt
 		Name:            opts.LeaseName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
+				close(started)
+				defer close(done)
 				logger.Info("Became leader", "identity", id)
 				runErr = run(ctx)
+				leCancel()
 			},
 			OnStoppedLeading: func() {
-				if ctx.Err() == nil {
-					lost = true
-				}
+				logger.Info("Stopped leading", "identity", id)
 			},
 			OnNewLeader: func(identity string) {
 				logger.Info("Leader elected", "leader", identity)
@@ -295,11 +302,17 @@ func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, opt
 	if err != nil {
 		return fmt.Errorf("configuring leader election: %w", err)
 	}
-	le.Run(ctx)
-	if runErr != nil {
-		return runErr
+	le.Run(leCtx)
+	select {
+	case <-started:
+		<-done
+	default:
+		return nil // never led; ctx ended while waiting
 	}
-	if lost {
+	switch {
+	case runErr != nil:
+		return runErr
+	case ctx.Err() == nil:
 		return errors.New("leader election lost")
 	}
 	return nil

@@ -212,4 +212,4 @@ func VA(name, attacher, pv, node string) *storagev1.VolumeAttachment {
 	}
 }
 
-var resourceGi = resource.MustParse("1Gi")
+var resourceGi = *resource.NewQuantity(1<<30, resource.BinarySI)
