@@ -110,6 +110,36 @@ func TestSyncAttach(t *testing.T) {
 			},
 		},
 		{
+			name: "controllerPublishSecretRef is read",
+			objects: func() []runtime.Object {
+				return []runtime.Object{csiNodeFor(testNode, testNode), &v1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "storage"},
+					Data:       map[string][]byte{"password": []byte("x")},
+				}}
+			},
+			mutate: withSecretRef,
+			check: func(t *testing.T, e *env, _ string) {
+				if !e.va("va-1").Status.Attached {
+					t.Errorf("VA not attached")
+				}
+			},
+		},
+		{
+			name:    "missing controllerPublishSecretRef secret",
+			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			mutate:  withSecretRef,
+			wantErr: true,
+			check: func(t *testing.T, e *env, _ string) {
+				ae := e.va("va-1").Status.AttachError
+				if ae == nil || !strings.Contains(ae.Message, "controllerPublishSecretRef storage/creds") {
+					t.Errorf("attachError = %+v, want one naming the secret", ae)
+				}
+				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
+					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
+				}
+			},
+		},
+		{
 			name:    "in-tree PV is a permanent error, not retried",
 			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
 			mutate: func(pv *v1.PersistentVolume, _ *storagev1.VolumeAttachment) {
@@ -353,6 +383,10 @@ func (e *env) create(objs ...runtime.Object) {
 			e.t.Fatalf("create %T: %v", o, err)
 		}
 	}
+}
+
+func withSecretRef(pv *v1.PersistentVolume, _ *storagev1.VolumeAttachment) {
+	pv.Spec.CSI.ControllerPublishSecretRef = &v1.SecretReference{Name: "creds", Namespace: "storage"}
 }
 
 func withCondition(n *v1.Node, condType string) *v1.Node {
