@@ -140,7 +140,7 @@ func TestStandIn(t *testing.T) {
 	})
 	va, err := cs.StorageV1().VolumeAttachments().Create(ctx, &storagev1.VolumeAttachment{
 		ObjectMeta: metav1.ObjectMeta{Name: "va1"},
-		Spec: storagev1.VolumeAttachmentSpec{Attacher: drv, NodeName: node, Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("pv1")}},
+		Spec:       storagev1.VolumeAttachmentSpec{Attacher: drv, NodeName: node, Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("pv1")}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
