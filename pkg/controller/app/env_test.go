@@ -75,7 +75,14 @@ func startEnv(t testing.TB, opts app.Options) *env {
 // ServiceAccount and RBAC from deploy/controller/rbac.yaml.
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	c := cluster.Start(t, cluster.Options{})
+	return newEnvWith(t, cluster.Options{})
+}
+
+// newEnvWith is newEnv with control-plane options (e.g. a
+// kube-controller-manager).
+func newEnvWith(t testing.TB, copts cluster.Options) *env {
+	t.Helper()
+	c := cluster.Start(t, copts)
 	e := &env{t: t, ctx: t.Context(), cluster: c, admin: c.Client(), registry: prometheus.NewRegistry()}
 	e.applyManifest(filepath.Join("..", "..", "..", "deploy", "controller", "rbac.yaml"))
 	e.saConfig, _ = c.ServiceAccountConfig(t, systemNamespace, serviceAccount)
