@@ -73,7 +73,7 @@ func decodeAll(data []byte) ([]runtime.Object, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(bytes.TrimSpace(doc)) == 0 || bytes.Equal(bytes.TrimSpace(doc), []byte("---")) {
+		if onlyComments(doc) {
 			continue
 		}
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
@@ -123,4 +123,16 @@ func create(ctx context.Context, cs kubernetes.Interface, obj runtime.Object) er
 		return nil
 	}
 	return err
+}
+
+// onlyComments reports whether a YAML document holds nothing but
+// comments, blank lines and separators.
+func onlyComments(doc []byte) bool {
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		l := bytes.TrimSpace(line)
+		if len(l) > 0 && l[0] != '#' && !bytes.Equal(l, []byte("---")) {
+			return false
+		}
+	}
+	return true
 }
