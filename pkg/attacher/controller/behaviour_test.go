@@ -235,3 +235,30 @@ func TestReconcileRepublishesLostAttachment(t *testing.T) {
 		t.Errorf("reconciler marked a consistent attachment for repair")
 	}
 }
+
+// TestPVArrivalRequeuesWaitingAttach: a VA created before its PV fails to
+// attach; the PV's arrival re-queues it at once with its backoff reset.
+func TestPVArrivalRequeuesWaitingAttach(t *testing.T) {
+	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode))
+	volumeID := e.createVolume("vol-1")
+	e.create(vaFor("va-1", "pv-1", testNode))
+	if err := e.sync("va-1"); err == nil {
+		t.Fatal("attach without a PV succeeded")
+	}
+	e.waitCached("va-1") // with the attachError
+	e.drain()
+	e.ctrl.vaQueue.AddRateLimited("va-1")
+	e.create(pvFor("pv-1", volumeID))
+	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return e.ctrl.vaQueue.Len() == 1 && e.ctrl.vaQueue.NumRequeues("va-1") == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("VA not re-queued when its PV arrived: len=%d requeues=%d", e.ctrl.vaQueue.Len(), e.ctrl.vaQueue.NumRequeues("va-1"))
+	}
+	if err := e.ctrl.syncVA(e.ctx, "va-1"); err != nil {
+		t.Fatalf("attach after the PV arrived: %v", err)
+	}
+	if !e.va("va-1").Status.Attached {
+		t.Error("VA not attached")
+	}
+}

@@ -66,12 +66,26 @@ func (c *Controller) vaDeleted(obj any) {
 	}
 }
 
+// pvAdded handles PV adds and updates: a deleted PV may be waiting for our
+// finalizer to go, and VolumeAttachments created before their PV can attach
+// now rather than after their backoff.
 func (c *Controller) pvAdded(obj any) {
 	pv, ok := obj.(*v1.PersistentVolume)
-	if !ok || pv.DeletionTimestamp == nil || !hasString(pv.Finalizers, c.finalizer) {
+	if !ok {
 		return
 	}
-	c.pvQueue.Add(pv.Name)
+	if pv.DeletionTimestamp != nil {
+		if hasString(pv.Finalizers, c.finalizer) {
+			c.pvQueue.Add(pv.Name)
+		}
+		return
+	}
+	for _, va := range c.vasByIndex(vaByPVIndex, pv.Name) {
+		if !va.Status.Attached && va.DeletionTimestamp == nil && va.Status.AttachError != nil {
+			c.vaQueue.Forget(va.Name)
+			c.vaQueue.Add(va.Name)
+		}
+	}
 }
 
 // nodeUpdated re-queues the node's deleting VolumeAttachments at once when
