@@ -57,8 +57,10 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 		w.deleteVA(t)
 		w.waitVAGone(t, timeout)
 		w.wantUnpublish(t, true, "OK")
-		if n := audit.Count(w.audit(t), audit.Method("ControllerUnpublishVolume"), audit.Volume(w.volumeID)); n != 1 {
-			t.Errorf("ControllerUnpublishVolume calls = %d, want exactly 1", n)
+		for _, method := range []string{"ControllerPublishVolume", "ControllerUnpublishVolume"} {
+			if n := audit.Count(w.audit(t), audit.Method(method), audit.Volume(w.volumeID)); n != 1 {
+				t.Errorf("%s calls = %d, want exactly 1", method, n)
+			}
 		}
 		w.waitEvent(t, v1.EventTypeNormal, "FencedDetach")
 	})

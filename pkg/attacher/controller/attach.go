@@ -102,9 +102,12 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 			clone.Annotations = map[string]string{}
 		}
 		clone.Annotations[names.NodeIDAnnotation] = req.NodeID
-		if va, err = c.patchVA(ctx, va, clone, false); err != nil {
+		out, err := c.patchVA(ctx, va, clone, false)
+		if err != nil {
 			return fmt.Errorf("add finalizer and node ID: %w", err)
 		}
+		c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
+		va = out
 	}
 
 	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)

@@ -109,6 +109,18 @@ func TestTrackerSupersede(t *testing.T) {
 		{"cache moved past our write", "1", "2", "3", false},
 		{"no-op write marks nothing", "1", "1", "1", false},
 	}
+	t.Run("two writes in one sync mark both replaced versions", func(t *testing.T) {
+		tr := newTracker()
+		tr.supersede("va-1", "1", "2") // finalizer + annotation
+		tr.supersede("va-1", "2", "3") // status
+		for _, rv := range []string{"1", "2"} {
+			va := vaFor("va-1", "pv", testNode)
+			va.ResourceVersion = rv
+			if !tr.isStale(va) {
+				t.Errorf("version %s not reported stale", rv)
+			}
+		}
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTracker()

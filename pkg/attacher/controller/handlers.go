@@ -159,11 +159,11 @@ func (c *Controller) requeueDeleting(vas []*storagev1.VolumeAttachment) {
 // syncs. Losing it (restart) only costs a repeated idempotent call or Event.
 type tracker struct {
 	mu sync.Mutex
-	// superseded maps a VolumeAttachment name to the resourceVersion that
-	// our last write replaced. A sync that still sees that version in the
-	// informer cache would act on stale data (e.g. unpublish twice); it
-	// waits for the update event instead.
-	superseded map[string]string
+	// superseded maps a VolumeAttachment name to the resourceVersions our
+	// writes replaced since the cache last caught up. A sync that still sees
+	// one of them in the informer cache would act on stale data (e.g.
+	// unpublish twice); it waits for the update event instead.
+	superseded map[string]map[string]bool
 	// forceAttach holds names the reconciler found attached in the API but
 	// not published by the driver.
 	forceAttach map[string]bool
@@ -177,7 +177,7 @@ type tracker struct {
 
 func newTracker() tracker {
 	return tracker{
-		superseded:        map[string]string{},
+		superseded:        map[string]map[string]bool{},
 		forceAttach:       map[string]bool{},
 		warnedUnsupported: map[types.UID]bool{},
 		loggedMigration:   map[string]bool{},
@@ -190,17 +190,23 @@ func (t *tracker) supersede(name, oldRV, newRV string) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.superseded[name] = oldRV
+	if t.superseded[name] == nil {
+		t.superseded[name] = map[string]bool{}
+	}
+	t.superseded[name][oldRV] = true
 }
 
+// isStale reports whether the cached object is a version our own writes
+// replaced. Any other version means the cache caught up (or moved past us),
+// and the marks are dropped.
 func (t *tracker) isStale(va *storagev1.VolumeAttachment) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	rv, ok := t.superseded[va.Name]
+	rvs, ok := t.superseded[va.Name]
 	if !ok {
 		return false
 	}
-	if rv == va.ResourceVersion {
+	if rvs[va.ResourceVersion] {
 		return true
 	}
 	delete(t.superseded, va.Name)
