@@ -60,8 +60,10 @@ type Options struct {
 	// event-driven reactions.
 	Resync time.Duration
 	// KubeAPIQPS and KubeAPIBurst limit the client. A node's worth of
-	// force deletions costs about three requests per pod (status, delete,
-	// Event), so the burst is sized for a full node.
+	// force deletions costs two requests per pod (status, delete), so the
+	// burst is sized for a couple of full nodes at once; Events go through
+	// a second client with the same limits, so they never delay a deletion.
+	// The API server's priority and fairness still protects the server.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 
@@ -91,8 +93,8 @@ func DefaultOptions() Options {
 		QuarantineDelay:         quarantine.DefaultDelay,
 		Workers:                 4,
 		Resync:                  5 * time.Minute,
-		KubeAPIQPS:              50,
-		KubeAPIBurst:            300,
+		KubeAPIQPS:              100,
+		KubeAPIBurst:            500,
 		LeaderElectionNamespace: "fenceline-system",
 		LeaseName:               Component,
 		LeaseDuration:           15 * time.Second,
@@ -176,7 +178,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	// the deferred Shutdown runs after every controller has stopped.
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartStructuredLogging(4)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	eventClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client for Events: %w", err)
+	}
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: Component})
 

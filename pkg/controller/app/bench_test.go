@@ -18,14 +18,14 @@ import (
 // out-of-service taint is written to the moment the last stuck pod of that
 // node is deleted, on a real kube-apiserver, with background nodes and pods
 // that must not slow the reaction down (indexed lookups, no full List).
-// Reported as ms/reaction (last pod) and ms/first-pod.
+// Reported as ms/reaction (last pod) and ms/first-pod, for 1, 10 and 50
+// stuck pods on the node.
 //
 //	go test -run '^$' -bench OutOfServiceReaction -benchtime 5x ./pkg/controller/app/
 func BenchmarkOutOfServiceReaction(b *testing.B) {
 	const (
 		backgroundNodes   = 20
 		podsPerBackground = 25
-		stuckPerNode      = 10
 	)
 	o := testOptions(podgc.Name)
 	o.Workers = 4
@@ -37,11 +37,19 @@ func BenchmarkOutOfServiceReaction(b *testing.B) {
 			e.createPod(fmt.Sprintf("%s-%d", node, j), node)
 		}
 	}
+	for _, stuckPerNode := range []int{1, 10, 50} {
+		b.Run(fmt.Sprintf("stuck-pods=%d", stuckPerNode), func(b *testing.B) {
+			reactions(b, e, stuckPerNode)
+		})
+	}
+}
+
+// reactions runs b.N out-of-service reactions of stuckPerNode pods each.
+func reactions(b *testing.B, e *env, stuckPerNode int) {
 	var total, first time.Duration
-	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
-		node := fmt.Sprintf("oos-bench-%d", i)
+		node := fmt.Sprintf("oos-bench-%d-%d", stuckPerNode, i)
 		e.createNode(node, false)
 		for j := range stuckPerNode {
 			e.createStuckPod(fmt.Sprintf("%s-%d", node, j), node)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
@@ -22,6 +23,9 @@ import (
 
 // Name is the controller's name for --controllers.
 const Name = "podgc"
+
+// deleteParallelism bounds concurrent force deletions on one node.
+const deleteParallelism = 8
 
 // Controller force-deletes terminating pods on out-of-service nodes.
 type Controller struct {
@@ -100,19 +104,25 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		return 0, err
 	}
 	logger := klog.FromContext(ctx)
-	var errs []error
+	var todo []*v1.Pod
+	var whys []string
 	for _, pod := range pods {
 		d := Decide(node, pod)
 		if !d.Delete {
 			logger.V(5).Info("Not deleting pod", "pod", klog.KObj(pod), "why", d.Why)
 			continue
 		}
+		todo, whys = append(todo, pod), append(whys, d.Why)
+	}
+	// The human already vouched for the whole node: delete its pods in
+	// parallel, so a full node is cleared in about one round trip.
+	errs := make([]error, len(todo))
+	workqueue.ParallelizeUntil(ctx, deleteParallelism, len(todo), func(i int) {
+		pod := todo[i]
 		requested, _ := podutil.DeletionRequestedAt(pod)
 		trigger := nodequeue.Latest(c.clock.Since(nodeName), requested, readySince(node))
-		if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: d.Why, Trigger: trigger}); err != nil {
-			errs = append(errs, err)
-		}
-	}
+		errs[i] = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: whys[i], Trigger: trigger})
+	})
 	return 0, errors.Join(errs...)
 }
 
