@@ -8,6 +8,8 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	// Registers --logging-format=json and its options, as upstream does.
+	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/app"
