@@ -166,8 +166,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The watchdog fails /healthz when this replica leads but has not
+	// renewed its lease for a while, so a wedged leader gets restarted.
+	var watchdog *leaderelection.HealthzAdaptor
+	if opts.LeaderElection {
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(opts.RenewDeadline)
+	}
 	if opts.HTTPEndpoint != "" {
-		srv, err := serveHTTP(ctx, opts, reg, &wg)
+		srv, err := serveHTTP(ctx, opts, reg, watchdog, &wg)
 		if err != nil {
 			return err
 		}
@@ -193,7 +199,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if !opts.LeaderElection {
 		return run(ctx)
 	}
-	return runWithLeaderElection(ctx, client, opts, run)
+	return runWithLeaderElection(ctx, client, opts, watchdog, run)
 }
 
 func runControllers(ctx context.Context, client kubernetes.Interface, act *actuator.Actuator, opts Options, enabled map[string]bool) error {
@@ -257,7 +263,7 @@ func dropManagedFields(obj any) (any, error) {
 
 var _ cache.TransformFunc = dropManagedFields
 
-func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, opts Options, run func(context.Context) error) error {
+func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, opts Options, watchdog *leaderelection.HealthzAdaptor, run func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	id := opts.Identity
 	if id == "" {
@@ -289,6 +295,7 @@ func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, opt
 		RetryPeriod:     opts.RetryPeriod,
 		ReleaseOnCancel: true,
 		Name:            opts.LeaseName,
+		WatchDog:        watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				close(started)
@@ -324,10 +331,16 @@ func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, opt
 	return nil
 }
 
-func serveHTTP(ctx context.Context, opts Options, reg *prometheus.Registry, wg *sync.WaitGroup) (string, error) {
+func serveHTTP(ctx context.Context, opts Options, reg *prometheus.Registry, watchdog *leaderelection.HealthzAdaptor, wg *sync.WaitGroup) (string, error) {
 	mux := http.NewServeMux()
 	mux.Handle(opts.MetricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if watchdog != nil {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, "leader election: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
 		_, _ = w.Write([]byte("ok"))
 	})
 	ln, err := net.Listen("tcp", opts.HTTPEndpoint)

@@ -1,0 +1,100 @@
+package nodequeue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// recorder is a SyncFunc that records calls and replays scripted results.
+type recorder struct {
+	mu      sync.Mutex
+	calls   map[string]int
+	results map[string][]result
+}
+
+type result struct {
+	after time.Duration
+	err   error
+}
+
+func (r *recorder) sync(_ context.Context, node string) (time.Duration, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.calls[node]
+	r.calls[node]++
+	if rs := r.results[node]; n < len(rs) {
+		return rs[n].after, rs[n].err
+	}
+	return 0, nil
+}
+
+func (r *recorder) count(node string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[node]
+}
+
+func TestQueue(t *testing.T) {
+	r := &recorder{calls: map[string]int{}, results: map[string][]result{
+		"failing": {{err: errors.New("boom")}, {err: errors.New("boom")}},
+		"later":   {{after: 50 * time.Millisecond}},
+	}}
+	q := New("test", r.sync)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { q.Run(ctx, 2); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	q.Enqueue("plain")
+	q.Enqueue("failing")
+	q.Enqueue("later")
+	q.Enqueue("") // ignored
+	for _, tc := range []struct {
+		node string
+		want int
+	}{
+		{"plain", 1},   // synced once
+		{"failing", 3}, // two errors, retried with backoff, then success
+		{"later", 2},   // asked to look again later
+	} {
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return r.count(tc.node) >= tc.want, nil
+		}); err != nil {
+			t.Errorf("node %s synced %d times, want %d", tc.node, r.count(tc.node), tc.want)
+		}
+	}
+	if n := r.count(""); n != 0 {
+		t.Errorf("empty node name synced %d times", n)
+	}
+}
+
+func TestTaintClock(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := NewTaintClock("k")
+	c.now = func() time.Time { return now }
+	tainted := &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "k", Effect: v1.TaintEffectNoExecute}}}}
+	c.Observe("n1", &v1.Node{})
+	if !c.Since("n1").IsZero() {
+		t.Fatal("untainted node has a taint time")
+	}
+	c.Observe("n1", tainted)
+	first := now
+	now = now.Add(time.Minute)
+	c.Observe("n1", tainted) // later updates keep the first sighting
+	if got := c.Since("n1"); !got.Equal(first) {
+		t.Errorf("Since = %v, want the first sighting %v", got, first)
+	}
+	c.Observe("n1", nil) // node deleted
+	if !c.Since("n1").IsZero() {
+		t.Error("deleted node keeps its taint time")
+	}
+	if got := Latest(first, time.Time{}, now); !got.Equal(now) {
+		t.Errorf("Latest = %v, want %v", got, now)
+	}
+}
