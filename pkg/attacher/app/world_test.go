@@ -251,6 +251,18 @@ func (w *world) wantUnpublish(t *testing.T, fence bool, code string) {
 	}
 }
 
+// countEvents counts Events with that reason on the VA.
+func (w *world) countEvents(t *testing.T, reason string) int {
+	t.Helper()
+	events, err := w.client.CoreV1().Events(metav1.NamespaceAll).List(w.ctx, metav1.ListOptions{
+		FieldSelector: fmt.Sprintf("involvedObject.name=%s,reason=%s", w.va, reason),
+	})
+	if err != nil {
+		t.Fatalf("list events: %v", err)
+	}
+	return len(events.Items)
+}
+
 // waitEvent waits for an Event with that type and reason on the VA.
 func (w *world) waitEvent(t *testing.T, typ, reason string) {
 	t.Helper()
