@@ -106,15 +106,21 @@ func (s *scenario) audit() []audit.Record {
 }
 
 // fenceIndex returns the index of the first successful fenced unpublish of
-// the db volume from node, or -1.
+// the db volume from node since it was last published there, or -1.
 func (s *scenario) fenceIndex(recs []audit.Record, node string) int {
-	return audit.FirstIndex(recs, audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(node), audit.Fenced(), audit.OK())
+	from := audit.LastIndex(recs, audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(node), audit.OK()) + 1
+	i := audit.FirstIndex(recs[from:], audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(node), audit.Fenced(), audit.OK())
+	if i < 0 {
+		return -1
+	}
+	return from + i
 }
 
-// assertFencedBeforePublish checks the driver's audit log: the volume was
-// unpublished from oldNode with fence=true before it was published to
-// newNode, and no write from oldNode was accepted after the fence, while
-// oldNode did keep trying (the zombie) and was refused.
+// assertFencedBeforePublish checks the driver's audit log for the latest
+// move of the db volume away from oldNode: it was unpublished from oldNode
+// with fence=true before it was published to newNode, no plain unpublish
+// from oldNode succeeded, and no write from oldNode was accepted after the
+// fence, while oldNode did keep trying (the zombie) and was refused.
 func (s *scenario) assertFencedBeforePublish(oldNode, newNode string) {
 	s.t.Helper()
 	// The zombie writes every 100 ms; wait until a refusal is on record so
@@ -125,18 +131,20 @@ func (s *scenario) assertFencedBeforePublish(oldNode, newNode string) {
 		i := s.fenceIndex(recs, oldNode)
 		return i >= 0 && audit.Count(recs[i+1:], audit.Method("Write"), audit.Node(oldNode), audit.Volume(s.handle), audit.Code("PermissionDenied")) > 0, nil
 	}))
+	since := audit.LastIndex(recs, audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(oldNode), audit.OK()) + 1
 	fence := s.fenceIndex(recs, oldNode)
-	publish := audit.FirstIndex(recs, audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(newNode), audit.OK())
+	publish := audit.FirstIndex(recs[since:], audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(newNode), audit.OK())
 	if publish < 0 {
-		s.t.Fatalf("no successful ControllerPublishVolume of %s to %s in the audit log", s.handle, newNode)
+		s.t.Fatalf("no successful ControllerPublishVolume of %s to %s after record %d in the audit log", s.handle, newNode, since)
 	}
+	publish += since
 	if publish < fence {
 		s.t.Fatalf("ControllerPublishVolume to %s (record %d) came before the fenced unpublish from %s (record %d)", newNode, publish, oldNode, fence)
 	}
 	if n := audit.Count(recs[fence+1:], audit.Method("Write"), audit.Node(oldNode), audit.Volume(s.handle), audit.OK()); n != 0 {
 		s.t.Fatalf("%d writes from %s accepted after the fence", n, oldNode)
 	}
-	if n := audit.Count(recs, audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(oldNode), audit.OK(), func(r audit.Record) bool { return !r.Fence }); n != 0 {
+	if n := audit.Count(recs[since:], audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(oldNode), audit.OK(), func(r audit.Record) bool { return !r.Fence }); n != 0 {
 		s.t.Fatalf("%d plain (unfenced) unpublishes of %s from %s succeeded", n, s.handle, oldNode)
 	}
 }
