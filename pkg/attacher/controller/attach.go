@@ -16,13 +16,22 @@ import (
 	"fenceline.io/fenceline/pkg/names"
 )
 
-// Event reasons emitted on VolumeAttachments.
+// Event reasons emitted on VolumeAttachments (upstream emits none).
 const (
-	EventAttached         = "Attached"
-	EventDetached         = "Detached"
-	EventFencedDetach     = "FencedDetach"
-	EventAttachFailed     = "AttachFailed"
-	EventDetachFailed     = "DetachFailed"
+	// EventAttached (Normal): ControllerPublishVolume succeeded.
+	EventAttached = "Attached"
+	// EventDetached (Normal): a plain unpublish succeeded.
+	EventDetached = "Detached"
+	// EventFencedDetach (Normal): a fenced unpublish succeeded.
+	EventFencedDetach = "FencedDetach"
+	// EventAttachFailed (Warning): attaching failed; it is retried unless
+	// the error is permanent.
+	EventAttachFailed = "AttachFailed"
+	// EventDetachFailed (Warning): unpublishing failed; the finalizer stays
+	// and it is retried.
+	EventDetachFailed = "DetachFailed"
+	// EventFenceUnsupported (Warning): the node is cut off but the driver
+	// cannot fence, so the detach is plain. Once per VolumeAttachment.
 	EventFenceUnsupported = "FenceUnsupported"
 )
 
