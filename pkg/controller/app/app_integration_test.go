@@ -16,6 +16,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/app"
 	"fenceline.io/fenceline/pkg/controller/podgc"
+	"fenceline.io/fenceline/pkg/controller/quarantine"
 	"fenceline.io/fenceline/pkg/controller/testobj"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -108,8 +109,9 @@ func TestLeaderElectionAndHTTPIntegration(t *testing.T) {
 }
 
 func TestDryRunIntegration(t *testing.T) {
-	o := testOptions(podgc.Name)
+	o := testOptions(podgc.Name, quarantine.Name)
 	o.DryRun = true
+	o.QuarantineDelay = testDelay
 	e := startEnv(t, o)
 	e.createNode("dry-1", false, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
 	p := e.createStuckPod("dry-1-a", "dry-1")
@@ -123,5 +125,22 @@ func TestDryRunIntegration(t *testing.T) {
 	}
 	if cur.Status.Phase == v1.PodFailed || (cur.DeletionGracePeriodSeconds != nil && *cur.DeletionGracePeriodSeconds == 0) {
 		t.Errorf("dry run changed the pod: phase %s, grace %v", cur.Status.Phase, *cur.DeletionGracePeriodSeconds)
+	}
+
+	// Quarantine shows its whole plan: taint, then deletion.
+	if _, err := e.admin.StorageV1().CSIDrivers().Create(e.ctx, testobj.CSIDriver(safeDriver, map[string]string{names.SafeDetachAnnotation: "true"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim, unique := e.volume("dry-q", safeDriver, v1.ReadWriteOnce)
+	e.createNode("dry-2", false, testobj.VolumesInUse(unique))
+	q := e.createStuckPod("dry-2-a", "dry-2", testobj.Claim("data", claim))
+	nev := e.waitEvent("Node", "", "dry-2", "", actuator.EventTainted)
+	pev := e.waitEvent("Pod", ns, q.Name, q.UID, actuator.EventForceDeleted)
+	if !strings.HasPrefix(nev.Message, "Dry run") || !strings.HasPrefix(pev.Message, "Dry run") {
+		t.Errorf("events do not say dry run: %q, %q", nev.Message, pev.Message)
+	}
+	n := e.node("dry-2")
+	if hasTaint(n, names.QuarantineTaint) || len(n.Status.VolumesInUse) != 1 || !e.podExists(q) {
+		t.Errorf("dry run changed something: taints %v, volumesInUse %v, pod exists %v", n.Spec.Taints, n.Status.VolumesInUse, e.podExists(q))
 	}
 }

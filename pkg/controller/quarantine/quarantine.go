@@ -150,62 +150,80 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	logger := klog.FromContext(ctx)
 	now := c.now()
-	var (
-		errs      []error
-		requeue   time.Duration
-		needTaint bool
-		deleted   = map[types.UID]bool{}
-		inUse     = map[v1.UniqueVolumeName]bool{}
-	)
+	r := c.handlePods(ctx, node, pods, now)
+	if r.needTaint {
+		// The pods are deleted on the next sync, which the taint's own
+		// update event triggers: deletion never precedes the taint.
+		err := c.act.AddTaint(ctx, node, v1.Taint{Key: names.QuarantineTaint, Effect: v1.TaintEffectNoSchedule},
+			"node not Ready for "+c.delay.String()+" with pods of safe-detach CSI drivers stuck terminating")
+		if err != nil || !c.act.DryRun {
+			return r.requeue, errors.Join(append(r.errs, err)...)
+		}
+		// Dry run: no taint was written and no update event follows;
+		// carry on as if it had been, to show the rest of the plan.
+		node = node.DeepCopy()
+		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: names.QuarantineTaint, Effect: v1.TaintEffectNoSchedule})
+		r = c.handlePods(ctx, node, pods, now)
+	}
+	if rel := VolumesToRelease(node, c.isSafeDriver, r.inUse); len(rel) > 0 {
+		if _, err := c.act.ReleaseVolumes(ctx, node, rel, false, "no pod on the quarantined node uses them; the attacher fences them on detach"); err != nil {
+			r.errs = append(r.errs, err)
+		}
+	}
+	return r.requeue, errors.Join(r.errs...)
+}
+
+// podsResult is what one pass over a node's pods found and did.
+type podsResult struct {
+	errs      []error
+	requeue   time.Duration
+	needTaint bool
+	// inUse holds the CSI volumes that live pods on the node still use.
+	inUse map[v1.UniqueVolumeName]bool
+}
+
+// handlePods decides for every pod on the node and force-deletes those that
+// qualify.
+func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.Pod, now time.Time) podsResult {
+	logger := klog.FromContext(ctx)
+	r := podsResult{inUse: map[v1.UniqueVolumeName]bool{}}
 	for _, pod := range pods {
 		vols, err := c.resolver.podVolumes(pod)
 		if err != nil {
-			errs = append(errs, err)
+			r.errs = append(r.errs, err)
 			continue
 		}
+		deleted := false
 		d := DecidePod(node, pod, vols, now, c.delay)
 		switch d.Action {
 		case Wait:
-			if requeue == 0 || d.After < requeue {
-				requeue = d.After
+			if r.requeue == 0 || d.After < r.requeue {
+				r.requeue = d.After
 			}
 		case Refuse:
 			c.reportRefusal(pod, d.Why)
 		case TaintFirst:
-			needTaint = true
+			r.needTaint = true
 		case Delete:
 			trigger := nodequeue.Latest(notReadySince(node).Add(c.delay), deletionRequested(pod))
 			if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonSafeDetach, Message: d.Why, Trigger: trigger}); err != nil {
-				errs = append(errs, err)
+				r.errs = append(r.errs, err)
 			} else {
-				deleted[pod.UID] = true
+				deleted = true
 			}
 		default:
 			logger.V(5).Info("Leaving pod alone", "pod", klog.KObj(pod), "why", d.Why)
 		}
-		if !deleted[pod.UID] && !podutil.IsForceDeleted(pod) {
+		if !deleted && !podutil.IsForceDeleted(pod) {
 			for _, v := range vols {
 				if v.Kind == KindCSI {
-					inUse[v.UniqueName()] = true
+					r.inUse[v.UniqueName()] = true
 				}
 			}
 		}
 	}
-	if needTaint {
-		// The pods are deleted on the next sync, which the taint's own
-		// update event triggers: deletion never precedes the taint.
-		errs = append(errs, c.act.AddTaint(ctx, node, v1.Taint{Key: names.QuarantineTaint, Effect: v1.TaintEffectNoSchedule},
-			"node not Ready for "+c.delay.String()+" with pods of safe-detach CSI drivers stuck terminating"))
-		return requeue, errors.Join(errs...)
-	}
-	if rel := VolumesToRelease(node, c.isSafeDriver, inUse); len(rel) > 0 {
-		if _, err := c.act.ReleaseVolumes(ctx, node, rel, false, "no pod on the quarantined node uses them; the attacher fences them on detach"); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return requeue, errors.Join(errs...)
+	return r
 }
 
 func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node) error {
