@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/pkg/names"
@@ -88,7 +89,11 @@ type World struct {
 	// StateDir is the mock driver's state directory.
 	StateDir string
 
+	// Driver, Attacher and Controller are the product's processes (nil
+	// when not started).
 	Driver, Attacher, Controller *cluster.Process
+
+	standinLog *os.File
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -128,6 +133,14 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		NodeSockets: map[string]string{},
 		StateDir:    filepath.Join(c.Dir(), "mock"),
 	}
+	// The kubelet stand-ins run in this process; their log joins the
+	// components' logs so that a failure collects it too.
+	standinLog, err := os.OpenFile(filepath.Join(c.LogDir(), "kubelet-standins.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return w, fmt.Errorf("creating the stand-ins' log: %w", err)
+	}
+	w.standinLog = standinLog
+	standinCtx := klog.NewContext(ctx, textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(standinLog), textlogger.Verbosity(4))))
 	if err := w.startDriver(ctx, opts.Driver); err != nil {
 		return w, err
 	}
@@ -138,7 +151,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		if err := c.AddNode(ctx, n, DriverName); err != nil {
 			return w, err
 		}
-		k, err := kubelet.Start(ctx, kubelet.Config{
+		k, err := kubelet.Start(standinCtx, kubelet.Config{
 			NodeName:      n,
 			Client:        c.Client(),
 			Driver:        DriverName,
@@ -325,13 +338,15 @@ func (w *World) Audit() ([]audit.Record, error) {
 // Stop stops the kubelet stand-ins; the processes stop with the cluster
 // (they are tracked by it), newest first.
 func (w *World) Stop() {
-	for n, k := range w.Kubelets {
+	for _, k := range w.Kubelets {
 		k.Stop()
-		klog.Background().V(4).Info("Kubelet stand-in stopped", "node", n)
 	}
 	for _, p := range []*cluster.Process{w.Controller, w.Attacher, w.Driver} {
 		if p != nil {
 			p.Stop(5 * time.Second)
 		}
+	}
+	if w.standinLog != nil {
+		_ = w.standinLog.Close()
 	}
 }

@@ -25,8 +25,8 @@ func main() {
 	replicas := flag.Int("replicas", 2, "pods of the demo StatefulSet")
 	verbose := flag.Bool("verbose", false, "print the components' log directory and progress details")
 	flag.Parse()
-	// The demo speaks through its own output; the kubelet stand-ins' logs go
-	// to a file next to the components' logs (see startWorld).
+	// The demo speaks through its own output; the kubelet stand-ins log to
+	// a file next to the components' logs (see world.Launch).
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
 

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/test/cluster"
@@ -32,11 +31,6 @@ func startWorld(ctx context.Context, st stepper, name string) (*world.World, fun
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("creating %s: %w", logDir, err)
 	}
-	standins, err := os.Create(filepath.Join(logDir, "kubelet-standins.log"))
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating the stand-ins' log: %w", err)
-	}
-	klog.SetOutput(standins)
 	st.printf("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (logs: %s)", logDir)
 	c, err := cluster.Launch(ctx, cluster.Options{ControllerManager: true, Scheduler: true, KWOK: true, LogDir: logDir})
 	stopCluster := func() {
