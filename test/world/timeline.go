@@ -27,6 +27,9 @@ type Entry struct {
 type Timeline struct {
 	mu      sync.Mutex
 	entries []Entry
+	// notReady holds the nodes last seen not Ready, to tell a force
+	// deletion (no kubelet confirmed it) from an ordinary one.
+	notReady map[string]bool
 }
 
 // Add records what at t.
@@ -97,6 +100,7 @@ func (tl *Timeline) Watch(cs kubernetes.Interface, namespace string, stop <-chan
 		UpdateFunc: func(o, n any) {
 			old, cur := o.(*corev1.Node), n.(*corev1.Node)
 			if a, b := readyStatus(old), readyStatus(cur); a != b {
+				tl.setNotReady(cur.Name, b != corev1.ConditionTrue)
 				tl.Add(time.Now(), "node %s Ready=%s", cur.Name, b)
 			}
 			for _, t := range cur.Spec.Taints {
@@ -131,7 +135,11 @@ func (tl *Timeline) Watch(cs kubernetes.Interface, namespace string, stop <-chan
 		},
 		DeleteFunc: func(o any) {
 			if p, ok := o.(*corev1.Pod); ok {
-				tl.Add(time.Now(), "pod %s deleted from %s", p.Name, p.Spec.NodeName)
+				how := "deleted"
+				if tl.isNotReady(p.Spec.NodeName) {
+					how = "force-deleted (no kubelet confirmed)"
+				}
+				tl.Add(time.Now(), "pod %s %s from %s", p.Name, how, p.Spec.NodeName)
 			}
 		},
 	})
@@ -156,6 +164,21 @@ func (tl *Timeline) Watch(cs kubernetes.Interface, namespace string, stop <-chan
 	f.Start(stop)
 	go pf.Run(stop)
 	cache.WaitForCacheSync(stop, nf.HasSynced, pf.HasSynced, vf.HasSynced)
+}
+
+func (tl *Timeline) setNotReady(node string, notReady bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.notReady == nil {
+		tl.notReady = map[string]bool{}
+	}
+	tl.notReady[node] = notReady
+}
+
+func (tl *Timeline) isNotReady(node string) bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.notReady[node]
 }
 
 func readyStatus(n *corev1.Node) corev1.ConditionStatus {
