@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,23 +11,45 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
 	"fenceline.io/fenceline/pkg/controller/testobj"
 	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/cluster"
 )
 
-// TestQuarantineReleasesVolumeToADCIntegration checks the release mechanism
+// TestBesideKubeControllerManagerIntegration runs the controller next to a
+// real kube-controller-manager. testReleaseToADC checks the release mechanism
 // against kube-controller-manager's real attach/detach controller: the dead
 // node last reported the volume in use, which would make the ADC wait
 // 6 minutes; after quarantine the ADC detaches (deletes the
 // VolumeAttachment) within seconds. The test plays the kubelet (volumesInUse)
 // and the external attacher (VolumeAttachment status).
-func TestQuarantineReleasesVolumeToADCIntegration(t *testing.T) {
+func TestBesideKubeControllerManagerIntegration(t *testing.T) {
 	e := newEnvWith(t, cluster.Options{ControllerManager: true})
-	opts := testOptions(quarantine.Name)
+	opts := testOptions(quarantine.Name, podgc.Name)
 	opts.QuarantineDelay = testDelay
 	e.runController(opts)
+	t.Run("quarantine releases the volume to the attach/detach controller", func(t *testing.T) { testReleaseToADC(t, e) })
+	t.Run("podgc beside kube-controller-manager's pod GC", func(t *testing.T) {
+		// Both act on the out-of-service taint; whoever comes second must
+		// see NotFound or a UID mismatch, which is not an error.
+		e.createNode("kcm-oos", false, testobj.Annotation(names.ControllerManagedAttachAnnotation, "true"))
+		var pods []*v1.Pod
+		for i := range 5 {
+			pods = append(pods, e.createStuckPod(fmt.Sprintf("kcm-oos-%d", i), "kcm-oos"))
+		}
+		e.addTaint("kcm-oos", names.OutOfServiceTaint, v1.TaintEffectNoExecute)
+		for _, p := range pods {
+			e.waitPodGone(p)
+		}
+		if got := e.metricValue("pod_gc_collector_force_delete_pod_errors_total", ns, "out-of-service"); got != 0 {
+			t.Errorf("force deletion errors = %v, want 0", got)
+		}
+	})
+}
+
+func testReleaseToADC(t *testing.T, e *env) {
 
 	if _, err := e.admin.StorageV1().CSIDrivers().Create(e.ctx, testobj.CSIDriver(safeDriver, map[string]string{names.SafeDetachAnnotation: "true"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
