@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -135,6 +136,9 @@ func (k *Kubelet) reconcile(ctx context.Context, listPods func(labels.Selector) 
 			errs = append(errs, err)
 		}
 	}
+	if ctx.Err() != nil {
+		return ctx.Err() // powered off mid-way: the node no longer acts on what it saw
+	}
 	k.mu.Lock()
 	var gone []*volume
 	for h, v := range k.vols {
@@ -174,12 +178,26 @@ func (k *Kubelet) wantedVolumes(ctx context.Context, pods []*corev1.Pod) (map[st
 			if vol.PersistentVolumeClaim == nil {
 				continue
 			}
+			// An API error leaves the desired state unknown: give up this
+			// round rather than take the volume for unneeded and unmount it.
 			pvc, err := k.cfg.Client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, vol.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
-			if err != nil || pvc.Spec.VolumeName == "" {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("getting claim %s/%s: %w", pod.Namespace, vol.PersistentVolumeClaim.ClaimName, err)
+			}
+			if pvc.Spec.VolumeName == "" {
 				continue // not bound yet; a later event retries
 			}
 			pv, err := k.cfg.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
-			if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != k.cfg.Driver {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("getting volume %s: %w", pvc.Spec.VolumeName, err)
+			}
+			if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != k.cfg.Driver {
 				continue
 			}
 			w := out[pv.Spec.CSI.VolumeHandle]
