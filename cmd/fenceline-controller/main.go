@@ -52,6 +52,8 @@ func main() {
 		"Remove node.kubernetes.io/out-of-service once the node is Ready after a reboot (boot ID changed), no pod is terminating on it and no VolumeAttachment remains.")
 	fs.DurationVar(&opts.QuarantineDelay, "quarantine-delay", opts.QuarantineDelay,
 		"How long a node's Ready condition must not have been True before quarantine force-deletes pods of safe-detach drivers on it.")
+	fs.DurationVar(&opts.QuarantineLiftDelay, "quarantine-lift-delay", opts.QuarantineLiftDelay,
+		"How long a quarantined node must be Ready before the quarantine may be lifted, so that its kubelet has reported the volumes it still has mounted.")
 	fs.BoolVar(&opts.DryRun, "dry-run", false, "Decide and log (and record Events), but change nothing.")
 	fs.IntVar(&opts.Workers, "workers", opts.Workers, "Workers per controller.")
 	fs.DurationVar(&opts.Resync, "resync", opts.Resync, "Informer resync period: a safety net behind the event-driven reactions.")

@@ -52,6 +52,9 @@ type Options struct {
 	// QuarantineDelay is how long a node must be NotReady before
 	// quarantine acts.
 	QuarantineDelay time.Duration
+	// QuarantineLiftDelay is how long a quarantined node must be Ready
+	// before the quarantine may be lifted.
+	QuarantineLiftDelay time.Duration
 	// DryRun decides and logs but changes nothing.
 	DryRun bool
 	// Workers is the number of workers per controller.
@@ -91,6 +94,7 @@ func DefaultOptions() Options {
 	return Options{
 		Controllers:             []string{"*"},
 		QuarantineDelay:         quarantine.DefaultDelay,
+		QuarantineLiftDelay:     quarantine.DefaultLiftDelay,
 		Workers:                 4,
 		Resync:                  5 * time.Minute,
 		KubeAPIQPS:              100,
@@ -110,8 +114,8 @@ func (o Options) Validate() error {
 	if _, err := EnabledControllers(o.Controllers); err != nil {
 		errs = append(errs, err)
 	}
-	if o.QuarantineDelay < 0 {
-		errs = append(errs, fmt.Errorf("--quarantine-delay must not be negative, got %s", o.QuarantineDelay))
+	if o.QuarantineDelay < 0 || o.QuarantineLiftDelay < 0 {
+		errs = append(errs, fmt.Errorf("--quarantine-delay and --quarantine-lift-delay must not be negative, got %s and %s", o.QuarantineDelay, o.QuarantineLiftDelay))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
@@ -218,7 +222,7 @@ func runControllers(ctx context.Context, client kubernetes.Interface, act *actua
 		case podgc.Name:
 			c, err = podgc.New(factory, act)
 		case quarantine.Name:
-			c, err = quarantine.New(factory, act, opts.QuarantineDelay)
+			c, err = quarantine.New(factory, act, opts.QuarantineDelay, opts.QuarantineLiftDelay)
 		case forceeviction.Name:
 			c, err = forceeviction.New(factory, act)
 		case outofservice.Name:

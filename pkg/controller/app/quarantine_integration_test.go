@@ -66,6 +66,7 @@ func (e *env) quarantineBarrier() {
 func TestQuarantineIntegration(t *testing.T) {
 	opts := testOptions(quarantine.Name)
 	opts.QuarantineDelay = testDelay
+	opts.QuarantineLiftDelay = time.Second
 	opts.Resync = time.Second // exercise "one Event, not one per resync"
 	e := startEnv(t, opts)
 	for name, ann := range map[string]map[string]string{safeDriver: {names.SafeDetachAnnotation: "true"}, plainDriver: nil} {
@@ -108,8 +109,12 @@ func TestQuarantineIntegration(t *testing.T) {
 			t.Errorf("latency histogram has %v samples, want >= 1", got)
 		}
 
-		// Back: Ready, but a VolumeAttachment of a safe-detach driver remains.
-		e.setReady("q-1", true)
+		// Back: Ready; the returning kubelet still lists the fenced volume
+		// until its node-side clean-up, and a VolumeAttachment remains.
+		e.updateNode("q-1", true, func(n *v1.Node) {
+			testobj.ReadySince(time.Now())(n)
+			n.Status.VolumesInUse = []v1.UniqueVolumeName{unique, otherUnique}
+		})
 		e.quarantineBarrier()
 		if !hasTaint(e.node("q-1"), names.QuarantineTaint) {
 			t.Fatal("quarantine lifted while a safe-detach VolumeAttachment remains")
@@ -117,6 +122,12 @@ func TestQuarantineIntegration(t *testing.T) {
 		if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		e.quarantineBarrier()
+		if !hasTaint(e.node("q-1"), names.QuarantineTaint) {
+			t.Fatal("quarantine lifted before the kubelet cleaned up the fenced volume")
+		}
+		// Clean-up done: only the live pod's volume is left in use.
+		e.updateNode("q-1", true, func(n *v1.Node) { n.Status.VolumesInUse = []v1.UniqueVolumeName{otherUnique} })
 		e.waitTaint("q-1", names.QuarantineTaint, false)
 		e.waitEvent("Node", "", "q-1", "", actuator.EventUntainted)
 	})

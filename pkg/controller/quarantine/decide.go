@@ -122,13 +122,19 @@ func refusal(vols []Volume) string {
 type NodeDecision struct {
 	Untaint bool
 	Why     string
+	// After is set when the decision may change by itself after that long.
+	After time.Duration
 }
 
 // DecideUntaint is the single place that states when the quarantine taint is
-// lifted: the node carries it, is Ready again, and no VolumeAttachment of a
-// safe-detach driver remains for it (so every fenced volume went through a
-// full detach before the node can run pods again).
-func DecideUntaint(node *v1.Node, safeDetachVAs int) NodeDecision {
+// lifted: the node carries it and has been Ready for at least liftDelay (so
+// that its kubelet has reported the volumes it still has mounted), no
+// VolumeAttachment of a safe-detach driver remains for it (every fenced
+// volume went through a full detach), and staleVolumes is 0: the kubelet no
+// longer lists a volume of a safe-detach driver that no pod on the node uses,
+// i.e. its node-side clean-up (NodeUnpublish/NodeUnstage), which lifts the
+// fence, is done.
+func DecideUntaint(node *v1.Node, safeDetachVAs, staleVolumes int, now time.Time, liftDelay time.Duration) NodeDecision {
 	switch {
 	case node == nil:
 		return NodeDecision{Why: "node does not exist"}
@@ -136,10 +142,19 @@ func DecideUntaint(node *v1.Node, safeDetachVAs int) NodeDecision {
 		return NodeDecision{Why: "node is not quarantined"}
 	case !nodeutil.IsReady(node):
 		return NodeDecision{Why: "node is not Ready"}
+	}
+	if c := nodeutil.ReadyCondition(node); c != nil {
+		if up := now.Sub(c.LastTransitionTime.Time); up < liftDelay {
+			return NodeDecision{Why: fmt.Sprintf("node Ready for %s, waiting %s for its kubelet to report mounted volumes", up.Round(time.Second), liftDelay), After: liftDelay - up}
+		}
+	}
+	switch {
 	case safeDetachVAs > 0:
 		return NodeDecision{Why: fmt.Sprintf("%d VolumeAttachment(s) of safe-detach drivers remain", safeDetachVAs)}
+	case staleVolumes > 0:
+		return NodeDecision{Why: fmt.Sprintf("the kubelet still lists %d fenced volume(s) in use; waiting for its node-side clean-up", staleVolumes)}
 	}
-	return NodeDecision{Untaint: true, Why: "node is Ready again and no VolumeAttachment of a safe-detach driver remains"}
+	return NodeDecision{Untaint: true, Why: "node is Ready again, cleaned up its fenced volumes, and no VolumeAttachment of a safe-detach driver remains"}
 }
 
 const csiUniquePrefix = "kubernetes.io/csi/"
@@ -152,6 +167,15 @@ const csiUniquePrefix = "kubernetes.io/csi/"
 // wants there.
 func VolumesToRelease(node *v1.Node, isSafeDriver func(string) bool, inUse map[v1.UniqueVolumeName]bool) []v1.UniqueVolumeName {
 	if node == nil || nodeutil.IsReady(node) || !nodeutil.HasTaint(node, names.QuarantineTaint) {
+		return nil
+	}
+	return UnusedSafeVolumes(node, isSafeDriver, inUse)
+}
+
+// UnusedSafeVolumes returns the entries of node.status.volumesInUse that
+// belong to safe-detach drivers and that no live pod on the node uses.
+func UnusedSafeVolumes(node *v1.Node, isSafeDriver func(string) bool, inUse map[v1.UniqueVolumeName]bool) []v1.UniqueVolumeName {
+	if node == nil {
 		return nil
 	}
 	var out []v1.UniqueVolumeName

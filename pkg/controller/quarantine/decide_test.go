@@ -74,24 +74,30 @@ func TestDecidePod(t *testing.T) {
 
 func TestDecideUntaint(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	lift := 10 * time.Second
+	later := t0.Add(lift + time.Second)
 	quarantined := testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
 	tests := []struct {
-		name string
-		node *v1.Node
-		vas  int
-		want bool
+		name         string
+		node         *v1.Node
+		vas, stale   int
+		now          time.Time
+		want         bool
+		wantWaitSome bool
 	}{
-		{"Ready, no safe-detach VA left", testobj.Node("n1", testobj.ReadySince(t0), quarantined), 0, true},
-		{"Ready, VA left", testobj.Node("n1", testobj.ReadySince(t0), quarantined), 1, false},
-		{"not Ready", testobj.Node("n1", testobj.NotReadySince(t0), quarantined), 0, false},
-		{"not quarantined", testobj.Node("n1", testobj.ReadySince(t0)), 0, false},
-		{"node deleted", nil, 0, false},
+		{"Ready long enough, no safe-detach VA, cleaned up", testobj.Node("n1", testobj.ReadySince(t0), quarantined), 0, 0, later, true, false},
+		{"just Ready: wait for the kubelet's report", testobj.Node("n1", testobj.ReadySince(t0), quarantined), 0, 0, t0.Add(time.Second), false, true},
+		{"Ready, VA left", testobj.Node("n1", testobj.ReadySince(t0), quarantined), 1, 0, later, false, false},
+		{"Ready, kubelet still lists a fenced volume", testobj.Node("n1", testobj.ReadySince(t0), quarantined), 0, 1, later, false, false},
+		{"not Ready", testobj.Node("n1", testobj.NotReadySince(t0), quarantined), 0, 0, later, false, false},
+		{"not quarantined", testobj.Node("n1", testobj.ReadySince(t0)), 0, 0, later, false, false},
+		{"node deleted", nil, 0, 0, later, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DecideUntaint(tc.node, tc.vas)
-			if got.Untaint != tc.want || got.Why == "" {
-				t.Errorf("DecideUntaint() = %+v, want Untaint=%v with a reason", got, tc.want)
+			got := DecideUntaint(tc.node, tc.vas, tc.stale, tc.now, lift)
+			if got.Untaint != tc.want || got.Why == "" || (got.After > 0) != tc.wantWaitSome {
+				t.Errorf("DecideUntaint() = %+v, want Untaint=%v, wait=%v, with a reason", got, tc.want, tc.wantWaitSome)
 			}
 		})
 	}
@@ -129,5 +135,11 @@ func TestVolumesToRelease(t *testing.T) {
 				t.Errorf("VolumesToRelease() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+	// A returning kubelet's stale entries are what UnusedSafeVolumes finds
+	// on a Ready node (the lift waits for them to go).
+	ready := testobj.Node("n1", testobj.ReadySince(t0), quarantined, testobj.VolumesInUse(a, b, other))
+	if got := UnusedSafeVolumes(ready, safe, map[v1.UniqueVolumeName]bool{b: true}); !slices.Equal(got, []v1.UniqueVolumeName{a}) {
+		t.Errorf("UnusedSafeVolumes() = %v, want [%s]", got, a)
 	}
 }

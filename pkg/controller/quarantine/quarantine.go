@@ -3,6 +3,7 @@ package quarantine
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,20 +32,27 @@ const Name = "quarantine"
 // upstream's node-monitor grace period.
 const DefaultDelay = 40 * time.Second
 
+// DefaultLiftDelay is the default --quarantine-lift-delay: how long a node
+// must be Ready before its quarantine may be lifted, so that its kubelet
+// has reported the volumes it still has mounted.
+const DefaultLiftDelay = 10 * time.Second
+
 // EventNotSafe is the Event reason on a pod that quarantine leaves alone.
 const EventNotSafe = "FencelineNotSafeToForceDelete"
 
 // Controller quarantines NotReady nodes and recovers safe-detach pods.
 type Controller struct {
-	act      *actuator.Actuator
-	delay    time.Duration
-	now      func() time.Time
-	nodes    corelisters.NodeLister
-	pods     cache.Indexer
-	vas      cache.Indexer
-	drivers  storagelisters.CSIDriverLister
-	resolver *resolver
-	queue    *nodequeue.Queue
+	act   *actuator.Actuator
+	delay time.Duration
+	// liftDelay is how long the node must be Ready before lifting.
+	liftDelay time.Duration
+	now       func() time.Time
+	nodes     corelisters.NodeLister
+	pods      cache.Indexer
+	vas       cache.Indexer
+	drivers   storagelisters.CSIDriverLister
+	resolver  *resolver
+	queue     *nodequeue.Queue
 
 	mu          sync.Mutex
 	refused     map[types.UID]string // last refusal reported per pod
@@ -53,7 +61,7 @@ type Controller struct {
 
 // New wires the controller to the shared informers. Call it before the
 // factory is started.
-func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay time.Duration) (*Controller, error) {
+func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftDelay time.Duration) (*Controller, error) {
 	podInf := f.Core().V1().Pods().Informer()
 	vaInf := f.Storage().V1().VolumeAttachments().Informer()
 	if err := nodeutil.AddPodIndexer(podInf); err != nil {
@@ -63,13 +71,14 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay time.D
 		return nil, err
 	}
 	c := &Controller{
-		act:     act,
-		delay:   delay,
-		now:     time.Now,
-		nodes:   f.Core().V1().Nodes().Lister(),
-		pods:    podInf.GetIndexer(),
-		vas:     vaInf.GetIndexer(),
-		drivers: f.Storage().V1().CSIDrivers().Lister(),
+		act:       act,
+		delay:     delay,
+		liftDelay: liftDelay,
+		now:       time.Now,
+		nodes:     f.Core().V1().Nodes().Lister(),
+		pods:      podInf.GetIndexer(),
+		vas:       vaInf.GetIndexer(),
+		drivers:   f.Storage().V1().CSIDrivers().Lister(),
 		resolver: &resolver{
 			pvcs:    f.Core().V1().PersistentVolumeClaims().Lister(),
 			pvs:     f.Core().V1().PersistentVolumes().Lister(),
@@ -80,8 +89,10 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay time.D
 	}
 	c.queue = nodequeue.New(Name, c.sync)
 	if err := nodequeue.AddHandler(f.Core().V1().Nodes().Informer(), "node", c.queue.NodeHandler(func(old, cur *v1.Node) bool {
+		// volumesInUse changes when a returning kubelet cleans up.
 		return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
-			nodeutil.HasTaint(old, names.QuarantineTaint) != nodeutil.HasTaint(cur, names.QuarantineTaint)
+			nodeutil.HasTaint(old, names.QuarantineTaint) != nodeutil.HasTaint(cur, names.QuarantineTaint) ||
+			!slices.Equal(old.Status.VolumesInUse, cur.Status.VolumesInUse)
 	})); err != nil {
 		return nil, err
 	}
@@ -143,12 +154,12 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		return 0, err
 	}
 	c.setQuarantined(nodeName, nodeutil.HasTaint(node, names.QuarantineTaint))
-	if nodeutil.IsReady(node) {
-		return 0, c.maybeUntaint(ctx, node)
-	}
 	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
 	if err != nil {
 		return 0, err
+	}
+	if nodeutil.IsReady(node) {
+		return c.maybeUntaint(ctx, node, pods)
 	}
 	now := c.now()
 	r := c.handlePods(ctx, node, pods, now)
@@ -226,13 +237,13 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 	return r
 }
 
-func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node) error {
+func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node, pods []*v1.Pod) (time.Duration, error) {
 	if !nodeutil.HasTaint(node, names.QuarantineTaint) {
-		return nil
+		return 0, nil
 	}
 	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	safe := 0
 	for _, va := range vas {
@@ -240,12 +251,28 @@ func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node) error {
 			safe++
 		}
 	}
-	d := DecideUntaint(node, safe)
+	inUse := map[v1.UniqueVolumeName]bool{}
+	for _, pod := range pods {
+		if podutil.IsForceDeleted(pod) {
+			continue
+		}
+		vols, err := c.resolver.podVolumes(pod)
+		if err != nil {
+			return 0, err
+		}
+		for _, v := range vols {
+			if v.Kind == KindCSI {
+				inUse[v.UniqueName()] = true
+			}
+		}
+	}
+	stale := len(UnusedSafeVolumes(node, c.isSafeDriver, inUse))
+	d := DecideUntaint(node, safe, stale, c.now(), c.liftDelay)
 	if !d.Untaint {
 		klog.FromContext(ctx).V(4).Info("Keeping quarantine", "why", d.Why)
-		return nil
+		return d.After, nil
 	}
-	return c.act.RemoveTaint(ctx, node, names.QuarantineTaint, d.Why)
+	return 0, c.act.RemoveTaint(ctx, node, names.QuarantineTaint, d.Why)
 }
 
 // reportRefusal records an Event on the pod once per distinct reason.
