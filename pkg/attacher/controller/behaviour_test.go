@@ -109,6 +109,15 @@ func TestTrackerSupersede(t *testing.T) {
 		{"cache moved past our write", "1", "2", "3", false},
 		{"no-op write marks nothing", "1", "1", "1", false},
 	}
+	t.Run("finalizer removal that deleted the object marks the cached version", func(t *testing.T) {
+		tr := newTracker()
+		tr.markStale("va-1", "7") // the API answered with version 7 again
+		va := vaFor("va-1", "pv", testNode)
+		va.ResourceVersion = "7"
+		if !tr.isStale(va) {
+			t.Error("version 7 not reported stale")
+		}
+	})
 	t.Run("two writes in one sync mark both replaced versions", func(t *testing.T) {
 		tr := newTracker()
 		tr.supersede("va-1", "1", "2") // finalizer + annotation

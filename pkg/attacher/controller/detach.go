@@ -72,7 +72,9 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 	if err != nil {
 		return fmt.Errorf("remove finalizer after successful unpublish: %w", err)
 	}
-	c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
+	// The removal is never a no-op (the finalizer was there), so the cached
+	// version is outdated whatever version the API answered with.
+	c.track.markStale(va.Name, va.ResourceVersion)
 	c.cfg.Metrics.Detached(string(decision.Mode), string(decision.Reason), time.Since(va.DeletionTimestamp.Time))
 	if fenced {
 		c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventFencedDetach, "Detached volume %s from node %s with fencing (%s)", volumeID, va.Spec.NodeName, decision.Reason)

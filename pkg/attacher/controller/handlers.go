@@ -188,12 +188,20 @@ func (t *tracker) supersede(name, oldRV, newRV string) {
 	if oldRV == newRV {
 		return
 	}
+	t.markStale(name, oldRV)
+}
+
+// markStale marks a version as replaced even when the API answered with the
+// same resourceVersion: removing the last finalizer of a deleted object
+// returns the object as it was before the deletion, yet that version will
+// never be current again and a DELETED event follows.
+func (t *tracker) markStale(name, rv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.superseded[name] == nil {
 		t.superseded[name] = map[string]bool{}
 	}
-	t.superseded[name][oldRV] = true
+	t.superseded[name][rv] = true
 }
 
 // isStale reports whether the cached object is a version our own writes
