@@ -65,7 +65,7 @@ $(TOOLS_BIN)/kwok: test/tools/kwok/go.mod test/tools/kwok/go.sum
 	cd test/tools/kwok && $(GO) build -o $@ sigs.k8s.io/kwok/cmd/kwok
 
 .PHONY: test
-test: build tools ## Run every test: unit, fuzz seeds, csi-sanity, integration and end-to-end.
+test: build tools upstream-attacher ## Run every test: unit, fuzz seeds, csi-sanity, integration and end-to-end.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
