@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,10 +17,15 @@ import (
 
 // upState is what `make up` records under .cache/demo/up/ for `make down`.
 type upState struct {
-	PID        int       `json:"pid"`
-	Kubeconfig string    `json:"kubeconfig"`
-	LogDir     string    `json:"logDir"`
-	Started    time.Time `json:"started"`
+	// PID is the background process holding the world; stopping it stops
+	// every component.
+	PID int `json:"pid"`
+	// Components are the component processes (name -> PID), so that
+	// `make down` can make sure none outlives the world.
+	Components map[string]int `json:"components"`
+	Kubeconfig string         `json:"kubeconfig"`
+	LogDir     string         `json:"logDir"`
+	Started    time.Time      `json:"started"`
 }
 
 func upDir() (string, error) {
@@ -43,6 +49,17 @@ func readState(dir string) (*upState, error) {
 }
 
 func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+// runs reports whether pid still runs the named binary, so that a PID the
+// kernel reused for another program is never signalled.
+func runs(pid int, name string) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+	return filepath.Base(argv0) == name
+}
 
 // runUp starts `--serve` as a detached background process and returns once
 // it reports the world ready.
@@ -127,7 +144,11 @@ func runServe(ctx context.Context) error {
 	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
 		return fmt.Errorf("writing %s: %w", kubeconfig, err)
 	}
-	state, err := json.Marshal(upState{PID: os.Getpid(), Kubeconfig: kubeconfig, LogDir: w.Cluster.LogDir(), Started: time.Now()})
+	comps := map[string]int{}
+	for _, p := range w.Cluster.Processes() {
+		comps[p.Name] = p.PID()
+	}
+	state, err := json.Marshal(upState{PID: os.Getpid(), Components: comps, Kubeconfig: kubeconfig, LogDir: w.Cluster.LogDir(), Started: time.Now()})
 	if err != nil {
 		return err
 	}
@@ -173,7 +194,13 @@ func runDown() error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	for name, pid := range s.Components {
+		if alive(pid) && runs(pid, name) {
+			fmt.Printf("%s (pid %d) outlived the world; killing it\n", name, pid)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
 	_ = os.Remove(filepath.Join(dir, "state.json"))
-	fmt.Printf("world (pid %d) stopped\n", s.PID)
+	fmt.Printf("world (pid %d) and its %d components stopped\n", s.PID, len(s.Components))
 	return nil
 }
