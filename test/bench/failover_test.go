@@ -82,14 +82,19 @@ var failoverConfigs = []failoverConfig{
 // failoverRun is one repetition's figures, each from T0: the out-of-service
 // taint for U and F, the node's last heartbeat for F-auto.
 type failoverRun struct {
-	Config       string        `json:"config"`
-	Rep          int           `json:"rep"`
-	Victim       string        `json:"victim"`
-	Moved        int           `json:"moved_pods"`
-	T0           string        `json:"t0"`
-	PodsDeleted  time.Duration `json:"pods_deleted_ns"`
-	VAsGone      time.Duration `json:"vas_gone_ns"`
-	Unpublished  time.Duration `json:"unpublished_ns"`
+	Config      string        `json:"config"`
+	Rep         int           `json:"rep"`
+	Victim      string        `json:"victim"`
+	Moved       int           `json:"moved_pods"`
+	T0          string        `json:"t0"`
+	PodsDeleted time.Duration `json:"pods_deleted_ns"`
+	VAsGone     time.Duration `json:"vas_gone_ns"`
+	Unpublished time.Duration `json:"unpublished_ns"`
+	// The replacements' stages, each for the last pod to reach it.
+	Scheduled    time.Duration `json:"replacements_scheduled_ns"`
+	VAsCreated   time.Duration `json:"new_vas_created_ns"`
+	VAsAttached  time.Duration `json:"new_vas_attached_ns"`
+	Running      time.Duration `json:"replacements_running_ns"`
 	Replacements time.Duration `json:"replacements_attached_ns"`
 }
 
@@ -98,6 +103,10 @@ const (
 	mPodsDeleted  = "taint -> last stuck pod deleted"
 	mVAsGone      = "taint -> last old VA gone"
 	mUnpublished  = "taint -> last old volume unpublished (F: fenced)"
+	mScheduled    = "taint -> last replacement scheduled"
+	mVAsCreated   = "taint -> last new VA created"
+	mVAsAttached  = "taint -> last new VA attached"
+	mRunning      = "taint -> last replacement Running"
 	mReplacements = "taint -> last replacement Running + attached"
 	mAuto         = "heartbeat -> last replacement Running + attached, no human (F: safe-detach)"
 )
@@ -172,12 +181,16 @@ func newFailoverReport(s settings, runs map[string][]failoverRun) failoverReport
 			m[mPodsDeleted] = get(func(r failoverRun) time.Duration { return r.PodsDeleted })
 			m[mVAsGone] = get(func(r failoverRun) time.Duration { return r.VAsGone })
 			m[mUnpublished] = get(func(r failoverRun) time.Duration { return r.Unpublished })
+			m[mScheduled] = get(func(r failoverRun) time.Duration { return r.Scheduled })
+			m[mVAsCreated] = get(func(r failoverRun) time.Duration { return r.VAsCreated })
+			m[mVAsAttached] = get(func(r failoverRun) time.Duration { return r.VAsAttached })
+			m[mRunning] = get(func(r failoverRun) time.Duration { return r.Running })
 			m[mReplacements] = get(func(r failoverRun) time.Duration { return r.Replacements })
 		}
 		r.Summaries[name] = m
 	}
 	t := Table{Header: []string{"metric", "U (upstream)", "F (Fenceline)", "U/F"}}
-	for _, metric := range []string{mPodsDeleted, mVAsGone, mUnpublished, mReplacements} {
+	for _, metric := range []string{mPodsDeleted, mVAsGone, mUnpublished, mScheduled, mVAsCreated, mVAsAttached, mRunning, mReplacements} {
 		u, f := r.Summaries["U"][metric], r.Summaries["F"][metric]
 		ratio := Ratio(u.Median, f.Median)
 		r.Ratios[metric] = ratio
@@ -277,6 +290,10 @@ func failover(ctx context.Context, w *world.World, cfg failoverConfig, pods int,
 	run.PodsDeleted = since(t0, p.PodsDeleted)
 	run.VAsGone = since(t0, p.VAsGone)
 	run.Unpublished = since(t0, unpublished)
+	run.Scheduled = since(t0, p.Scheduled)
+	run.VAsCreated = since(t0, p.VAsCreated)
+	run.VAsAttached = since(t0, p.VAsAttached)
+	run.Running = since(t0, p.Running)
 	run.Replacements = since(t0, p.Replacements)
 	return nil
 }

@@ -31,11 +31,13 @@ type vaSeen struct {
 // and deleted. Times are taken on arrival in this process, which shares
 // its clock with every component of the local cluster.
 type recorder struct {
-	mu         sync.Mutex
-	podRunning map[types.UID]podSeen
-	podDeleted map[types.UID]time.Time
-	vaAttached map[types.UID]vaSeen
-	vaDeleted  map[types.UID]time.Time
+	mu           sync.Mutex
+	podScheduled map[types.UID]podSeen
+	podRunning   map[types.UID]podSeen
+	podDeleted   map[types.UID]time.Time
+	vaCreated    map[types.UID]vaSeen
+	vaAttached   map[types.UID]vaSeen
+	vaDeleted    map[types.UID]time.Time
 
 	pods cache.Indexer
 	vas  cache.Indexer
@@ -45,10 +47,12 @@ type recorder struct {
 // VolumeAttachment; they stop with ctx.
 func startRecorder(ctx context.Context, cs kubernetes.Interface, namespace string) (*recorder, error) {
 	r := &recorder{
-		podRunning: map[types.UID]podSeen{},
-		podDeleted: map[types.UID]time.Time{},
-		vaAttached: map[types.UID]vaSeen{},
-		vaDeleted:  map[types.UID]time.Time{},
+		podScheduled: map[types.UID]podSeen{},
+		podRunning:   map[types.UID]podSeen{},
+		vaCreated:    map[types.UID]vaSeen{},
+		podDeleted:   map[types.UID]time.Time{},
+		vaAttached:   map[types.UID]vaSeen{},
+		vaDeleted:    map[types.UID]time.Time{},
 	}
 	podFactory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
 	vaFactory := informers.NewSharedInformerFactory(cs, 0)
@@ -86,14 +90,18 @@ func startRecorder(ctx context.Context, cs kubernetes.Interface, namespace strin
 
 func (r *recorder) pod(obj any) {
 	p, ok := obj.(*corev1.Pod)
-	if !ok || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Spec.NodeName == "" {
+	if !ok || p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
 		return
 	}
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, seen := r.podRunning[p.UID]; !seen {
-		r.podRunning[p.UID] = podSeen{Name: p.Name, Node: p.Spec.NodeName, At: now}
+	seen := podSeen{Name: p.Name, Node: p.Spec.NodeName, At: now}
+	if _, ok := r.podScheduled[p.UID]; !ok {
+		r.podScheduled[p.UID] = seen
+	}
+	if _, ok := r.podRunning[p.UID]; !ok && p.Status.Phase == corev1.PodRunning {
+		r.podRunning[p.UID] = seen
 	}
 }
 
@@ -113,14 +121,18 @@ func (r *recorder) podGone(obj any) {
 
 func (r *recorder) va(obj any) {
 	va, ok := obj.(*storagev1.VolumeAttachment)
-	if !ok || !va.Status.Attached || va.Spec.Source.PersistentVolumeName == nil {
+	if !ok || va.Spec.Source.PersistentVolumeName == nil {
 		return
 	}
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, seen := r.vaAttached[va.UID]; !seen {
-		r.vaAttached[va.UID] = vaSeen{PV: *va.Spec.Source.PersistentVolumeName, Node: va.Spec.NodeName, At: now}
+	seen := vaSeen{PV: *va.Spec.Source.PersistentVolumeName, Node: va.Spec.NodeName, At: now}
+	if _, ok := r.vaCreated[va.UID]; !ok {
+		r.vaCreated[va.UID] = seen
+	}
+	if _, ok := r.vaAttached[va.UID]; !ok && va.Status.Attached {
+		r.vaAttached[va.UID] = seen
 	}
 }
 
@@ -190,11 +202,16 @@ type victimState struct {
 	VAs []types.UID
 }
 
-// progress is how far a failover got, as absolute times; zero while
-// pending.
+// progress is how far a failover got, as absolute times of the last pod
+// or volume to reach each stage; zero while one is pending.
 type progress struct {
-	PodsDeleted  time.Time
-	VAsGone      time.Time
+	PodsDeleted time.Time
+	VAsGone     time.Time
+	// The replacements' stages: scheduled to a node, new VolumeAttachment
+	// created (by the attach/detach controller), attached, pod Running.
+	Scheduled, VAsCreated, VAsAttached, Running time.Time
+	// Replacements is when the last replacement was both Running and
+	// attached.
 	Replacements time.Time
 }
 
@@ -217,36 +234,73 @@ func (r *recorder) progress(v victimState) progress {
 	if t, ok := lastDeleted(r.vaDeleted, v.VAs); ok {
 		p.VAsGone = t
 	}
-	var last time.Time
+	var last stages
 	for name, oldUID := range v.Pods {
-		ready := r.replacementReady(name, oldUID, v.Node, v.PVs[name])
-		if ready.IsZero() {
+		st := r.replacement(name, oldUID, v.Node, v.PVs[name])
+		if st.ready().IsZero() {
 			return p
 		}
-		if ready.After(last) {
-			last = ready
-		}
+		last = last.latest(st)
 	}
-	p.Replacements = last
+	p.Scheduled, p.VAsCreated, p.VAsAttached, p.Running = last.scheduled, last.vaCreated, last.vaAttached, last.running
+	p.Replacements = last.readyAt
 	return p
 }
 
-// replacementReady returns when the replacement of pod name was both
-// Running on a node other than lost and had its volume attached there;
-// zero until both happened. Callers hold r.mu.
-func (r *recorder) replacementReady(name string, oldUID types.UID, lost, pv string) time.Time {
-	for uid, ps := range r.podRunning {
+// stages are the moments one replacement pod went through.
+type stages struct {
+	scheduled, vaCreated, vaAttached, running, readyAt time.Time
+}
+
+// ready returns when the pod was both Running and attached, zero until then.
+func (s stages) ready() time.Time {
+	if s.running.IsZero() || s.vaAttached.IsZero() {
+		return time.Time{}
+	}
+	return later(s.running, s.vaAttached)
+}
+
+// latest returns, stage by stage, the later of s and o.
+func (s stages) latest(o stages) stages {
+	return stages{
+		scheduled:  later(s.scheduled, o.scheduled),
+		vaCreated:  later(s.vaCreated, o.vaCreated),
+		vaAttached: later(s.vaAttached, o.vaAttached),
+		running:    later(s.running, o.running),
+		readyAt:    later(s.readyAt, o.ready()),
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// replacement returns the stages of the replacement of pod name: a pod of
+// that name but another UID, on a node other than lost, and the
+// VolumeAttachment of its PersistentVolume to that node. Callers hold r.mu.
+func (r *recorder) replacement(name string, oldUID types.UID, lost, pv string) stages {
+	var st stages
+	for uid, ps := range r.podScheduled {
 		if uid == oldUID || ps.Name != name || ps.Node == lost {
 			continue
 		}
-		for _, vs := range r.vaAttached {
-			if vs.PV == pv && vs.Node == ps.Node {
-				if vs.At.After(ps.At) {
-					return vs.At
-				}
-				return ps.At
+		st.scheduled = ps.At
+		if run, ok := r.podRunning[uid]; ok {
+			st.running = run.At
+		}
+		for vaUID, vs := range r.vaCreated {
+			if vs.PV != pv || vs.Node != ps.Node {
+				continue
+			}
+			st.vaCreated = vs.At
+			if att, ok := r.vaAttached[vaUID]; ok {
+				st.vaAttached = att.At
 			}
 		}
+		return st
 	}
-	return time.Time{}
+	return st
 }
