@@ -1,0 +1,66 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// TestProcessStopEndsGroup checks that Stop ends the process and whatever
+// it forked (the whole process group), and that its output is in the log.
+func TestProcessStopEndsGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	// The shell ignores SIGTERM, so Stop must escalate to SIGKILL; its
+	// background child must die with the group.
+	p, err := StartProcess("sh", dir, "/bin/sh", "-c", `trap '' TERM; echo started; sleep 300 & echo $! > `+pidFile+`; wait`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		data, err := os.ReadFile(pidFile)
+		if err != nil || !strings.HasSuffix(string(data), "\n") {
+			return false, nil
+		}
+		child, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for the child's PID: %v", err)
+	}
+	p.Stop(200 * time.Millisecond)
+	if exited, _ := p.Exited(); !exited {
+		t.Fatal("process still running after Stop")
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return !alive(child), nil
+	})
+	if err != nil {
+		t.Fatalf("forked child %d survived Stop", child)
+	}
+	log, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "started") {
+		t.Fatalf("log %s lacks the process output:\n%s", p.LogPath, log)
+	}
+	p.Stop(time.Second) // idempotent
+}
+
+func TestFreePort(t *testing.T) {
+	a, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a <= 0 || a > 65535 {
+		t.Fatalf("FreePort() = %d", a)
+	}
+}
