@@ -54,6 +54,8 @@ func main() {
 		"How long a node's Ready condition must not have been True before quarantine force-deletes pods of safe-detach drivers on it.")
 	fs.DurationVar(&opts.QuarantineLiftDelay, "quarantine-lift-delay", opts.QuarantineLiftDelay,
 		"How long a quarantined node must be Ready before the quarantine may be lifted, so that its kubelet has reported the volumes it still has mounted.")
+	fs.DurationVar(&opts.ForceEvictionReadyGrace, "force-eviction-ready-grace", opts.ForceEvictionReadyGrace,
+		"How long a force-eviction taint on a node that is still Ready waits for the node to be noticed dead before it is removed as unneeded (match kube-controller-manager's --node-monitor-grace-period).")
 	fs.BoolVar(&opts.DryRun, "dry-run", false, "Decide and log (and record Events), but change nothing.")
 	fs.IntVar(&opts.Workers, "workers", opts.Workers, "Workers per controller.")
 	fs.DurationVar(&opts.Resync, "resync", opts.Resync, "Informer resync period: a safety net behind the event-driven reactions.")

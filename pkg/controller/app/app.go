@@ -55,6 +55,9 @@ type Options struct {
 	// QuarantineLiftDelay is how long a quarantined node must be Ready
 	// before the quarantine may be lifted.
 	QuarantineLiftDelay time.Duration
+	// ForceEvictionReadyGrace is how long a force-eviction taint on a node
+	// that is still Ready waits for the node to be noticed dead.
+	ForceEvictionReadyGrace time.Duration
 	// DryRun decides and logs but changes nothing.
 	DryRun bool
 	// Workers is the number of workers per controller.
@@ -95,6 +98,7 @@ func DefaultOptions() Options {
 		Controllers:             []string{"*"},
 		QuarantineDelay:         quarantine.DefaultDelay,
 		QuarantineLiftDelay:     quarantine.DefaultLiftDelay,
+		ForceEvictionReadyGrace: forceeviction.DefaultReadyGrace,
 		Workers:                 4,
 		Resync:                  5 * time.Minute,
 		KubeAPIQPS:              100,
@@ -114,8 +118,9 @@ func (o Options) Validate() error {
 	if _, err := EnabledControllers(o.Controllers); err != nil {
 		errs = append(errs, err)
 	}
-	if o.QuarantineDelay < 0 || o.QuarantineLiftDelay < 0 {
-		errs = append(errs, fmt.Errorf("--quarantine-delay and --quarantine-lift-delay must not be negative, got %s and %s", o.QuarantineDelay, o.QuarantineLiftDelay))
+	if o.QuarantineDelay < 0 || o.QuarantineLiftDelay < 0 || o.ForceEvictionReadyGrace < 0 {
+		errs = append(errs, fmt.Errorf("--quarantine-delay, --quarantine-lift-delay and --force-eviction-ready-grace must not be negative, got %s, %s and %s",
+			o.QuarantineDelay, o.QuarantineLiftDelay, o.ForceEvictionReadyGrace))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
@@ -224,7 +229,7 @@ func runControllers(ctx context.Context, client kubernetes.Interface, act *actua
 		case quarantine.Name:
 			c, err = quarantine.New(factory, act, opts.QuarantineDelay, opts.QuarantineLiftDelay)
 		case forceeviction.Name:
-			c, err = forceeviction.New(factory, act)
+			c, err = forceeviction.New(factory, act, opts.ForceEvictionReadyGrace)
 		case outofservice.Name:
 			c, err = outofservice.New(factory, act)
 		}

@@ -30,7 +30,9 @@ func (e *env) evictionBarrier() {
 }
 
 func TestForceEvictionIntegration(t *testing.T) {
-	e := startEnv(t, testOptions(forceeviction.Name))
+	o := testOptions(forceeviction.Name)
+	o.ForceEvictionReadyGrace = 2 * time.Second
+	e := startEnv(t, o)
 	evict := func(node string) { e.addTaint(node, names.ForceEvictionTaint, v1.TaintEffectNoExecute) }
 	vol := nodeutil.CSIUniqueVolumeName("mock.fenceline.io", "vol-1")
 
@@ -66,11 +68,23 @@ func TestForceEvictionIntegration(t *testing.T) {
 		e.waitEvent("Node", "", "fe-1", "", actuator.EventUntainted)
 	})
 
-	t.Run("node Ready before the eviction started: taint removed, nothing deleted", func(t *testing.T) {
+	t.Run("node tainted right after it died: evicted once noticed NotReady", func(t *testing.T) {
+		e.createNode("fe-4", true)
+		p := e.createPod("fe-4-a", "fe-4")
+		evict("fe-4") // the node controller has not noticed yet
+		e.setReady("fe-4", false)
+		e.waitPodGone(p)
+	})
+
+	t.Run("node stays Ready: taint removed after the grace, nothing deleted", func(t *testing.T) {
 		e.createNode("fe-2", true, testobj.VolumesInUse(vol))
 		p := e.createPod("fe-2-a", "fe-2")
+		start := time.Now()
 		evict("fe-2")
 		e.waitTaint("fe-2", names.ForceEvictionTaint, false)
+		if d := time.Since(start); d < time.Second {
+			t.Errorf("taint removed after %s, before the 2s grace for the node to be noticed dead", d)
+		}
 		e.evictionBarrier()
 		if !e.podExists(p) {
 			t.Error("pod on a Ready node was deleted")

@@ -9,6 +9,7 @@ package forceeviction
 
 import (
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -59,28 +60,45 @@ type NodeDecision struct {
 	// Untaint removes the force-eviction taint.
 	Untaint bool
 	Why     string
+	// After is set when the decision may change by itself after that long.
+	After time.Duration
 }
 
 // DecideNode is the single place that states when force-eviction releases
 // a node's volumes and removes its taint. remaining counts the pods still on
 // the node that do not tolerate the taint (force-deleted pods held by
-// finalizers included); vas counts the node's VolumeAttachments.
+// finalizers included); vas counts the node's VolumeAttachments; taintSince
+// is when the taint was first seen; readyGrace is how long a node that is
+// still Ready may take to be noticed dead (the node-monitor grace period).
 //
-//   - Ready node: the kubelet is back, before or during the eviction. Stop
-//     and remove the taint; a live kubelet owns its pods and volumes again.
+//   - Ready node that went NotReady and came back after the taint appeared:
+//     the kubelet is back, before or during the eviction. Stop and remove
+//     the taint; a live kubelet owns its pods and volumes again.
+//   - Ready node that has stayed Ready since before the taint: an operator
+//     may taint a node that just died, before the node controller notices.
+//     Wait up to readyGrace for it to turn NotReady; if it stays Ready, its
+//     kubelet is alive: remove the taint.
 //   - NotReady, pods remain: evicting, nothing to do to the node yet.
 //   - NotReady, no pod left: clear the volume lists so the attach/detach
 //     controller detaches at once; keep the taint while VolumeAttachments
 //     remain, so an attacher that fences on the taint still sees it.
 //   - NotReady, no pod and no VolumeAttachment left: remove the taint.
-func DecideNode(node *v1.Node, remaining, vas int) NodeDecision {
+func DecideNode(node *v1.Node, remaining, vas int, taintSince, now time.Time, readyGrace time.Duration) NodeDecision {
 	switch {
 	case node == nil:
 		return NodeDecision{Why: "node does not exist"}
 	case !nodeutil.HasTaint(node, names.ForceEvictionTaint):
 		return NodeDecision{Why: "node has no force-eviction taint"}
 	case nodeutil.IsReady(node):
-		return NodeDecision{Untaint: true, Why: "node is Ready again; force eviction stopped"}
+		// lastTransitionTime has one-second resolution: only a later
+		// second proves the node came back after the taint.
+		if c := nodeutil.ReadyCondition(node); c != nil && c.LastTransitionTime.Time.After(taintSince) {
+			return NodeDecision{Untaint: true, Why: "node is Ready again; force eviction stopped"}
+		}
+		if waited := now.Sub(taintSince); waited < readyGrace {
+			return NodeDecision{Why: fmt.Sprintf("node still Ready %s after the taint; waiting up to %s for it to be noticed dead", waited.Round(time.Second), readyGrace), After: readyGrace - waited}
+		}
+		return NodeDecision{Untaint: true, Why: fmt.Sprintf("node stayed Ready for %s after the taint: its kubelet is alive; nothing evicted", readyGrace)}
 	case remaining > 0:
 		return NodeDecision{Why: fmt.Sprintf("%d pod(s) still on the node", remaining)}
 	}

@@ -53,6 +53,8 @@ func TestDecidePod(t *testing.T) {
 
 func TestDecideNode(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	grace := 50 * time.Second
+	tainted := t0.Add(10 * time.Second) // taint first seen
 	fe := testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute)
 	vol := v1.UniqueVolumeName("kubernetes.io/csi/d^h")
 
@@ -60,24 +62,29 @@ func TestDecideNode(t *testing.T) {
 		name             string
 		node             *v1.Node
 		remaining, vas   int
+		now              time.Time
 		untaint, release bool
+		wait             bool
 	}{
 		// The proposal's three races with a returning kubelet.
-		{"node Ready before eviction started: untaint, delete nothing", testobj.Node("n1", testobj.ReadySince(t0), fe), 3, 0, true, false},
-		{"node back mid-eviction: stop and untaint", testobj.Node("n1", testobj.ReadySince(t0), fe, testobj.VolumesInUse(vol)), 1, 1, true, false},
-		{"all pods gone, volumes listed: release them", testobj.Node("n1", testobj.NotReadySince(t0), fe, testobj.VolumesInUse(vol), testobj.VolumesAttached(vol)), 0, 1, false, true},
-		{"all pods gone, only volumesAttached left: release", testobj.Node("n1", testobj.NotReadySince(t0), fe, testobj.VolumesAttached(vol)), 0, 0, false, true},
-		{"all pods gone, VA still there: keep taint for the attacher", testobj.Node("n1", testobj.NotReadySince(t0), fe), 0, 1, false, false},
-		{"all pods and volumes gone: untaint", testobj.Node("n1", testobj.NotReadySince(t0), fe), 0, 0, true, false},
-		{"pods remain: keep going", testobj.Node("n1", testobj.NotReadySince(t0), fe), 2, 0, false, false},
-		{"no taint: nothing", testobj.Node("n1", testobj.NotReadySince(t0)), 0, 0, false, false},
-		{"node deleted: nothing", nil, 0, 0, false, false},
+		{"node back (Ready after the taint) before the eviction started: untaint, delete nothing", testobj.Node("n1", testobj.ReadySince(tainted.Add(time.Second)), fe), 3, 0, tainted.Add(2 * time.Second), true, false, false},
+		{"node back mid-eviction: stop and untaint", testobj.Node("n1", testobj.ReadySince(tainted.Add(5*time.Second)), fe, testobj.VolumesInUse(vol)), 1, 1, tainted.Add(6 * time.Second), true, false, false},
+		{"all pods gone, volumes listed: release them", testobj.Node("n1", testobj.NotReadySince(t0), fe, testobj.VolumesInUse(vol), testobj.VolumesAttached(vol)), 0, 1, tainted, false, true, false},
+		// A node tainted right after it died still looks Ready for a while.
+		{"still Ready since before the taint, within the grace: wait", testobj.Node("n1", testobj.ReadySince(t0), fe), 3, 0, tainted.Add(5 * time.Second), false, false, true},
+		{"still Ready since before the taint, grace over: kubelet alive, untaint", testobj.Node("n1", testobj.ReadySince(t0), fe), 3, 0, tainted.Add(grace), true, false, false},
+		{"all pods gone, only volumesAttached left: release", testobj.Node("n1", testobj.NotReadySince(t0), fe, testobj.VolumesAttached(vol)), 0, 0, tainted, false, true, false},
+		{"all pods gone, VA still there: keep taint for the attacher", testobj.Node("n1", testobj.NotReadySince(t0), fe), 0, 1, tainted, false, false, false},
+		{"all pods and volumes gone: untaint", testobj.Node("n1", testobj.NotReadySince(t0), fe), 0, 0, tainted, true, false, false},
+		{"pods remain: keep going", testobj.Node("n1", testobj.NotReadySince(t0), fe), 2, 0, tainted, false, false, false},
+		{"no taint: nothing", testobj.Node("n1", testobj.NotReadySince(t0)), 0, 0, tainted, false, false, false},
+		{"node deleted: nothing", nil, 0, 0, tainted, false, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DecideNode(tc.node, tc.remaining, tc.vas)
-			if got.Untaint != tc.untaint || got.ReleaseVolumes != tc.release || got.Why == "" {
-				t.Errorf("DecideNode() = %+v, want Untaint=%v ReleaseVolumes=%v with a reason", got, tc.untaint, tc.release)
+			got := DecideNode(tc.node, tc.remaining, tc.vas, tainted, tc.now, grace)
+			if got.Untaint != tc.untaint || got.ReleaseVolumes != tc.release || (got.After > 0) != tc.wait || got.Why == "" {
+				t.Errorf("DecideNode() = %+v, want Untaint=%v ReleaseVolumes=%v wait=%v with a reason", got, tc.untaint, tc.release, tc.wait)
 			}
 		})
 	}

@@ -23,19 +23,26 @@ import (
 // Name is the controller's name for --controllers.
 const Name = "force-eviction"
 
+// DefaultReadyGrace is the default --force-eviction-ready-grace: upstream's
+// node-monitor grace period, the time the node controller takes to mark a
+// dead node NotReady.
+const DefaultReadyGrace = 50 * time.Second
+
 // Controller force-evicts pods from tainted NotReady nodes.
 type Controller struct {
-	act   *actuator.Actuator
-	nodes corelisters.NodeLister
-	pods  cache.Indexer
-	vas   cache.Indexer
-	queue *nodequeue.Queue
-	clock *nodequeue.TaintClock
+	act        *actuator.Actuator
+	readyGrace time.Duration
+	now        func() time.Time
+	nodes      corelisters.NodeLister
+	pods       cache.Indexer
+	vas        cache.Indexer
+	queue      *nodequeue.Queue
+	clock      *nodequeue.TaintClock
 }
 
 // New wires the controller to the shared informers. Call it before the
 // factory is started.
-func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller, error) {
+func New(f informers.SharedInformerFactory, act *actuator.Actuator, readyGrace time.Duration) (*Controller, error) {
 	podInf := f.Core().V1().Pods().Informer()
 	vaInf := f.Storage().V1().VolumeAttachments().Informer()
 	if err := nodeutil.AddPodIndexer(podInf); err != nil {
@@ -45,11 +52,13 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 		return nil, err
 	}
 	c := &Controller{
-		act:   act,
-		nodes: f.Core().V1().Nodes().Lister(),
-		pods:  podInf.GetIndexer(),
-		vas:   vaInf.GetIndexer(),
-		clock: nodequeue.NewTaintClock(names.ForceEvictionTaint),
+		act:        act,
+		readyGrace: readyGrace,
+		now:        time.Now,
+		nodes:      f.Core().V1().Nodes().Lister(),
+		pods:       podInf.GetIndexer(),
+		vas:        vaInf.GetIndexer(),
+		clock:      nodequeue.NewTaintClock(names.ForceEvictionTaint),
 	}
 	c.queue = nodequeue.New(Name, c.sync)
 	nodeHandler := c.queue.NodeHandler(func(old, cur *v1.Node) bool {
@@ -139,7 +148,11 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	nd := DecideNode(node, remaining, len(vas))
+	since := c.clock.Since(nodeName)
+	if since.IsZero() {
+		since = c.now()
+	}
+	nd := DecideNode(node, remaining, len(vas), since, c.now(), c.readyGrace)
 	switch {
 	case nd.ReleaseVolumes:
 		all := make([]v1.UniqueVolumeName, 0, len(node.Status.VolumesInUse)+len(node.Status.VolumesAttached))
@@ -153,5 +166,5 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		return 0, c.act.RemoveTaint(ctx, node, names.ForceEvictionTaint, nd.Why)
 	}
 	logger.V(4).Info("Force eviction in progress", "why", nd.Why)
-	return 0, nil
+	return nd.After, nil
 }
