@@ -12,7 +12,7 @@ import (
 )
 
 func TestDecidePod(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t0 := testobj.Epoch
 	fe := testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute)
 	down := testobj.NotReadySince(t0)
 	running := testobj.Pod("ns", "p", testobj.OnNode("n1"))
@@ -52,7 +52,7 @@ func TestDecidePod(t *testing.T) {
 }
 
 func TestDecideNode(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t0 := testobj.Epoch
 	grace := 50 * time.Second
 	tainted := t0.Add(10 * time.Second) // taint first seen
 	fe := testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute)

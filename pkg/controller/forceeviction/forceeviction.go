@@ -6,7 +6,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -61,32 +60,12 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, readyGrace t
 		clock:      nodequeue.NewTaintClock(names.ForceEvictionTaint),
 	}
 	c.queue = nodequeue.New(Name, c.sync)
-	nodeHandler := c.queue.NodeHandler(func(old, cur *v1.Node) bool {
+	if err := nodequeue.AddHandler(f.Core().V1().Nodes().Informer(), "node", c.queue.ClockedNodeHandler(c.clock, func(old, cur *v1.Node) bool {
 		return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
 			nodeutil.HasTaint(old, names.ForceEvictionTaint) != nodeutil.HasTaint(cur, names.ForceEvictionTaint) ||
 			len(old.Status.VolumesInUse) != len(cur.Status.VolumesInUse) ||
 			len(old.Status.VolumesAttached) != len(cur.Status.VolumesAttached)
-	})
-	if err := nodequeue.AddHandler(f.Core().V1().Nodes().Informer(), "node", cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if n, ok := obj.(*v1.Node); ok {
-				c.clock.Observe(n.Name, n)
-			}
-			nodeHandler.OnAdd(obj, false)
-		},
-		UpdateFunc: func(o, n any) {
-			if node, ok := n.(*v1.Node); ok {
-				c.clock.Observe(node.Name, node)
-			}
-			nodeHandler.OnUpdate(o, n)
-		},
-		DeleteFunc: func(obj any) {
-			if n, ok := obj.(*v1.Node); ok {
-				c.clock.Observe(n.Name, nil)
-			}
-			nodeHandler.OnDelete(obj)
-		},
-	}); err != nil {
+	})); err != nil {
 		return nil, err
 	}
 	// Any new pod on a tainted node must go too; updates only matter for
@@ -104,11 +83,8 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, readyGrace t
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
-	node, err := c.nodes.Get(nodeName)
-	if apierrors.IsNotFound(err) {
-		return 0, nil
-	}
-	if err != nil {
+	node, err := nodeutil.Lookup(c.nodes, nodeName)
+	if node == nil || err != nil {
 		return 0, err
 	}
 	if !nodeutil.HasTaint(node, names.ForceEvictionTaint) {

@@ -124,6 +124,35 @@ func (q *Queue) NodeHandler(filter func(old, cur *v1.Node) bool) cache.ResourceE
 	}
 }
 
+// ClockedNodeHandler is NodeHandler for a controller that also times a
+// taint: every node event first updates clock with the node's latest state
+// (a deleted node is forgotten), then enqueues the node as NodeHandler(changed)
+// would. Updating the clock before enqueueing means a sync triggered by the
+// event already sees when the taint was first observed.
+func (q *Queue) ClockedNodeHandler(clock *TaintClock, changed func(old, cur *v1.Node) bool) cache.ResourceEventHandler {
+	h := q.NodeHandler(changed)
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				clock.Observe(n.Name, n)
+			}
+			h.OnAdd(obj, false)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			if n, ok := newObj.(*v1.Node); ok {
+				clock.Observe(n.Name, n)
+			}
+			h.OnUpdate(oldObj, newObj)
+		},
+		DeleteFunc: func(obj any) {
+			if n := nodeFrom(obj); n != nil {
+				clock.Observe(n.Name, nil)
+			}
+			h.OnDelete(obj)
+		},
+	}
+}
+
 // PodHandler returns informer handlers that enqueue the node of a pod that
 // is added, changes in a way filter cares about, or is deleted.
 func (q *Queue) PodHandler(filter func(old, cur *v1.Pod) bool) cache.ResourceEventHandler {

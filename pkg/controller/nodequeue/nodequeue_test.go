@@ -8,7 +8,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 )
 
 // recorder is a SyncFunc that records calls and replays scripted results.
@@ -96,5 +98,88 @@ func TestTaintClock(t *testing.T) {
 	}
 	if got := Latest(first, time.Time{}, now); !got.Equal(now) {
 		t.Errorf("Latest = %v, want %v", got, now)
+	}
+}
+
+func TestClockedNodeHandler(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	node := func(rv string, tainted bool) *v1.Node {
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: rv}}
+		if tainted {
+			n.Spec.Taints = []v1.Taint{{Key: "k", Effect: v1.TaintEffectNoExecute}}
+		}
+		return n
+	}
+	tests := []struct {
+		name string
+		// seed is observed by the clock before the event.
+		seed      *v1.Node
+		event     func(h cache.ResourceEventHandler)
+		changed   bool // what the controller's filter answers
+		wantClock bool // whether the clock holds a time for n1 afterwards
+		wantQueue int
+	}{
+		{
+			name:      "add of a tainted node starts the clock and enqueues",
+			event:     func(h cache.ResourceEventHandler) { h.OnAdd(node("1", true), false) },
+			wantClock: true,
+			wantQueue: 1,
+		},
+		{
+			name:      "add of an untainted node enqueues without a time",
+			event:     func(h cache.ResourceEventHandler) { h.OnAdd(node("1", false), false) },
+			wantQueue: 1,
+		},
+		{
+			name:      "update the filter ignores still starts the clock",
+			event:     func(h cache.ResourceEventHandler) { h.OnUpdate(node("1", false), node("2", true)) },
+			wantClock: true,
+		},
+		{
+			name:      "update the filter cares about enqueues",
+			event:     func(h cache.ResourceEventHandler) { h.OnUpdate(node("1", false), node("2", true)) },
+			changed:   true,
+			wantClock: true,
+			wantQueue: 1,
+		},
+		{
+			name:      "update that removes the taint stops the clock",
+			seed:      node("1", true),
+			event:     func(h cache.ResourceEventHandler) { h.OnUpdate(node("1", true), node("2", false)) },
+			changed:   true,
+			wantQueue: 1,
+		},
+		{
+			name:      "delete forgets the node and enqueues",
+			seed:      node("1", true),
+			event:     func(h cache.ResourceEventHandler) { h.OnDelete(node("1", true)) },
+			wantQueue: 1,
+		},
+		{
+			name: "delete seen as a tombstone forgets the node too",
+			seed: node("1", true),
+			event: func(h cache.ResourceEventHandler) {
+				h.OnDelete(cache.DeletedFinalStateUnknown{Key: "n1", Obj: node("1", true)})
+			},
+			wantQueue: 1,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := NewTaintClock("k")
+			clock.now = func() time.Time { return t0 }
+			if tc.seed != nil {
+				clock.Observe(tc.seed.Name, tc.seed)
+			}
+			q := New("test", func(context.Context, string) (time.Duration, error) { return 0, nil })
+			defer q.queue.ShutDown()
+			tc.event(q.ClockedNodeHandler(clock, func(_, _ *v1.Node) bool { return tc.changed }))
+			if got := !clock.Since("n1").IsZero(); got != tc.wantClock {
+				t.Errorf("clock has a time for n1: %v, want %v", got, tc.wantClock)
+			}
+			if got := q.Len(); got != tc.wantQueue {
+				t.Errorf("queue length = %d, want %d", got, tc.wantQueue)
+			}
+		})
 	}
 }

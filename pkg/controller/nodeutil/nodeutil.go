@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -56,6 +58,20 @@ func NotReadyFor(node *v1.Node, now time.Time) (time.Duration, bool) {
 		d = 0
 	}
 	return d, true
+}
+
+// Lookup returns the node from the informer cache, or nil and no error when
+// the node no longer exists. A sync keyed by node name runs after the node's
+// delete event too, and a deleted node has nothing left for it to act on.
+func Lookup(nodes corelisters.NodeLister, name string) (*v1.Node, error) {
+	node, err := nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting node %q from the cache: %w", name, err)
+	}
+	return node, nil
 }
 
 // FindTaint returns the first taint on the node with the given key (any value,

@@ -1,12 +1,14 @@
 package nodeutil
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -86,5 +88,48 @@ func TestIndexes(t *testing.T) {
 	}
 	if got, err := VAsOnNode(vas, "n1"); err != nil || len(got) != 0 {
 		t.Errorf("VAsOnNode(n1) = %d, %v; want 0", len(got), err)
+	}
+}
+
+// brokenLister is a NodeLister whose Get fails with a cache error other
+// than NotFound.
+type brokenLister struct {
+	corelisters.NodeLister
+	err error
+}
+
+func (b brokenLister) Get(string) (*v1.Node, error) { return nil, b.err }
+
+func TestLookup(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := indexer.Add(node(v1.ConditionTrue, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	cached := corelisters.NewNodeLister(indexer)
+	boom := errors.New("boom")
+	tests := []struct {
+		name     string
+		nodes    corelisters.NodeLister
+		node     string
+		wantNode bool
+		wantErr  error
+	}{
+		{name: "cached node is returned", nodes: cached, node: "n1", wantNode: true},
+		{name: "deleted node is nil without error", nodes: cached, node: "gone"},
+		{name: "other cache errors are wrapped", nodes: brokenLister{err: boom}, node: "n1", wantErr: boom},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Lookup(tc.nodes, tc.node)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Lookup error = %v, want %v", err, tc.wantErr)
+			}
+			if (got != nil) != tc.wantNode {
+				t.Fatalf("Lookup node = %v, want a node: %v", got, tc.wantNode)
+			}
+			if got != nil && got.Name != tc.node {
+				t.Errorf("Lookup returned node %q, want %q", got.Name, tc.node)
+			}
+		})
 	}
 }

@@ -2,7 +2,6 @@ package outofservice
 
 import (
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -11,7 +10,7 @@ import (
 )
 
 func TestDecide(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t0 := testobj.Epoch
 	oos := testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)
 	rec := testobj.Annotation(names.BootIDAnnotation, "boot-1")
 	up := testobj.ReadySince(t0)

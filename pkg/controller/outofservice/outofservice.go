@@ -5,7 +5,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -56,9 +55,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 	})); err != nil {
 		return nil, err
 	}
-	if err := nodequeue.AddHandler(podInf, "pod", c.queue.PodHandler(func(old, cur *v1.Pod) bool {
-		return podutil.IsTerminating(old) != podutil.IsTerminating(cur)
-	})); err != nil {
+	if err := nodequeue.AddHandler(podInf, "pod", c.queue.PodHandler(podutil.TerminatingChanged)); err != nil {
 		return nil, err
 	}
 	if err := nodequeue.AddHandler(vaInf, "VolumeAttachment", c.queue.VAHandler()); err != nil {
@@ -71,11 +68,8 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
-	node, err := c.nodes.Get(nodeName)
-	if apierrors.IsNotFound(err) {
-		return 0, nil
-	}
-	if err != nil {
+	node, err := nodeutil.Lookup(c.nodes, nodeName)
+	if node == nil || err != nil {
 		return 0, err
 	}
 	if !nodeutil.HasTaint(node, names.OutOfServiceTaint) {

@@ -3,7 +3,6 @@ package podgc
 import (
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -12,7 +11,7 @@ import (
 )
 
 func TestDecide(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t0 := testobj.Epoch
 	oos := testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)
 	down := testobj.NotReadySince(t0)
 	terminating := []testobj.PodOption{testobj.OnNode("n1"), testobj.Terminating(t0)}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -51,35 +50,13 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 		clock: nodequeue.NewTaintClock(names.OutOfServiceTaint),
 	}
 	c.queue = nodequeue.New(Name, c.sync)
-	nodeHandler := c.queue.NodeHandler(func(old, cur *v1.Node) bool {
+	if err := nodequeue.AddHandler(nodeInf, "node", c.queue.ClockedNodeHandler(c.clock, func(old, cur *v1.Node) bool {
 		return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
 			nodeutil.HasTaint(old, names.OutOfServiceTaint) != nodeutil.HasTaint(cur, names.OutOfServiceTaint)
-	})
-	if err := nodequeue.AddHandler(nodeInf, "node", cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if n, ok := obj.(*v1.Node); ok {
-				c.clock.Observe(n.Name, n)
-			}
-			nodeHandler.OnAdd(obj, false)
-		},
-		UpdateFunc: func(o, n any) {
-			if node, ok := n.(*v1.Node); ok {
-				c.clock.Observe(node.Name, node)
-			}
-			nodeHandler.OnUpdate(o, n)
-		},
-		DeleteFunc: func(obj any) {
-			if n, ok := obj.(*v1.Node); ok {
-				c.clock.Observe(n.Name, nil)
-			}
-			nodeHandler.OnDelete(obj)
-		},
-	}); err != nil {
+	})); err != nil {
 		return nil, err
 	}
-	if err := nodequeue.AddHandler(podInf, "pod", c.queue.PodHandler(func(old, cur *v1.Pod) bool {
-		return podutil.IsTerminating(old) != podutil.IsTerminating(cur)
-	})); err != nil {
+	if err := nodequeue.AddHandler(podInf, "pod", c.queue.PodHandler(podutil.TerminatingChanged)); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -89,11 +66,8 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
-	node, err := c.nodes.Get(nodeName)
-	if apierrors.IsNotFound(err) {
-		return 0, nil
-	}
-	if err != nil {
+	node, err := nodeutil.Lookup(c.nodes, nodeName)
+	if node == nil || err != nil {
 		return 0, err
 	}
 	if nodeutil.IsReady(node) || !nodeutil.HasTaint(node, names.OutOfServiceTaint) {

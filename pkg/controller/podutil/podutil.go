@@ -15,6 +15,14 @@ func IsTerminating(pod *v1.Pod) bool {
 	return pod != nil && pod.DeletionTimestamp != nil
 }
 
+// TerminatingChanged reports whether a pod update started (or, for a
+// recreated object, ended) its termination: the only pod update the
+// terminating-pod controllers react to, so that status churn on live pods
+// does not requeue their node.
+func TerminatingChanged(old, cur *v1.Pod) bool {
+	return IsTerminating(old) != IsTerminating(cur)
+}
+
 // IsForceDeleted reports whether the pod was already deleted with a grace
 // period of 0. Such a pod only remains in the API because of finalizers;
 // deleting it again would change nothing, so controllers skip it instead of

@@ -41,6 +41,28 @@ func TestStates(t *testing.T) {
 	}
 }
 
+func TestTerminatingChanged(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	running := &v1.Pod{}
+	tests := []struct {
+		name     string
+		old, cur *v1.Pod
+		want     bool
+	}{
+		{"still running", running, &v1.Pod{}, false},
+		{"deletion requested", running, deleting(t0, 30), true},
+		{"still terminating", deleting(t0, 30), deleting(t0, 0), false},
+		{"recreated under the same key", deleting(t0, 30), running, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := TerminatingChanged(tc.old, tc.cur); got != tc.want {
+				t.Errorf("TerminatingChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestToleratesTaint(t *testing.T) {
 	taint := &v1.Taint{Key: "k", Value: "v", Effect: v1.TaintEffectNoExecute}
 	tests := []struct {

@@ -18,7 +18,7 @@ func safeVol(name string) Volume {
 }
 
 func TestDecidePod(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t0 := testobj.Epoch
 	delay := 40 * time.Second
 	late := t0.Add(delay + time.Second)
 	quarantined := testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
@@ -73,7 +73,7 @@ func TestDecidePod(t *testing.T) {
 }
 
 func TestDecideUntaint(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t0 := testobj.Epoch
 	lift := 10 * time.Second
 	later := t0.Add(lift + time.Second)
 	quarantined := testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
@@ -104,7 +104,7 @@ func TestDecideUntaint(t *testing.T) {
 }
 
 func TestVolumesToRelease(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t0 := testobj.Epoch
 	quarantined := testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
 	a := nodeutil.CSIUniqueVolumeName("safe.example", "a")
 	b := nodeutil.CSIUniqueVolumeName("safe.example", "b")

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -96,9 +95,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 	})); err != nil {
 		return nil, err
 	}
-	podHandler := c.queue.PodHandler(func(old, cur *v1.Pod) bool {
-		return podutil.IsTerminating(old) != podutil.IsTerminating(cur)
-	})
+	podHandler := c.queue.PodHandler(podutil.TerminatingChanged)
 	if err := nodequeue.AddHandler(podInf, "pod", cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { podHandler.OnAdd(obj, false) },
 		UpdateFunc: podHandler.OnUpdate,
@@ -145,13 +142,13 @@ func (c *Controller) isSafeDriver(name string) bool {
 }
 
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
-	node, err := c.nodes.Get(nodeName)
-	if apierrors.IsNotFound(err) {
-		c.setQuarantined(nodeName, false)
-		return 0, nil
-	}
+	node, err := nodeutil.Lookup(c.nodes, nodeName)
 	if err != nil {
 		return 0, err
+	}
+	if node == nil {
+		c.setQuarantined(nodeName, false)
+		return 0, nil
 	}
 	c.setQuarantined(nodeName, nodeutil.HasTaint(node, names.QuarantineTaint))
 	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)

@@ -15,6 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// Epoch is the fixed instant the decision tests build their timestamps
+// from, so that their cases read as offsets ("Epoch plus a minute").
+var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
 // NodeOption changes a Node under construction.
 type NodeOption func(*v1.Node)
 
