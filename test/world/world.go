@@ -63,7 +63,8 @@ type Options struct {
 	AttacherPath string
 	// NoController leaves fenceline-controller out (upstream behaviour).
 	NoController bool
-	// ControllerArgs are extra flags for fenceline-controller.
+	// ControllerArgs are extra flags for fenceline-controller; they come
+	// after the world's defaults, so they override them.
 	ControllerArgs []string
 	// ZombieWrites keeps a powered-off node's writers writing.
 	ZombieWrites bool
@@ -185,6 +186,9 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 	if !opts.NoController {
 		p, err := w.startComponent(ctx, "fenceline-controller", "controller", ControllerServiceAccount, append([]string{
 			"--v=4",
+			// Match this cluster's node-monitor grace period, as the flag
+			// asks, instead of upstream's 50 s default.
+			"--force-eviction-ready-grace=" + cluster.NodeMonitorGracePeriod.String(),
 		}, opts.ControllerArgs...))
 		if err != nil {
 			return w, err
