@@ -41,6 +41,24 @@ func rbacFile(component string) (string, error) {
 	return filepath.Join(root, "deploy", component, "rbac.yaml"), nil
 }
 
+// applyComponentRBAC applies deploy/<component>/rbac.yaml, so that every
+// component runs with exactly the permissions its deploy manifest grants. A
+// missing manifest is an error: running with other permissions would hide
+// a gap in what users deploy.
+func applyComponentRBAC(ctx context.Context, cs kubernetes.Interface, component string) error {
+	path, err := rbacFile(component)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("the %s has no RBAC manifest: %s is missing: %w", component, path, err)
+		}
+		return fmt.Errorf("checking the %s's RBAC manifest: %w", component, err)
+	}
+	return ApplyRBAC(ctx, cs, path)
+}
+
 // ApplyRBAC creates every ServiceAccount, (Cluster)Role and
 // (Cluster)RoleBinding in the YAML manifest at path, creating namespaces as
 // needed. Objects that already exist are left alone. Other kinds are an

@@ -1,6 +1,8 @@
 package world
 
 import (
+	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -10,14 +12,22 @@ import (
 
 func TestDecodeAll(t *testing.T) {
 	tests := []struct {
-		name      string
-		manifest  string
+		name     string
+		manifest string
+		// component, if set, reads deploy/<component>/rbac.yaml instead
+		// of manifest.
+		component string
 		wantKinds []string
 		wantErr   string
 	}{
 		{
-			name:      "fallback attacher RBAC",
-			manifest:  fallbackAttacherRBAC,
+			name:      "deployed attacher RBAC",
+			component: "attacher",
+			wantKinds: []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"},
+		},
+		{
+			name:      "deployed controller RBAC",
+			component: "controller",
 			wantKinds: []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"},
 		},
 		{
@@ -33,7 +43,17 @@ func TestDecodeAll(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := decodeAll([]byte(tc.manifest))
+			data := []byte(tc.manifest)
+			if tc.component != "" {
+				path, err := rbacFile(tc.component)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if data, err = os.ReadFile(path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			objs, err := decodeAll(data)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("decodeAll error = %v, want one containing %q", err, tc.wantErr)
@@ -64,5 +84,17 @@ func TestDecodeAll(t *testing.T) {
 				t.Fatalf("kinds = %v, want %v", kinds, tc.wantKinds)
 			}
 		})
+	}
+}
+
+func TestApplyComponentRBACWithoutManifest(t *testing.T) {
+	// The manifest is checked before the API is used, so no client is needed.
+	err := applyComponentRBAC(t.Context(), nil, "no-such-component")
+	if err == nil {
+		t.Fatal("applyComponentRBAC succeeded without a manifest")
+	}
+	want := "the no-such-component has no RBAC manifest"
+	if !strings.Contains(err.Error(), want) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("applyComponentRBAC error = %v, want one containing %q that wraps os.ErrNotExist", err, want)
 	}
 }

@@ -290,8 +290,7 @@ func (w *World) startComponent(ctx context.Context, binary, component, sa string
 	} else {
 		binary = filepath.Base(binary)
 	}
-	warn := func(msg string) { klog.FromContext(ctx).Info(msg) }
-	if err := applyComponentRBAC(ctx, w.Cluster.Client(), w.Cluster.Dir(), component, warn); err != nil {
+	if err := applyComponentRBAC(ctx, w.Cluster.Client(), component); err != nil {
 		return nil, err
 	}
 	_, kubeconfig, err := w.Cluster.ServiceAccountKubeconfig(ctx, Namespace, sa)
