@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -26,6 +27,13 @@ const (
 	evictionTimeout    = 60 * time.Second
 	failoverTimeout    = 4 * time.Minute
 	repetitionDeadline = 10 * time.Minute
+	// podGCPeriod is kube-controller-manager's fixed pod GC period
+	// (gcCheckPeriod). Upstream force-deletes stuck pods only on its ticks,
+	// so the operator's taint waits for a delay drawn uniformly from
+	// [0, podGCPeriod) after the pods are stuck: without it every fresh
+	// cluster would meet the taint at the same phase of the tick and the
+	// figures would hide upstream's real spread.
+	podGCPeriod = 20 * time.Second
 	// benchWriteInterval keeps the kubelet stand-ins' data-plane writes
 	// rare: they matter to the safety tests, not to these timings.
 	benchWriteInterval = 5 * time.Second
@@ -264,6 +272,11 @@ func failover(ctx context.Context, w *world.World, cfg failoverConfig, pods int,
 			return allTerminating(rec, v), nil
 		}); err != nil {
 			return err
+		}
+		select {
+		case <-time.After(rand.N(podGCPeriod)):
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		t0 = time.Now()
 		if err := w.AddTaint(ctx, v.Node, world.OutOfServiceTaint); err != nil {
