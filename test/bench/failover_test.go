@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -58,9 +59,10 @@ var failoverConfigs = []failoverConfig{
 		// controller, external-attacher, and a driver that detaches on a
 		// plain unpublish and cannot fence.
 		Name: "U", Human: true,
-		opts: func(_ settings, upstream string) world.Options {
+		opts: func(s settings, upstream string) world.Options {
 			return world.Options{
 				AttacherPath:  upstream,
+				AttacherArgs:  attacherRateArgs(s),
 				NoController:  true,
 				Driver:        world.DriverOptions{NoFence: true, NoForceUnpublish: true, UnsafeUnpublish: true},
 				WriteInterval: benchWriteInterval,
@@ -70,8 +72,8 @@ var failoverConfigs = []failoverConfig{
 	{
 		// Fenceline with the operator's out-of-service taint.
 		Name: "F", Human: true, Fenced: true,
-		opts: func(settings, string) world.Options {
-			return world.Options{WriteInterval: benchWriteInterval}
+		opts: func(s settings, _ string) world.Options {
+			return world.Options{AttacherArgs: attacherRateArgs(s), WriteInterval: benchWriteInterval}
 		},
 	},
 	{
@@ -80,11 +82,22 @@ var failoverConfigs = []failoverConfig{
 		opts: func(s settings, _ string) world.Options {
 			return world.Options{
 				Driver:         world.DriverOptions{SafeDetach: true},
+				AttacherArgs:   attacherRateArgs(s),
 				ControllerArgs: []string{"--quarantine-delay=" + s.QuarantineDelay.String()},
 				WriteInterval:  benchWriteInterval,
 			}
 		},
 	},
+}
+
+// attacherRateArgs raises both attachers' client-side API rate limit when
+// FENCELINE_BENCH_FAILOVER_QPS is set (burst twice that); by default they
+// keep their shared defaults, 5 QPS and burst 10.
+func attacherRateArgs(s settings) []string {
+	if s.FailoverQPS == 0 {
+		return nil
+	}
+	return []string{"--kube-api-qps=" + strconv.Itoa(s.FailoverQPS), "--kube-api-burst=" + strconv.Itoa(2*s.FailoverQPS)}
 }
 
 // failoverRun is one repetition's figures, each from T0: the out-of-service
@@ -150,7 +163,11 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		report := newFailoverReport(s, runs)
 		fmt.Printf("\nFailover, %d pods over 3 nodes, %d repetitions (median [min–max]); %s\n%s\n", s.Pods, s.Reps, report.Machine, report.Table)
-		path, err := writeResult(fmt.Sprintf("failover-%dpods", s.Pods), report)
+		name := fmt.Sprintf("failover-%dpods", s.Pods)
+		if s.FailoverQPS > 0 {
+			name += fmt.Sprintf("-qps%d", s.FailoverQPS)
+		}
+		path, err := writeResult(name, report)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -23,6 +23,7 @@ var (
 	flagQPS             = flag.Int("kube-api-qps", 0, "--kube-api-qps of both attachers in the throughput benchmark (env FENCELINE_BENCH_QPS, default 50)")
 	flagBurst           = flag.Int("kube-api-burst", 0, "--kube-api-burst of both attachers in the throughput benchmark (env FENCELINE_BENCH_BURST, default 100)")
 	flagLatency         = flag.Duration("latency", 0, "the slow mock driver's latency per controller call (env FENCELINE_BENCH_LATENCY, default 50ms)")
+	flagFailoverQPS     = flag.Int("failover-kube-api-qps", 0, "--kube-api-qps of both attachers in the failover benchmark; 0 keeps their default of 5 (env FENCELINE_BENCH_FAILOVER_QPS)")
 	flagQuarantineDelay = flag.Duration("quarantine-delay", 0, "fenceline-controller --quarantine-delay in the no-human run (env FENCELINE_BENCH_QUARANTINE_DELAY, default 5s)")
 )
 
@@ -34,6 +35,7 @@ type settings struct {
 	Workers         int           `json:"worker_threads"`
 	QPS             int           `json:"kube_api_qps"`
 	Burst           int           `json:"kube_api_burst"`
+	FailoverQPS     int           `json:"failover_kube_api_qps,omitempty"`
 	Latency         time.Duration `json:"latency_ns"`
 	QuarantineDelay time.Duration `json:"quarantine_delay_ns"`
 }
@@ -55,6 +57,7 @@ func loadSettings() (settings, error) {
 		{&s.Workers, *flagWorkers, "FENCELINE_BENCH_WORKERS", 10, 1, "worker threads"},
 		{&s.QPS, *flagQPS, "FENCELINE_BENCH_QPS", 50, 1, "API QPS"},
 		{&s.Burst, *flagBurst, "FENCELINE_BENCH_BURST", 100, 1, "API burst"},
+		{&s.FailoverQPS, *flagFailoverQPS, "FENCELINE_BENCH_FAILOVER_QPS", 0, 0, "API QPS (0: attacher default)"},
 	}
 	for _, i := range ints {
 		v, err := intSetting(i.flag, i.env, i.def)
