@@ -110,6 +110,18 @@ func TestRecorderProgress(t *testing.T) {
 			want: progress{PodsDeleted: at(2), VAsGone: at(2.5)},
 		},
 		{
+			name: "a replacement deleted and replaced again: the live one counts",
+			pods: append(oldPods,
+				seenPod{uid: "new-0", name: "db-0", node: "node-b", scheduled: 3, running: 4},
+				seenPod{uid: "gone-3", name: "db-3", node: "node-b", scheduled: 2.8, deleted: 3},
+				seenPod{uid: "new-3", name: "db-3", node: "node-c", scheduled: 3.1, running: 3.9}),
+			vas: append(oldVAs,
+				seenVA{uid: "va-new-0", pv: "pv-0", node: "node-b", created: 3.2, attached: 3.5},
+				seenVA{uid: "va-new-3", pv: "pv-3", node: "node-c", created: 3.3, attached: 4.5}),
+			want: progress{PodsDeleted: at(2), VAsGone: at(2.5), Scheduled: at(3.1), VAsCreated: at(3.3),
+				VAsAttached: at(4.5), Running: at(4), Replacements: at(4.5)},
+		},
+		{
 			name: "all moved: each stage is its latest pod, ready is the later of Running and attached",
 			pods: append(oldPods,
 				seenPod{uid: "new-0", name: "db-0", node: "node-b", scheduled: 3, running: 4},

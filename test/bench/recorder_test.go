@@ -279,12 +279,14 @@ func later(a, b time.Time) time.Time {
 }
 
 // replacement returns the stages of the replacement of pod name: a pod of
-// that name but another UID, on a node other than lost, and the
+// that name but another UID, not deleted, on a node other than lost, and the
 // VolumeAttachment of its PersistentVolume to that node. Callers hold r.mu.
 func (r *recorder) replacement(name string, oldUID types.UID, lost, pv string) stages {
 	var st stages
 	for uid, ps := range r.podScheduled {
-		if uid == oldUID || ps.Name != name || ps.Node == lost {
+		// A replacement that was itself deleted (and replaced again) is
+		// not the one that ends the failover.
+		if _, deleted := r.podDeleted[uid]; deleted || uid == oldUID || ps.Name != name || ps.Node == lost {
 			continue
 		}
 		st.scheduled = ps.At
