@@ -186,8 +186,16 @@ func Run(ctx context.Context, opts Options) error {
 		cmm.RegisterToServer(mux, opts.MetricsPath)
 	}
 
+	// Events get their own client, and so their own rate limiter: upstream
+	// emits no Events, and sharing --kube-api-qps with them would slow every
+	// attach and detach below upstream's throughput. The broadcaster drops
+	// Events under pressure, so they never hold up a VolumeAttachment.
+	eventClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("create Kubernetes client for Events: %w", err)
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "fenceline-attacher", Host: hostname()})
 
