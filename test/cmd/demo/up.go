@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"fenceline.io/fenceline/test/cluster"
 )
 
@@ -185,14 +187,12 @@ func runDown() error {
 	if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("stopping pid %d: %w", s.PID, err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for alive(s.PID) {
-		if time.Now().After(deadline) {
-			// Its children die with it (parent-death signal).
-			_ = syscall.Kill(-s.PID, syscall.SIGKILL)
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return !alive(s.PID), nil
+	})
+	if err != nil {
+		// Its children die with it (parent-death signal).
+		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
 	}
 	for name, pid := range s.Components {
 		if alive(pid) && runs(pid, name) {
