@@ -49,11 +49,7 @@ func (a *Array) NodeStage(node, volID, path string, mode Mode, mount func() erro
 func (a *Array) NodeUnstage(node, volID, path string, force bool, unmount func(targets []string) error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v, err := volume(a.state, volID)
-	if err != nil {
-		return err
-	}
-	counts, err := checkNodeCleanup(v, node, force, a.opts.Semantics)
+	v, counts, err := a.nodeCleanup(node, volID, force)
 	if err != nil {
 		return err
 	}
@@ -120,11 +116,7 @@ func (a *Array) NodePublish(node, volID, target, staging string, mode Mode, read
 func (a *Array) NodeUnpublish(node, volID, target string, force bool, unmount func() error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v, err := volume(a.state, volID)
-	if err != nil {
-		return err
-	}
-	counts, err := checkNodeCleanup(v, node, force, a.opts.Semantics)
+	v, counts, err := a.nodeCleanup(node, volID, force)
 	if err != nil {
 		return err
 	}
@@ -164,6 +156,21 @@ func (a *Array) NodeVolumePath(node, volID, path string) (*Volume, error) {
 		return v.Clone(), nil
 	}
 	return nil, status.Errorf(codes.NotFound, "volume %s is not staged or published at %q on node %s", volID, path, node)
+}
+
+// nodeCleanup looks up volID for a clean-up by node and reports whether the
+// clean-up counts towards lifting a quarantine (see checkNodeCleanup). The
+// caller holds a.mu.
+func (a *Array) nodeCleanup(node, volID string, force bool) (*Volume, bool, error) {
+	v, err := volume(a.state, volID)
+	if err != nil {
+		return nil, false, err
+	}
+	counts, err := checkNodeCleanup(v, node, force, a.opts.Semantics)
+	if err != nil {
+		return nil, false, err
+	}
+	return v, counts, nil
 }
 
 // liftQuarantine ends node's quarantine on v once a clean-up that counts
