@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -49,7 +48,6 @@ type Controller struct {
 	nodes     corelisters.NodeLister
 	pods      cache.Indexer
 	vas       cache.Indexer
-	drivers   storagelisters.CSIDriverLister
 	resolver  *resolver
 	queue     *nodequeue.Queue
 
@@ -77,7 +75,6 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 		nodes:     f.Core().V1().Nodes().Lister(),
 		pods:      podInf.GetIndexer(),
 		vas:       vaInf.GetIndexer(),
-		drivers:   f.Storage().V1().CSIDrivers().Lister(),
 		resolver: &resolver{
 			pvcs:    f.Core().V1().PersistentVolumeClaims().Lister(),
 			pvs:     f.Core().V1().PersistentVolumes().Lister(),
@@ -137,7 +134,7 @@ func (c *Controller) setQuarantined(name string, on bool) {
 }
 
 func (c *Controller) isSafeDriver(name string) bool {
-	d, err := c.drivers.Get(name)
+	d, err := c.resolver.drivers.Get(name)
 	return err == nil && IsSafeDetachDriver(d)
 }
 
