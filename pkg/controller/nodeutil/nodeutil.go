@@ -49,15 +49,22 @@ func NotReadyFor(node *v1.Node, now time.Time) (time.Duration, bool) {
 	if node == nil || IsReady(node) {
 		return 0, false
 	}
-	since := node.CreationTimestamp.Time
-	if c := ReadyCondition(node); c != nil && !c.LastTransitionTime.IsZero() {
-		since = c.LastTransitionTime.Time
-	}
-	d := now.Sub(since)
+	d := now.Sub(NotReadySince(node))
 	if d < 0 {
 		d = 0
 	}
 	return d, true
+}
+
+// NotReadySince returns when the node's Ready condition last changed: the
+// condition's lastTransitionTime, or the node's creation for a node that has
+// never reported one. For a node that is not Ready, it is when the node went
+// (or, never having reported, has been) not ready.
+func NotReadySince(node *v1.Node) time.Time {
+	if c := ReadyCondition(node); c != nil && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime.Time
+	}
+	return node.CreationTimestamp.Time
 }
 
 // Lookup returns the node from the informer cache, or nil and no error when

@@ -211,7 +211,7 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 		case TaintFirst:
 			r.needTaint = true
 		case Delete:
-			trigger := nodequeue.Latest(notReadySince(node).Add(c.delay), deletionRequested(pod))
+			trigger := nodequeue.Latest(nodeutil.NotReadySince(node).Add(c.delay), deletionRequested(pod))
 			if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonSafeDetach, Message: d.Why, Trigger: trigger}); err != nil {
 				r.errs = append(r.errs, err)
 			} else {
@@ -278,13 +278,6 @@ func (c *Controller) reportRefusal(pod *v1.Pod, why string) {
 	if !seen {
 		c.act.PodEvent(pod, v1.EventTypeWarning, EventNotSafe, why)
 	}
-}
-
-func notReadySince(node *v1.Node) time.Time {
-	if c := nodeutil.ReadyCondition(node); c != nil && !c.LastTransitionTime.IsZero() {
-		return c.LastTransitionTime.Time
-	}
-	return node.CreationTimestamp.Time
 }
 
 func deletionRequested(pod *v1.Pod) time.Time {
