@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -87,13 +88,13 @@ func NodeReason(node *v1.Node, safeDetach bool) Reason {
 	if node == nil {
 		return ReasonNone
 	}
-	ready := isReady(node)
+	ready := nodeutil.IsReady(node)
 	switch {
-	case hasTaint(node, names.OutOfServiceTaint):
+	case nodeutil.HasTaint(node, names.OutOfServiceTaint):
 		return ReasonOutOfService
-	case safeDetach && !ready && hasTaint(node, names.QuarantineTaint):
+	case safeDetach && !ready && nodeutil.HasTaint(node, names.QuarantineTaint):
 		return ReasonSafeDetach
-	case !ready && hasTaint(node, names.ForceEvictionTaint):
+	case !ready && nodeutil.HasTaint(node, names.ForceEvictionTaint):
 		return ReasonForceEviction
 	case conditionTrue(node, names.FencingCompleteCondition):
 		return ReasonFenced
@@ -105,21 +106,6 @@ func NodeReason(node *v1.Node, safeDetach bool) Reason {
 // detach with the fenceline.io/safe-detach: "true" annotation.
 func SafeDetachEnabled(driver *storagev1.CSIDriver) bool {
 	return driver != nil && driver.Annotations[names.SafeDetachAnnotation] == "true"
-}
-
-func hasTaint(node *v1.Node, key string) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
-// isReady is true only for an explicit Ready=True: a missing condition or
-// Unknown (the node stopped reporting) is not ready.
-func isReady(node *v1.Node) bool {
-	return conditionTrue(node, string(v1.NodeReady))
 }
 
 func conditionTrue(node *v1.Node, condType string) bool {
