@@ -33,7 +33,7 @@ func TestSyncAttach(t *testing.T) {
 	}{
 		{
 			name:    "publishes and records finalizers, annotation and status",
-			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			objects: withCSINode,
 			check: func(t *testing.T, e *env, volumeID string) {
 				va := e.va("va-1")
 				if !va.Status.Attached || va.Status.AttachError != nil {
@@ -76,15 +76,13 @@ func TestSyncAttach(t *testing.T) {
 				if va.Status.Attached || va.Status.AttachError == nil || !strings.Contains(va.Status.AttachError.Message, "no CSINode") {
 					t.Errorf("status = %+v, want attachError about the CSINode", va.Status)
 				}
-				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
-					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
-				}
+				wantNoPublish(t, e)
 				wantEvents(t, e, "Warning AttachFailed")
 			},
 		},
 		{
 			name:    "driver error is recorded with its gRPC code and retried",
-			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			objects: withCSINode,
 			faults:  []faults.Fault{{Method: "ControllerPublishVolume", Code: codes.Internal}},
 			wantErr: true,
 			check: func(t *testing.T, e *env, _ string) {
@@ -126,7 +124,7 @@ func TestSyncAttach(t *testing.T) {
 		},
 		{
 			name:    "missing controllerPublishSecretRef secret",
-			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			objects: withCSINode,
 			mutate:  withSecretRef,
 			wantErr: true,
 			check: func(t *testing.T, e *env, _ string) {
@@ -134,14 +132,12 @@ func TestSyncAttach(t *testing.T) {
 				if ae == nil || !strings.Contains(ae.Message, "controllerPublishSecretRef storage/creds") {
 					t.Errorf("attachError = %+v, want one naming the secret", ae)
 				}
-				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
-					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
-				}
+				wantNoPublish(t, e)
 			},
 		},
 		{
 			name:    "in-tree PV is a permanent error, not retried",
-			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			objects: withCSINode,
 			mutate: func(pv *v1.PersistentVolume, _ *storagev1.VolumeAttachment) {
 				pv.Spec.CSI = nil
 				pv.Spec.HostPath = &v1.HostPathVolumeSource{Path: "/data"}
@@ -151,28 +147,24 @@ func TestSyncAttach(t *testing.T) {
 				if ae == nil || !strings.Contains(ae.Message, "CSI migration") {
 					t.Errorf("attachError = %+v, want a CSI migration message", ae)
 				}
-				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
-					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
-				}
+				wantNoPublish(t, e)
 			},
 		},
 		{
 			name:    "driver without PUBLISH_UNPUBLISH_VOLUME is marked attached without finalizer",
 			opts:    envOptions{trivial: true},
-			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			objects: withCSINode,
 			check: func(t *testing.T, e *env, _ string) {
 				va := e.va("va-1")
 				if !va.Status.Attached || len(va.Finalizers) != 0 {
 					t.Errorf("VA attached=%v finalizers=%v, want attached without finalizers", va.Status.Attached, va.Finalizers)
 				}
-				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
-					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
-				}
+				wantNoPublish(t, e)
 			},
 		},
 		{
 			name:    "VolumeAttachment of another driver is ignored",
-			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			objects: withCSINode,
 			mutate:  func(_ *v1.PersistentVolume, va *storagev1.VolumeAttachment) { va.Spec.Attacher = "other.example.com" },
 			check: func(t *testing.T, e *env, _ string) {
 				va := e.va("va-1")
@@ -183,12 +175,10 @@ func TestSyncAttach(t *testing.T) {
 		},
 		{
 			name:    "already attached VA is left alone",
-			objects: func() []runtime.Object { return []runtime.Object{csiNodeFor(testNode, testNode)} },
+			objects: withCSINode,
 			mutate:  func(_ *v1.PersistentVolume, va *storagev1.VolumeAttachment) { va.Status.Attached = true },
 			check: func(t *testing.T, e *env, _ string) {
-				if n := len(e.audit("ControllerPublishVolume")); n != 0 {
-					t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
-				}
+				wantNoPublish(t, e)
 			},
 		},
 	}
@@ -318,7 +308,7 @@ func TestSyncDetach(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := []runtime.Object{csiNodeFor(testNode, testNode)}
+			objs := withCSINode()
 			if tc.node != nil {
 				objs = append(objs, tc.node)
 			}
@@ -382,6 +372,18 @@ func (e *env) create(objs ...runtime.Object) {
 		if err != nil {
 			e.t.Fatalf("create %T: %v", o, err)
 		}
+	}
+}
+
+// withCSINode gives the test node a CSINode whose node ID is its name.
+func withCSINode() []runtime.Object {
+	return []runtime.Object{csiNodeFor(testNode, testNode)}
+}
+
+func wantNoPublish(t *testing.T, e *env) {
+	t.Helper()
+	if n := len(e.audit("ControllerPublishVolume")); n != 0 {
+		t.Errorf("ControllerPublishVolume calls = %d, want 0", n)
 	}
 }
 
