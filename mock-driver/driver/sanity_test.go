@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
-	"k8s.io/klog/v2/ktesting"
 
 	"fenceline.io/fenceline/mock-driver/driver"
+	"fenceline.io/fenceline/mock-driver/internal/sanitytest"
 )
 
 // TestSanity runs the csi-test sanity suite against the driver over a real
@@ -16,25 +16,11 @@ import (
 // runs too. Specs are skipped by csi-test only for capabilities the driver
 // does not claim (snapshots, expansion, cloning, modify, health).
 func TestSanity(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	dir := t.TempDir()
-	cfg := driver.DefaultConfig()
-	cfg.StateDir = filepath.Join(dir, "state")
-	cfg.Endpoint = "unix://" + filepath.Join(dir, "csi.sock")
-	cfg.NodeID = "sanity-node"
-	cfg.MaxVolumesPerNode = 3
-	d, err := driver.Start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("start driver: %v", err)
-	}
-	t.Cleanup(d.Stop)
-
-	sc := sanity.NewTestConfig()
+	d, sc := sanitytest.Start(t, func(cfg *driver.Config, dir string) {
+		cfg.Endpoint = "unix://" + filepath.Join(dir, "csi.sock")
+		cfg.NodeID = "sanity-node"
+		cfg.MaxVolumesPerNode = 3
+	})
 	sc.Address = d.Endpoint()
-	sc.TargetPath = filepath.Join(dir, "mount")
-	sc.StagingPath = filepath.Join(dir, "staging")
-	sc.IdempotentCount = 2
-	sc.TestNodeVolumeAttachLimit = true
-	sc.TestVolumeSize = 1 << 30
 	sanity.Test(t, sc)
 }

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
-	"k8s.io/klog/v2/ktesting"
 
 	"fenceline.io/fenceline/mock-driver/driver"
+	"fenceline.io/fenceline/mock-driver/internal/sanitytest"
 )
 
 // TestSanitySplitSockets runs csi-sanity with the controller service on
@@ -15,26 +15,12 @@ import (
 // as --node-endpoint serves it. Publishing must go through the array to
 // the node that the node socket reports in NodeGetInfo.
 func TestSanitySplitSockets(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	dir := t.TempDir()
-	cfg := driver.DefaultConfig()
-	cfg.StateDir = filepath.Join(dir, "state")
-	cfg.Endpoint = "unix://" + filepath.Join(dir, "controller.sock")
-	cfg.NodeEndpoints = map[string]string{"node-1": "unix://" + filepath.Join(dir, "node-1.sock")}
-	cfg.MaxVolumesPerNode = 2
-	d, err := driver.Start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("start driver: %v", err)
-	}
-	t.Cleanup(d.Stop)
-
-	sc := sanity.NewTestConfig()
+	d, sc := sanitytest.Start(t, func(cfg *driver.Config, dir string) {
+		cfg.Endpoint = "unix://" + filepath.Join(dir, "controller.sock")
+		cfg.NodeEndpoints = map[string]string{"node-1": "unix://" + filepath.Join(dir, "node-1.sock")}
+		cfg.MaxVolumesPerNode = 2
+	})
 	sc.Address = d.NodeEndpoint("node-1")
 	sc.ControllerAddress = d.Endpoint()
-	sc.TargetPath = filepath.Join(dir, "mount")
-	sc.StagingPath = filepath.Join(dir, "staging")
-	sc.IdempotentCount = 2
-	sc.TestNodeVolumeAttachLimit = true
-	sc.TestVolumeSize = 1 << 30
 	sanity.Test(t, sc)
 }
