@@ -159,6 +159,26 @@ func (c *Cluster) initClients() error {
 }
 
 func (c *Cluster) startControllerManager(ctx context.Context, bin string, extra []string) error {
+	args := []string{
+		"--controllers=*",
+		"--service-account-private-key-file=" + c.pki.SAKey,
+		"--root-ca-file=" + c.pki.CACert,
+		"--node-monitor-period=1s",
+		"--node-monitor-grace-period=" + NodeMonitorGracePeriod.String(),
+		"--node-startup-grace-period=10s",
+		"--allocate-node-cidrs=false",
+	}
+	return c.startSecureComponent(ctx, "kube-controller-manager", bin, "kcm-certs", append(args, extra...))
+}
+
+func (c *Cluster) startScheduler(ctx context.Context, bin string) error {
+	return c.startSecureComponent(ctx, "kube-scheduler", bin, "scheduler-certs", nil)
+}
+
+// startSecureComponent starts a control-plane component that authenticates
+// with the admin kubeconfig and serves /healthz on a loopback secure port,
+// and waits until it is healthy.
+func (c *Cluster) startSecureComponent(ctx context.Context, name, bin, certDir string, extra []string) error {
 	_, err := startOnFreePorts(ctx, 1, func(ports []int) (*Process, error) {
 		args := []string{
 			"--kubeconfig=" + c.adminKubeconfig,
@@ -166,43 +186,11 @@ func (c *Cluster) startControllerManager(ctx context.Context, bin string, extra 
 			"--authorization-kubeconfig=" + c.adminKubeconfig,
 			"--bind-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(ports[0]),
-			"--cert-dir=" + filepath.Join(c.dir, "kcm-certs"),
-			"--controllers=*",
-			"--leader-elect=false",
-			"--service-account-private-key-file=" + c.pki.SAKey,
-			"--root-ca-file=" + c.pki.CACert,
-			"--node-monitor-period=1s",
-			"--node-monitor-grace-period=" + NodeMonitorGracePeriod.String(),
-			"--node-startup-grace-period=10s",
-			"--allocate-node-cidrs=false",
-			"--profiling=false",
-		}
-		p, err := StartProcess("kube-controller-manager", c.logDir, bin, append(args, extra...)...)
-		if err != nil {
-			return nil, err
-		}
-		c.track(p)
-		if err := waitReady(ctx, p, 200*time.Millisecond, httpOK(insecureLoopbackClient, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz")); err != nil {
-			p.Stop(time.Second)
-			return nil, err
-		}
-		return p, nil
-	})
-	return err
-}
-
-func (c *Cluster) startScheduler(ctx context.Context, bin string) error {
-	_, err := startOnFreePorts(ctx, 1, func(ports []int) (*Process, error) {
-		p, err := StartProcess("kube-scheduler", c.logDir, bin,
-			"--kubeconfig="+c.adminKubeconfig,
-			"--authentication-kubeconfig="+c.adminKubeconfig,
-			"--authorization-kubeconfig="+c.adminKubeconfig,
-			"--bind-address=127.0.0.1",
-			"--secure-port="+strconv.Itoa(ports[0]),
-			"--cert-dir="+filepath.Join(c.dir, "scheduler-certs"),
+			"--cert-dir=" + filepath.Join(c.dir, certDir),
 			"--leader-elect=false",
 			"--profiling=false",
-		)
+		}
+		p, err := StartProcess(name, c.logDir, bin, append(args, extra...)...)
 		if err != nil {
 			return nil, err
 		}
