@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 )
 
 // Entry is one line of a Timeline.
@@ -104,12 +105,12 @@ func (tl *Timeline) Watch(cs kubernetes.Interface, namespace string, stop <-chan
 				tl.Add(time.Now(), "node %s Ready=%s", cur.Name, b)
 			}
 			for _, t := range cur.Spec.Taints {
-				if !hasTaint(old, t.Key) {
+				if !nodeutil.HasTaint(old, t.Key) {
 					tl.Add(time.Now(), "node %s tainted %s:%s", cur.Name, t.Key, t.Effect)
 				}
 			}
 			for _, t := range old.Spec.Taints {
-				if !hasTaint(cur, t.Key) {
+				if !nodeutil.HasTaint(cur, t.Key) {
 					tl.Add(time.Now(), "node %s untainted %s", cur.Name, t.Key)
 				}
 			}
@@ -182,21 +183,10 @@ func (tl *Timeline) isNotReady(node string) bool {
 }
 
 func readyStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
+	if c := nodeutil.ReadyCondition(n); c != nil {
+		return c.Status
 	}
 	return corev1.ConditionUnknown
-}
-
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
 }
 
 func pvName(va *storagev1.VolumeAttachment) string {

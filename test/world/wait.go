@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
+
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 )
 
 // OutOfServiceTaint is the KEP-2268 taint an operator adds to a node known
@@ -67,12 +69,7 @@ func (w *World) HasTaint(ctx context.Context, node, key string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("getting node %s: %w", node, err)
 	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true, nil
-		}
-	}
-	return false, nil
+	return nodeutil.HasTaint(n, key), nil
 }
 
 // WaitFor polls cond every 100 ms until it holds or timeout passes; what
