@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -146,6 +147,21 @@ func AddVAIndexer(inf cache.SharedIndexInformer) error {
 		return fmt.Errorf("adding VolumeAttachment index %q: %w", VAsByNodeIndex, err)
 	}
 	return nil
+}
+
+// NodeIndexedInformers returns the factory's pod and VolumeAttachment
+// informers with PodsByNodeIndex and VAsByNodeIndex added, for a controller
+// that looks up both by node. Call it before the factory is started.
+func NodeIndexedInformers(f informers.SharedInformerFactory) (pods, vas cache.SharedIndexInformer, err error) {
+	pods = f.Core().V1().Pods().Informer()
+	vas = f.Storage().V1().VolumeAttachments().Informer()
+	if err := AddPodIndexer(pods); err != nil {
+		return nil, nil, err
+	}
+	if err := AddVAIndexer(vas); err != nil {
+		return nil, nil, err
+	}
+	return pods, vas, nil
 }
 
 // PodsOnNode returns the cached pods bound to the node.

@@ -59,12 +59,8 @@ type Controller struct {
 // New wires the controller to the shared informers. Call it before the
 // factory is started.
 func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftDelay time.Duration) (*Controller, error) {
-	podInf := f.Core().V1().Pods().Informer()
-	vaInf := f.Storage().V1().VolumeAttachments().Informer()
-	if err := nodeutil.AddPodIndexer(podInf); err != nil {
-		return nil, err
-	}
-	if err := nodeutil.AddVAIndexer(vaInf); err != nil {
+	podInf, vaInf, err := nodeutil.NodeIndexedInformers(f)
+	if err != nil {
 		return nil, err
 	}
 	c := &Controller{
