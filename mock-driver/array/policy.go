@@ -44,7 +44,7 @@ func checkPublish(v *Volume, node string, mode Mode, readOnly bool, max int64, a
 		}
 		return true, nil
 	}
-	for _, other := range slices.Sorted(maps.Keys(v.Attachments)) {
+	for _, other := range v.PublishedNodes() {
 		if other == node {
 			continue
 		}
