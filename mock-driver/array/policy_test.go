@@ -91,22 +91,30 @@ func TestDecideUnpublish(t *testing.T) {
 	}
 }
 
+// codeCase is a case for a rule that only answers with an error: the rule
+// runs on vol for node "a".
+type codeCase struct {
+	name     string
+	vol      *Volume
+	wantCode codes.Code
+}
+
+func runCodeCases(t *testing.T, rule func(v *Volume, node string) error, tests []codeCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wantCode(t, rule(tc.vol, "a"), tc.wantCode)
+		})
+	}
+}
+
 func TestCheckNodeAccess(t *testing.T) {
-	tests := []struct {
-		name     string
-		vol      *Volume
-		wantCode codes.Code
-	}{
+	runCodeCases(t, checkNodeAccess, []codeCase{
 		{name: "attached", vol: newVol().attached("a", rwo).build()},
 		{name: "not attached", vol: newVol().build(), wantCode: codes.FailedPrecondition},
 		{name: "attached elsewhere only", vol: newVol().attached("b", rwo).build(), wantCode: codes.FailedPrecondition},
 		{name: "fenced", vol: newVol().fenced("a").build(), wantCode: codes.FailedPrecondition},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			wantCode(t, checkNodeAccess(tc.vol, "a"), tc.wantCode)
-		})
-	}
+	})
 }
 
 func TestCheckNodeCleanup(t *testing.T) {
@@ -137,11 +145,7 @@ func TestCheckNodeCleanup(t *testing.T) {
 }
 
 func TestCheckWrite(t *testing.T) {
-	tests := []struct {
-		name     string
-		vol      *Volume
-		wantCode codes.Code
-	}{
+	runCodeCases(t, checkWrite, []codeCase{
 		{name: "attached", vol: newVol().attached("a", rwo).build()},
 		{name: "attached and published", vol: newVol().attached("a", rwo).staged("a", "/s").published("a", "/t").build()},
 		{name: "unsafely detached but still staged keeps access", vol: newVol().staged("a", "/s").build()},
@@ -149,12 +153,7 @@ func TestCheckWrite(t *testing.T) {
 		{name: "attached to another node only", vol: newVol().attached("b", rwo).build(), wantCode: codes.FailedPrecondition},
 		{name: "fenced while still staged", vol: newVol().fenced("a").staged("a", "/s").published("a", "/t").build(), wantCode: codes.PermissionDenied},
 		{name: "read-only attachment", vol: newVol().attachedRO("a", rox).build(), wantCode: codes.PermissionDenied},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			wantCode(t, checkWrite(tc.vol, "a"), tc.wantCode)
-		})
-	}
+	})
 }
 
 func TestCheckNodePublishTarget(t *testing.T) {
