@@ -117,7 +117,7 @@ func (q *Queue) NodeHandler(filter func(old, cur *v1.Node) bool) cache.ResourceE
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if n := nodeFrom(obj); n != nil {
+			if n, ok := DeletedObject[*v1.Node](obj); ok {
 				q.Enqueue(n.Name)
 			}
 		},
@@ -145,7 +145,7 @@ func (q *Queue) ClockedNodeHandler(clock *TaintClock, changed func(old, cur *v1.
 			h.OnUpdate(oldObj, newObj)
 		},
 		DeleteFunc: func(obj any) {
-			if n := nodeFrom(obj); n != nil {
+			if n, ok := DeletedObject[*v1.Node](obj); ok {
 				clock.Observe(n.Name, nil)
 			}
 			h.OnDelete(obj)
@@ -173,7 +173,7 @@ func (q *Queue) PodHandler(filter func(old, cur *v1.Pod) bool) cache.ResourceEve
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if p := podFrom(obj); p != nil {
+			if p, ok := DeletedObject[*v1.Pod](obj); ok {
 				q.Enqueue(p.Spec.NodeName)
 			}
 		},
@@ -190,41 +190,22 @@ func (q *Queue) VAHandler() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			va, ok := obj.(*storagev1.VolumeAttachment)
-			if !ok {
-				if t, ok2 := obj.(cache.DeletedFinalStateUnknown); ok2 {
-					va, ok = t.Obj.(*storagev1.VolumeAttachment)
-				}
-			}
-			if ok {
+			if va, ok := DeletedObject[*storagev1.VolumeAttachment](obj); ok {
 				q.Enqueue(va.Spec.NodeName)
 			}
 		},
 	}
 }
 
-func nodeFrom(obj any) *v1.Node {
-	if n, ok := obj.(*v1.Node); ok {
-		return n
-	}
+// DeletedObject returns the object of an informer delete event as a T,
+// unwrapping the cache.DeletedFinalStateUnknown tombstone the informer hands
+// over when it missed the deletion itself.
+func DeletedObject[T any](obj any) (T, bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		if n, ok := t.Obj.(*v1.Node); ok {
-			return n
-		}
+		obj = t.Obj
 	}
-	return nil
-}
-
-func podFrom(obj any) *v1.Pod {
-	if p, ok := obj.(*v1.Pod); ok {
-		return p
-	}
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		if p, ok := t.Obj.(*v1.Pod); ok {
-			return p
-		}
-	}
-	return nil
+	o, ok := obj.(T)
+	return o, ok
 }
 
 // AddHandler registers h on inf, wrapping the error with context.

@@ -183,3 +183,17 @@ func TestClockedNodeHandler(t *testing.T) {
 		})
 	}
 }
+
+func TestDeletedObject(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.PodSpec{NodeName: "n1"}}
+	for _, obj := range []any{pod, cache.DeletedFinalStateUnknown{Key: "default/p", Obj: pod}} {
+		if got, ok := DeletedObject[*v1.Pod](obj); !ok || got != pod {
+			t.Errorf("DeletedObject(%T) = %v, %v; want the pod", obj, got, ok)
+		}
+	}
+	for _, obj := range []any{&v1.Node{}, cache.DeletedFinalStateUnknown{Key: "n1", Obj: &v1.Node{}}, nil} {
+		if got, ok := DeletedObject[*v1.Pod](obj); ok {
+			t.Errorf("DeletedObject(%T) = %v, true; want false", obj, got)
+		}
+	}
+}

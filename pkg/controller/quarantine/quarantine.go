@@ -93,7 +93,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 		AddFunc:    func(obj any) { podHandler.OnAdd(obj, false) },
 		UpdateFunc: podHandler.OnUpdate,
 		DeleteFunc: func(obj any) {
-			if p, ok := obj.(*v1.Pod); ok {
+			if p, ok := nodequeue.DeletedObject[*v1.Pod](obj); ok {
 				c.mu.Lock()
 				delete(c.refused, p.UID)
 				c.mu.Unlock()
