@@ -12,10 +12,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/driver"
@@ -70,24 +68,9 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 		addr := freeAddress(t)
 		w.startAttacherWith(t, saConfig, func(o *app.Options) {
 			o.HTTPEndpoint = addr
-			o.LeaderElection = true
-			o.LeaderElectionNamespace = namespace
-			o.LeaderElectionIdentity = "attacher-a"
-			o.LeaderElectionLeaseDuration = 4 * time.Second
-			o.LeaderElectionRenewDeadline = 3 * time.Second
-			o.LeaderElectionRetryPeriod = time.Second
+			withLeaderElection(o, "attacher-a")
 		})
-		lease := names.AttacherLeaseName(driver.DefaultName)
-		err := wait.PollUntilContextTimeout(w.ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			l, err := admin.CoordinationV1().Leases(namespace).Get(ctx, lease, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return err == nil && ptr.Deref(l.Spec.HolderIdentity, "") == "attacher-a", err
-		})
-		if err != nil {
-			t.Fatalf("lease %s/%s not held by attacher-a: %v", namespace, lease, err)
-		}
+		waitLeaseHeld(t, w, names.AttacherLeaseName(driver.DefaultName), func(h string) bool { return h == "attacher-a" })
 		if code, body := httpGet(t, "http://"+addr+app.LeaderElectionHealthPath); code != http.StatusOK {
 			t.Errorf("leader-election health = %d %q, want 200", code, body)
 		}

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"fenceline.io/fenceline/mock-driver/driver"
@@ -37,7 +36,7 @@ func TestSwitchWithUpstreamAttacher(t *testing.T) {
 
 	t.Run("a VA attached by fenceline-attacher is detached by upstream", func(t *testing.T) {
 		w := newWorld(t, admin, "back", true)
-		stop := w.startAttacherStoppable(t, saConfig)
+		stop := w.startAttacherWith(t, saConfig, func(*app.Options) {})
 		w.attach(t)
 		stop()
 		startUpstream(t, upstream, "--csi-address="+strings.TrimPrefix(w.drv.Endpoint(), "unix://"), "--kubeconfig="+saKubeconfig)
@@ -54,14 +53,7 @@ func TestSwitchWithUpstreamAttacher(t *testing.T) {
 		stopUpstream := startUpstream(t, upstream, append([]string{
 			"--csi-address=" + strings.TrimPrefix(w.drv.Endpoint(), "unix://"), "--kubeconfig=" + saKubeconfig}, leArgs...)...)
 		holder := waitLeaseHeld(t, w, lease, func(h string) bool { return h != "" && h != "fenceline-b" })
-		w.startAttacherWith(t, saConfig, func(o *app.Options) {
-			o.LeaderElection = true
-			o.LeaderElectionNamespace = namespace
-			o.LeaderElectionIdentity = "fenceline-b"
-			o.LeaderElectionLeaseDuration = 4 * time.Second
-			o.LeaderElectionRenewDeadline = 3 * time.Second
-			o.LeaderElectionRetryPeriod = time.Second
-		})
+		w.startAttacherWith(t, saConfig, func(o *app.Options) { withLeaderElection(o, "fenceline-b") })
 		// Upstream leads and attaches; fenceline-attacher, waiting for the
 		// lease, must not act: it would emit an Attached Event.
 		w.attach(t)
@@ -107,31 +99,6 @@ func startUpstream(t *testing.T, bin string, args ...string) (stop func()) {
 		}
 		if t.Failed() {
 			t.Logf("upstream attacher log:\n%s", logs.String())
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-// startAttacherStoppable runs fenceline-attacher in-process and returns a
-// function that stops it and waits for it to return.
-func (w *world) startAttacherStoppable(t *testing.T, config *rest.Config) (stop func()) {
-	t.Helper()
-	opts := app.DefaultOptions()
-	opts.RestConfig = config
-	opts.CSIAddress = w.drv.Endpoint()
-	ctx, cancel := context.WithCancel(w.ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, opts) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("attacher: %v", err)
 		}
 	}
 	t.Cleanup(stop)

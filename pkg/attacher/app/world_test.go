@@ -106,7 +106,10 @@ func (w *world) startAttacher(t *testing.T, config *rest.Config, retryStart time
 	})
 }
 
-func (w *world) startAttacherWith(t *testing.T, config *rest.Config, mutate func(*app.Options)) {
+// startAttacherWith runs the attacher in-process with adjusted options and
+// returns a function that stops it and waits for it to return; it also runs
+// when the scenario ends.
+func (w *world) startAttacherWith(t *testing.T, config *rest.Config, mutate func(*app.Options)) (stop func()) {
 	t.Helper()
 	opts := app.DefaultOptions()
 	opts.RestConfig = config
@@ -116,12 +119,30 @@ func (w *world) startAttacherWith(t *testing.T, config *rest.Config, mutate func
 	ctx, cancel := context.WithCancel(w.ctx)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, opts) }()
-	t.Cleanup(func() {
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("attacher: %v", err)
 		}
-	})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// withLeaderElection makes the attacher compete for the lease as identity,
+// with short timings.
+func withLeaderElection(o *app.Options, identity string) {
+	o.LeaderElection = true
+	o.LeaderElectionNamespace = namespace
+	o.LeaderElectionIdentity = identity
+	o.LeaderElectionLeaseDuration = 4 * time.Second
+	o.LeaderElectionRenewDeadline = 3 * time.Second
+	o.LeaderElectionRetryPeriod = time.Second
 }
 
 func mountCapability() *csi.VolumeCapability {
