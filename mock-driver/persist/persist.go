@@ -33,7 +33,6 @@ type Store struct {
 	// hook, when set, runs before each step of Save; a non-nil error aborts
 	// Save at that step as if the system call had failed.
 	hook func(Step) error
-	now  func() time.Time
 }
 
 // Option configures a Store.
@@ -45,7 +44,7 @@ func WithFaultHook(hook func(Step) error) Option { return func(s *Store) { s.hoo
 
 // New returns a Store for the file at path. The directory must exist.
 func New(path string, opts ...Option) *Store {
-	s := &Store{path: path, now: time.Now}
+	s := &Store{path: path}
 	for _, o := range opts {
 		o(s)
 	}
@@ -105,7 +104,7 @@ func (s *Store) Load(v any) error {
 	if len(data) == 0 {
 		decErr = errors.New("file is empty")
 	}
-	aside := fmt.Sprintf("%s.corrupt-%s", s.path, s.now().UTC().Format("20060102T150405.000000000Z"))
+	aside := fmt.Sprintf("%s.corrupt-%s", s.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
 	if err := os.Rename(s.path, aside); err != nil {
 		return fmt.Errorf("state file %s is corrupt (%v) and could not be moved aside: %w", s.path, decErr, err)
 	}
