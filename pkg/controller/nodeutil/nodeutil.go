@@ -5,6 +5,7 @@ package nodeutil
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -105,8 +106,21 @@ func HasTaint(node *v1.Node, key string) bool {
 // attach/detach controller list a CSI volume in node.status.volumesInUse and
 // node.status.volumesAttached.
 func CSIUniqueVolumeName(driver, volumeHandle string) v1.UniqueVolumeName {
-	return v1.UniqueVolumeName(fmt.Sprintf("kubernetes.io/csi/%s^%s", driver, volumeHandle))
+	return v1.UniqueVolumeName(csiUniquePrefix + driver + "^" + volumeHandle)
 }
+
+// CSIVolumeDriver returns the CSI driver of a name made by
+// CSIUniqueVolumeName, and false for any other volume name.
+func CSIVolumeDriver(name v1.UniqueVolumeName) (string, bool) {
+	rest, ok := strings.CutPrefix(string(name), csiUniquePrefix)
+	if !ok {
+		return "", false
+	}
+	driver, _, ok := strings.Cut(rest, "^")
+	return driver, ok
+}
+
+const csiUniquePrefix = "kubernetes.io/csi/"
 
 // PodNodeNameIndexFunc indexes a pod by the node it is bound to.
 func PodNodeNameIndexFunc(obj interface{}) ([]string, error) {

@@ -61,6 +61,14 @@ func TestCSIUniqueVolumeName(t *testing.T) {
 	if got, want := CSIUniqueVolumeName("mock.fenceline.io", "vol-1"), v1.UniqueVolumeName("kubernetes.io/csi/mock.fenceline.io^vol-1"); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
+	if d, ok := CSIVolumeDriver(CSIUniqueVolumeName("mock.fenceline.io", "vol-1")); !ok || d != "mock.fenceline.io" {
+		t.Errorf("CSIVolumeDriver = %q, %v; want mock.fenceline.io, true", d, ok)
+	}
+	for _, name := range []v1.UniqueVolumeName{"kubernetes.io/iscsi/x", "kubernetes.io/csi/no-handle"} {
+		if d, ok := CSIVolumeDriver(name); ok {
+			t.Errorf("CSIVolumeDriver(%q) = %q, true; want false", name, d)
+		}
+	}
 }
 
 func TestIndexes(t *testing.T) {

@@ -157,8 +157,6 @@ func DecideUntaint(node *v1.Node, safeDetachVAs, staleVolumes int, now time.Time
 	return NodeDecision{Untaint: true, Why: "node is Ready again, cleaned up its fenced volumes, and no VolumeAttachment of a safe-detach driver remains"}
 }
 
-const csiUniquePrefix = "kubernetes.io/csi/"
-
 // VolumesToRelease is the single place that states which volumes are removed
 // from a node's status.volumesInUse: only on a quarantined node that is not
 // Ready, only volumes of safe-detach drivers (the attacher fences them on
@@ -180,11 +178,7 @@ func UnusedSafeVolumes(node *v1.Node, isSafeDriver func(string) bool, inUse map[
 	}
 	var out []v1.UniqueVolumeName
 	for _, name := range node.Status.VolumesInUse {
-		rest, ok := strings.CutPrefix(string(name), csiUniquePrefix)
-		if !ok {
-			continue
-		}
-		driver, _, ok := strings.Cut(rest, "^")
+		driver, ok := nodeutil.CSIVolumeDriver(name)
 		if !ok || !isSafeDriver(driver) || inUse[name] {
 			continue
 		}
