@@ -148,7 +148,7 @@ func (c *Controller) csiDriverUpdated(oldObj, newObj any) {
 
 func (c *Controller) requeueDeleting(vas []*storagev1.VolumeAttachment) {
 	for _, va := range vas {
-		if c.ours(va) && va.DeletionTimestamp != nil && hasString(va.Finalizers, c.finalizer) {
+		if needsDetach(va, c.cfg.DriverName, c.finalizer) {
 			c.vaQueue.Forget(va.Name)
 			c.vaQueue.Add(va.Name)
 		}
