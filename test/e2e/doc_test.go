@@ -2,7 +2,3 @@
 // driver, kubelet stand-ins, fenceline-attacher, fenceline-controller) on a
 // real local control plane. They skip under -short.
 package e2e
-
-import "time"
-
-func timeNow() time.Time { return time.Now() }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,7 +83,7 @@ func TestForceEvictionNodeComesBack(t *testing.T) {
 	p, err = s.w.WaitRunning(s.ctx, s.ns, "db-0", "", failoverTimeout)
 	must(t, err)
 	nodeA = p.Spec.NodeName
-	s.waitAcceptedWrite(nodeA, timeNow())
+	s.waitAcceptedWrite(nodeA, time.Now())
 
 	s.run("node back after the eviction", func(t *testing.T) {
 		s.powerOff(nodeA)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	"fenceline.io/fenceline/test/world"
 )
@@ -20,12 +21,12 @@ func TestNonGracefulShutdown(t *testing.T) {
 
 	s.powerOff(nodeA)
 	must(t, s.w.AddTaint(s.ctx, nodeA, world.OutOfServiceTaint))
-	s.timeline.Add(timeNow(), "out-of-service taint added to %s", nodeA)
+	s.timeline.Add(time.Now(), "out-of-service taint added to %s", nodeA)
 
 	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
 	must(t, err)
 	s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
-	s.waitAcceptedWrite(moved.Spec.NodeName, timeNow())
+	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
 
 	must(t, s.w.PowerOn(s.ctx, nodeA))
 	s.waitNodeCleanedUp(nodeA)
