@@ -12,25 +12,18 @@ import (
 	mockv1 "fenceline.io/fenceline/mock-driver/api/mock/v1"
 )
 
-func TestParseFault(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    Fault
-		wantErr bool
-	}{
-		{in: "ControllerUnpublishVolume:Unavailable:3", want: Fault{Method: "ControllerUnpublishVolume", Code: codes.Unavailable, Count: 3}},
-		{in: "NodeStageVolume:internal", want: Fault{Method: "NodeStageVolume", Code: codes.Internal}},
-		{in: "*:DeadlineExceeded:1", want: Fault{Method: "*", Code: codes.DeadlineExceeded, Count: 1}},
-		{in: "ControllerPublishVolume", wantErr: true},
-		{in: "ControllerPublishVolume:NoSuchCode", wantErr: true},
-		{in: "ControllerPublishVolume:OK", wantErr: true},
-		{in: "ControllerPublishVolume:Internal:0", wantErr: true},
-		{in: "ControllerPublishVolume:Internal:x", wantErr: true},
-		{in: ":Internal", wantErr: true},
-	}
+// parseCase is one input of a flag parser and the rule (or error) it gives.
+type parseCase struct {
+	in      string
+	want    Fault
+	wantErr bool
+}
+
+func runParseCases(t *testing.T, parse func(string) (Fault, error), tests []parseCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseFault(tc.in)
+			got, err := parse(tc.in)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %t", err, tc.wantErr)
 			}
@@ -41,28 +34,27 @@ func TestParseFault(t *testing.T) {
 	}
 }
 
+func TestParseFault(t *testing.T) {
+	runParseCases(t, ParseFault, []parseCase{
+		{in: "ControllerUnpublishVolume:Unavailable:3", want: Fault{Method: "ControllerUnpublishVolume", Code: codes.Unavailable, Count: 3}},
+		{in: "NodeStageVolume:internal", want: Fault{Method: "NodeStageVolume", Code: codes.Internal}},
+		{in: "*:DeadlineExceeded:1", want: Fault{Method: "*", Code: codes.DeadlineExceeded, Count: 1}},
+		{in: "ControllerPublishVolume", wantErr: true},
+		{in: "ControllerPublishVolume:NoSuchCode", wantErr: true},
+		{in: "ControllerPublishVolume:OK", wantErr: true},
+		{in: "ControllerPublishVolume:Internal:0", wantErr: true},
+		{in: "ControllerPublishVolume:Internal:x", wantErr: true},
+		{in: ":Internal", wantErr: true},
+	})
+}
+
 func TestParseLatency(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    Fault
-		wantErr bool
-	}{
+	runParseCases(t, ParseLatency, []parseCase{
 		{in: "ControllerPublishVolume:50ms", want: Fault{Method: "ControllerPublishVolume", Latency: 50 * time.Millisecond}},
 		{in: "ControllerPublishVolume:0s", wantErr: true},
 		{in: "ControllerPublishVolume:soon", wantErr: true},
 		{in: "ControllerPublishVolume", wantErr: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseLatency(tc.in)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err = %v, wantErr %t", err, tc.wantErr)
-			}
-			if got != tc.want {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestCountedFaultIsUsedUp(t *testing.T) {
