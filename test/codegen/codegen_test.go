@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"fenceline.io/fenceline/test/cluster"
 )
 
 // generation is one `buf generate` run of `make generate`: the directory it
@@ -73,13 +75,13 @@ func TestGeneratedCodeIsUpToDate(t *testing.T) {
 	}
 }
 
-// repoRoot returns the repository root: the directory holding go.mod and
-// buf.gen.yaml, two levels above this package.
+// repoRoot returns the repository root, which holds go.mod and the buf
+// configuration.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := cluster.RepoRoot()
 	if err != nil {
-		t.Fatalf("resolving the repository root: %v", err)
+		t.Fatal(err)
 	}
 	for _, f := range []string{"go.mod", "buf.gen.yaml", "buf.yaml"} {
 		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
@@ -95,9 +97,9 @@ func repoRoot(t *testing.T) string {
 // access to the Go module proxy.
 func ensureGeneratorTools(t *testing.T, root string) string {
 	t.Helper()
-	dir := os.Getenv("FENCELINE_TOOLS_DIR")
-	if dir == "" {
-		dir = filepath.Join(root, ".cache", "tools", "bin")
+	dir, err := cluster.ToolsDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if missingTools(dir) == nil {
 		return dir
