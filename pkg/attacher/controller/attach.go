@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -95,16 +96,16 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 		}
 		return err
 	}
-	if !hasString(pv.Finalizers, c.finalizer) {
+	if !slices.Contains(pv.Finalizers, c.finalizer) {
 		clone := pv.DeepCopy()
 		clone.Finalizers = append(clone.Finalizers, c.finalizer)
 		if err := c.patchPV(ctx, pv, clone); err != nil {
 			return fmt.Errorf("add finalizer to PV: %w", err)
 		}
 	}
-	if !hasString(va.Finalizers, c.finalizer) || va.Annotations[names.NodeIDAnnotation] != req.NodeID {
+	if !slices.Contains(va.Finalizers, c.finalizer) || va.Annotations[names.NodeIDAnnotation] != req.NodeID {
 		clone := va.DeepCopy()
-		if !hasString(clone.Finalizers, c.finalizer) {
+		if !slices.Contains(clone.Finalizers, c.finalizer) {
 			clone.Finalizers = append(clone.Finalizers, c.finalizer)
 		}
 		if clone.Annotations == nil {

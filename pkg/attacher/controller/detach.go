@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,7 +20,7 @@ import (
 // detach already succeeded). The finalizer itself is only ever removed after
 // a successful ControllerUnpublishVolume.
 func needsDetach(va *storagev1.VolumeAttachment, driver, finalizer string) bool {
-	return va != nil && va.Spec.Attacher == driver && va.DeletionTimestamp != nil && hasString(va.Finalizers, finalizer)
+	return va != nil && va.Spec.Attacher == driver && va.DeletionTimestamp != nil && slices.Contains(va.Finalizers, finalizer)
 }
 
 // syncDetach runs ControllerUnpublishVolume, fenced when fencing.Decide says
@@ -67,7 +68,7 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 	// Finalizer first: once it is gone the object may vanish, and a stale
 	// cache can no longer lead to a second unpublish.
 	clone := va.DeepCopy()
-	clone.Finalizers = removeString(clone.Finalizers, c.finalizer)
+	clone.Finalizers = slices.DeleteFunc(clone.Finalizers, func(f string) bool { return f == c.finalizer })
 	out, err := c.patchVA(ctx, va, clone, false)
 	if err != nil {
 		return fmt.Errorf("remove finalizer after successful unpublish: %w", err)

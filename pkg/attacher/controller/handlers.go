@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -75,7 +76,7 @@ func (c *Controller) pvAdded(obj any) {
 		return
 	}
 	if pv.DeletionTimestamp != nil {
-		if hasString(pv.Finalizers, c.finalizer) {
+		if slices.Contains(pv.Finalizers, c.finalizer) {
 			c.pvQueue.Add(pv.Name)
 		}
 		return
@@ -265,23 +266,4 @@ func (t *tracker) firstMigrationLog(key string) bool {
 	}
 	t.loggedMigration[key] = true
 	return true
-}
-
-func hasString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func removeString(list []string, s string) []string {
-	out := make([]string, 0, len(list))
-	for _, x := range list {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
 }

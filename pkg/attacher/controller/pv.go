@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
@@ -19,7 +20,7 @@ func (c *Controller) syncPV(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("get PV %s from cache: %w", name, err)
 	}
-	if pv.DeletionTimestamp == nil || !hasString(pv.Finalizers, c.finalizer) {
+	if pv.DeletionTimestamp == nil || !slices.Contains(pv.Finalizers, c.finalizer) {
 		return nil
 	}
 	if vas := c.vasByIndex(vaByPVIndex, name); len(vas) > 0 {
@@ -28,7 +29,7 @@ func (c *Controller) syncPV(ctx context.Context, name string) error {
 		return nil
 	}
 	clone := pv.DeepCopy()
-	clone.Finalizers = removeString(clone.Finalizers, c.finalizer)
+	clone.Finalizers = slices.DeleteFunc(clone.Finalizers, func(f string) bool { return f == c.finalizer })
 	if err := c.patchPV(ctx, pv, clone); err != nil {
 		return fmt.Errorf("remove finalizer from deleted PV: %w", err)
 	}
