@@ -206,13 +206,6 @@ func TestSyncPV(t *testing.T) {
 				e.create(vaFor("va-1", "pv-1", testNode))
 				e.waitCached("va-1")
 			}
-			err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-				_, err := e.ctrl.pvLister.Get("pv-1")
-				return err == nil, nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			if err := e.ctrl.syncPV(e.ctx, "pv-1"); err != nil {
 				t.Fatalf("syncPV: %v", err)
 			}
