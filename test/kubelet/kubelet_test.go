@@ -20,6 +20,7 @@ import (
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/driver"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/fence"
 	"fenceline.io/fenceline/test/cluster"
 )
@@ -155,10 +156,10 @@ func TestStandIn(t *testing.T) {
 	}
 	t.Cleanup(k.Stop)
 
-	unique := UniqueVolumeName(drv, handle)
+	unique := nodeutil.CSIUniqueVolumeName(drv, handle)
 	poll(t, ctx, "volume reported in use before it is attached", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		return err == nil && slices.Contains(n.Status.VolumesInUse, corev1.UniqueVolumeName(unique)), nil
+		return err == nil && slices.Contains(n.Status.VolumesInUse, unique), nil
 	})
 	if got := k.Published(); len(got) != 0 {
 		t.Fatalf("published %v before the VolumeAttachment is attached", got)

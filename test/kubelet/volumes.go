@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/mock-driver/client"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/fence"
 	"fenceline.io/fenceline/test/cluster"
 )
@@ -211,20 +212,14 @@ func (k *Kubelet) wantedVolumes(ctx context.Context, pods []*corev1.Pod) (map[st
 	return out, nil
 }
 
-// UniqueVolumeName is the name under which a kubelet reports a CSI volume in
-// node.status.volumesInUse.
-func UniqueVolumeName(driver, handle string) string {
-	return "kubernetes.io/csi/" + driver + "^" + handle
-}
-
 func (k *Kubelet) reportInUse(ctx context.Context, wanted map[string]*want) error {
 	k.mu.Lock()
 	set := map[string]bool{}
 	for h := range wanted {
-		set[UniqueVolumeName(k.cfg.Driver, h)] = true
+		set[string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h))] = true
 	}
 	for h := range k.vols {
-		set[UniqueVolumeName(k.cfg.Driver, h)] = true
+		set[string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h))] = true
 	}
 	inUse := make([]string, 0, len(set))
 	for n := range set {
