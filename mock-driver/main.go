@@ -83,22 +83,19 @@ func parseFlags(args []string) (driver.Config, bool, error) {
 		nodeEndpoints[node] = ep
 		return nil
 	})
-	fs.Func("fault", "Inject an error: Method:Code[:Count], e.g. ControllerUnpublishVolume:Unavailable:3. Repeatable.", func(s string) error {
-		f, err := faults.ParseFault(s)
-		if err != nil {
-			return err
+	// addFault appends the rule parse makes of a flag value.
+	addFault := func(parse func(string) (faults.Fault, error)) func(string) error {
+		return func(s string) error {
+			f, err := parse(s)
+			if err != nil {
+				return err
+			}
+			cfg.Faults = append(cfg.Faults, f)
+			return nil
 		}
-		cfg.Faults = append(cfg.Faults, f)
-		return nil
-	})
-	fs.Func("latency", "Inject latency: Method:Duration, e.g. ControllerPublishVolume:50ms. Repeatable.", func(s string) error {
-		f, err := faults.ParseLatency(s)
-		if err != nil {
-			return err
-		}
-		cfg.Faults = append(cfg.Faults, f)
-		return nil
-	})
+	}
+	fs.Func("fault", "Inject an error: Method:Code[:Count], e.g. ControllerUnpublishVolume:Unavailable:3. Repeatable.", addFault(faults.ParseFault))
+	fs.Func("latency", "Inject latency: Method:Duration, e.g. ControllerPublishVolume:50ms. Repeatable.", addFault(faults.ParseLatency))
 	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false, err
