@@ -69,7 +69,14 @@ func TestNodeUpdateRequeuesFailingDetach(t *testing.T) {
 // TestNodeUpdateWithoutDecisionChangeDoesNotRequeue: heartbeats must not
 // bypass the backoff.
 func TestNodeUpdateWithoutDecisionChangeDoesNotRequeue(t *testing.T) {
-	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), nodeObj(testNode, ready(v1.ConditionTrue)))
+	// A deleting VA on a second node serves as a barrier: the node handler
+	// sees updates in order, so once a taint on node-2 has queued va-2, the
+	// heartbeat on testNode has been handled too.
+	barrierVA := vaFor("va-2", "pv-2", "node-2")
+	barrierVA.Finalizers = []string{testFinalizer}
+	barrierVA.DeletionTimestamp = ptr.To(metav1.Now())
+	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), nodeObj(testNode, ready(v1.ConditionTrue)),
+		nodeObj("node-2", ready(v1.ConditionTrue)), barrierVA)
 	e.attached()
 	e.markDeleting("va-1")
 	e.waitCached("va-1")
@@ -89,8 +96,25 @@ func TestNodeUpdateWithoutDecisionChangeDoesNotRequeue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := e.ctrl.vaQueue.Len(); n != 0 {
-		t.Errorf("queue length = %d after an irrelevant node update, want 0", n)
+	barrier, err := e.client.CoreV1().Nodes().Get(e.ctx, "node-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	barrier.Spec.Taints = []v1.Taint{{Key: names.OutOfServiceTaint, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute}}
+	if _, err := e.client.CoreV1().Nodes().Update(e.ctx, barrier, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return e.ctrl.vaQueue.Len() > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("barrier VA not queued after tainting node-2: %v", err)
+	}
+	if n := e.ctrl.vaQueue.Len(); n != 1 {
+		t.Errorf("queue length = %d after an irrelevant node update, want 1 (only the barrier va-2)", n)
+	}
+	if key, _ := e.ctrl.vaQueue.Get(); key != "va-2" {
+		t.Errorf("queued %q, want only the barrier va-2", key)
 	}
 }
 
