@@ -134,13 +134,19 @@ func TestControlPlane(t *testing.T) {
 		if len(procs) != 5 {
 			t.Fatalf("tracked %d processes, want 5 (etcd, apiserver, kcm, scheduler, kwok)", len(procs))
 		}
-		c.Stop()
-		for _, p := range procs {
-			if alive(p.PID()) {
-				t.Errorf("%s (pid %d) still running after Stop", p.Name, p.PID())
-			}
-		}
+		stopAndCheckGone(t, c, procs)
 	})
+}
+
+// stopAndCheckGone stops c and checks that none of procs is still running.
+func stopAndCheckGone(t *testing.T, c *Cluster, procs []*Process) {
+	t.Helper()
+	c.Stop()
+	for _, p := range procs {
+		if alive(p.PID()) {
+			t.Errorf("%s (pid %d) still running after Stop", p.Name, p.PID())
+		}
+	}
 }
 
 func testPod(name, node, claim string) *corev1.Pod {
@@ -186,10 +192,5 @@ func TestMinimalControlPlane(t *testing.T) {
 	if len(procs) != 2 {
 		t.Fatalf("tracked %d processes, want 2", len(procs))
 	}
-	c.Stop()
-	for _, p := range procs {
-		if alive(p.PID()) {
-			t.Errorf("%s (pid %d) still running after Stop", p.Name, p.PID())
-		}
-	}
+	stopAndCheckGone(t, c, procs)
 }
