@@ -19,6 +19,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/quarantine"
 	"fenceline.io/fenceline/pkg/controller/testobj"
 	"fenceline.io/fenceline/pkg/names"
+	"fenceline.io/fenceline/test/world"
 )
 
 func freeAddr(t *testing.T) string {
@@ -35,7 +36,7 @@ func freeAddr(t *testing.T) string {
 }
 
 func (e *env) leaseHolder() string {
-	l, err := e.admin.CoordinationV1().Leases(systemNamespace).Get(e.ctx, app.Component, metav1.GetOptions{})
+	l, err := e.admin.CoordinationV1().Leases(world.Namespace).Get(e.ctx, app.Component, metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil {
 		return ""
 	}

@@ -1,12 +1,8 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,16 +10,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -32,13 +24,12 @@ import (
 	"fenceline.io/fenceline/pkg/controller/app"
 	"fenceline.io/fenceline/pkg/controller/testobj"
 	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/world"
 )
 
 const (
-	systemNamespace = "fenceline-system"
-	serviceAccount  = "fenceline-controller"
-	ns              = "default"
-	waitTimeout     = 30 * time.Second
+	ns          = "default"
+	waitTimeout = 30 * time.Second
 )
 
 // env is a real kube-apiserver with fenceline-controller running in-process
@@ -84,8 +75,10 @@ func newEnvWith(t testing.TB, copts cluster.Options) *env {
 	t.Helper()
 	c := cluster.Start(t, copts)
 	e := &env{t: t, ctx: t.Context(), cluster: c, admin: c.Client(), registry: prometheus.NewRegistry()}
-	e.applyManifest(filepath.Join("..", "..", "..", "deploy", "controller", "rbac.yaml"))
-	e.saConfig, _ = c.ServiceAccountConfig(t, systemNamespace, serviceAccount)
+	if err := world.ApplyRBAC(e.ctx, e.admin, filepath.Join("..", "..", "..", "deploy", "controller", "rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	e.saConfig, _ = c.ServiceAccountConfig(t, world.Namespace, world.ControllerServiceAccount)
 	return e
 }
 
@@ -116,51 +109,6 @@ func (e *env) runController(opts app.Options) (stop func()) {
 	}
 	e.t.Cleanup(stop)
 	return stop
-}
-
-// applyManifest creates the RBAC objects of a multi-document YAML file.
-func (e *env) applyManifest(path string) {
-	e.t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		e.t.Fatalf("reading %s: %v", path, err)
-	}
-	if _, err := e.admin.CoreV1().Namespaces().Create(e.ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		e.t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var raw runtime.RawExtension
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			return
-		} else if err != nil {
-			e.t.Fatalf("decoding %s: %v", path, err)
-		}
-		if len(bytes.TrimSpace(raw.Raw)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
-		if err != nil {
-			e.t.Fatalf("decoding object in %s: %v", path, err)
-		}
-		switch o := obj.(type) {
-		case *v1.ServiceAccount:
-			_, err = e.admin.CoreV1().ServiceAccounts(o.Namespace).Create(e.ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = e.admin.RbacV1().ClusterRoles().Create(e.ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = e.admin.RbacV1().ClusterRoleBindings().Create(e.ctx, o, metav1.CreateOptions{})
-		case *rbacv1.Role:
-			_, err = e.admin.RbacV1().Roles(o.Namespace).Create(e.ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = e.admin.RbacV1().RoleBindings(o.Namespace).Create(e.ctx, o, metav1.CreateOptions{})
-		default:
-			e.t.Fatalf("%s: unexpected object %T", path, obj)
-		}
-		if err != nil {
-			e.t.Fatalf("creating object from %s: %v", path, err)
-		}
-	}
 }
 
 // waitFor polls cond until it returns true or the deadline passes.
