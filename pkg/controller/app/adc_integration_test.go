@@ -11,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
 	"fenceline.io/fenceline/pkg/controller/testobj"
@@ -104,7 +105,7 @@ func testReleaseToADC(t *testing.T, e *env) {
 		return err != nil, nil
 	})
 	t.Logf("VolumeAttachment deleted by the ADC %s after the pod was terminated (quarantine delay %s; without the release the ADC waits 6m)", time.Since(start).Round(time.Millisecond), testDelay)
-	if !hasTaint(e.node(node), names.QuarantineTaint) {
+	if !nodeutil.HasTaint(e.node(node), names.QuarantineTaint) {
 		t.Error("node not quarantined while its volume was detached")
 	}
 }

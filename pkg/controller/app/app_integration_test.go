@@ -15,6 +15,7 @@ import (
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/app"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
 	"fenceline.io/fenceline/pkg/controller/testobj"
@@ -141,7 +142,7 @@ func TestDryRunIntegration(t *testing.T) {
 		t.Errorf("events do not say dry run: %q, %q", nev.Message, pev.Message)
 	}
 	n := e.node("dry-2")
-	if hasTaint(n, names.QuarantineTaint) || len(n.Status.VolumesInUse) != 1 || !e.podExists(q) {
+	if nodeutil.HasTaint(n, names.QuarantineTaint) || len(n.Status.VolumesInUse) != 1 || !e.podExists(q) {
 		t.Errorf("dry run changed something: taints %v, volumesInUse %v, pod exists %v", n.Spec.Taints, n.Status.VolumesInUse, e.podExists(q))
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"fenceline.io/fenceline/pkg/controller/app"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/controller/testobj"
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/world"
@@ -185,15 +186,6 @@ func (e *env) node(name string) *v1.Node {
 	return n
 }
 
-func hasTaint(n *v1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
 // waitTaint waits until the node has (or has not) a taint with the key.
 func (e *env) waitTaint(name, key string, want bool) {
 	e.t.Helper()
@@ -202,7 +194,7 @@ func (e *env) waitTaint(name, key string, want bool) {
 		if err != nil {
 			return false, err
 		}
-		return hasTaint(n, key) == want, nil
+		return nodeutil.HasTaint(n, key) == want, nil
 	})
 }
 

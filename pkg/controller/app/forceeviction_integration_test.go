@@ -58,7 +58,7 @@ func TestForceEvictionIntegration(t *testing.T) {
 		}
 		// The attacher must still see the taint while it detaches.
 		e.evictionBarrier()
-		if !hasTaint(e.node("fe-1"), names.ForceEvictionTaint) {
+		if !nodeutil.HasTaint(e.node("fe-1"), names.ForceEvictionTaint) {
 			t.Fatal("taint removed while a VolumeAttachment remains")
 		}
 		if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
@@ -105,7 +105,7 @@ func TestForceEvictionIntegration(t *testing.T) {
 			return err == nil && cur.DeletionGracePeriodSeconds != nil && *cur.DeletionGracePeriodSeconds == 0, err
 		})
 		e.evictionBarrier()
-		if !hasTaint(e.node("fe-3"), names.ForceEvictionTaint) {
+		if !nodeutil.HasTaint(e.node("fe-3"), names.ForceEvictionTaint) {
 			t.Fatal("taint removed while a pod remains")
 		}
 		e.setReady("fe-3", true)

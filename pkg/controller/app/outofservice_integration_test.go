@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/controller/testobj"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -48,19 +49,19 @@ func TestOutOfServiceTaintRemovalIntegration(t *testing.T) {
 		// Ready again with the same boot ID: no proven power cycle.
 		e.setReady("oos-1", true)
 		e.removalBarrier()
-		if !hasTaint(e.node("oos-1"), names.OutOfServiceTaint) {
+		if !nodeutil.HasTaint(e.node("oos-1"), names.OutOfServiceTaint) {
 			t.Fatal("taint removed without a reboot")
 		}
 		e.updateNode("oos-1", true, func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-b" })
 		va := e.createVA("va-oos-1", "mock.fenceline.io", "pv-oos-1", "oos-1")
 		e.removalBarrier()
-		if !hasTaint(e.node("oos-1"), names.OutOfServiceTaint) {
+		if !nodeutil.HasTaint(e.node("oos-1"), names.OutOfServiceTaint) {
 			t.Fatal("taint removed while a pod is terminating and a VolumeAttachment remains")
 		}
 		e.removeFinalizers(held)
 		e.waitPodGone(held)
 		e.removalBarrier()
-		if !hasTaint(e.node("oos-1"), names.OutOfServiceTaint) {
+		if !nodeutil.HasTaint(e.node("oos-1"), names.OutOfServiceTaint) {
 			t.Fatal("taint removed while a VolumeAttachment remains")
 		}
 		if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
@@ -80,7 +81,7 @@ func TestOutOfServiceTaintRemovalIntegration(t *testing.T) {
 		e.updateNode("oos-2", true, func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-b" })
 		e.removalBarrier()
 		n := e.node("oos-2")
-		if !hasTaint(n, names.OutOfServiceTaint) {
+		if !nodeutil.HasTaint(n, names.OutOfServiceTaint) {
 			t.Error("taint removed although it was never seen while the node was down")
 		}
 		if _, ok := n.Annotations[names.BootIDAnnotation]; ok {

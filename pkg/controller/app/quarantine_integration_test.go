@@ -116,14 +116,14 @@ func TestQuarantineIntegration(t *testing.T) {
 			n.Status.VolumesInUse = []v1.UniqueVolumeName{unique, otherUnique}
 		})
 		e.quarantineBarrier()
-		if !hasTaint(e.node("q-1"), names.QuarantineTaint) {
+		if !nodeutil.HasTaint(e.node("q-1"), names.QuarantineTaint) {
 			t.Fatal("quarantine lifted while a safe-detach VolumeAttachment remains")
 		}
 		if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		e.quarantineBarrier()
-		if !hasTaint(e.node("q-1"), names.QuarantineTaint) {
+		if !nodeutil.HasTaint(e.node("q-1"), names.QuarantineTaint) {
 			t.Fatal("quarantine lifted before the kubelet cleaned up the fenced volume")
 		}
 		// Clean-up done: only the live pod's volume is left in use.
@@ -173,7 +173,7 @@ func TestQuarantineIntegration(t *testing.T) {
 		e.createNode("q-3", true)
 		p := e.createStuckPod("q-3-a", "q-3", testobj.Claim("data", claim))
 		e.quarantineBarrier()
-		if !e.podExists(p) || hasTaint(e.node("q-3"), names.QuarantineTaint) {
+		if !e.podExists(p) || nodeutil.HasTaint(e.node("q-3"), names.QuarantineTaint) {
 			t.Error("a Ready node was quarantined or its pod deleted")
 		}
 	})
