@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/controller/metrics"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 )
 
 // DisruptionReason is the reason of the DisruptionTarget condition that
@@ -168,7 +169,7 @@ func (a *Actuator) AddTaint(ctx context.Context, node *v1.Node, taint v1.Taint, 
 	}
 	changed := false
 	err := a.updateNode(ctx, node.Name, func(n *v1.Node) bool {
-		if slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == taint.Key }) {
+		if nodeutil.HasTaint(n, taint.Key) {
 			return false
 		}
 		t := taint
