@@ -32,7 +32,7 @@ func TestEnabledControllers(t *testing.T) {
 				return
 			}
 			names := slices.Sorted(maps.Keys(got))
-			if !slices.Equal(names, tc.want) && !(len(names) == 0 && len(tc.want) == 0) {
+			if !slices.Equal(names, tc.want) {
 				t.Errorf("got %v, want %v", names, tc.want)
 			}
 		})
@@ -44,11 +44,15 @@ func TestValidate(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatalf("defaults must be valid: %v", err)
 	}
-	bad := o
-	bad.Workers = 0
-	bad.QuarantineDelay = -1
-	bad.Controllers = []string{"nope"}
-	if err := bad.Validate(); err == nil {
-		t.Fatal("want an error for workers=0, a negative delay and an unknown controller")
+	for name, mutate := range map[string]func(*Options){
+		"workers=0":          func(o *Options) { o.Workers = 0 },
+		"negative delay":     func(o *Options) { o.QuarantineDelay = -1 },
+		"unknown controller": func(o *Options) { o.Controllers = []string{"nope"} },
+	} {
+		bad := DefaultOptions()
+		mutate(&bad)
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%s: want an error", name)
+		}
 	}
 }
