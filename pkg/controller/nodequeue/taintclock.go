@@ -5,6 +5,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 )
 
 // TaintClock remembers when this process first saw a taint key on each node.
@@ -28,16 +30,7 @@ func NewTaintClock(key string) *TaintClock {
 func (c *TaintClock) Observe(name string, node *v1.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	has := false
-	if node != nil {
-		for _, t := range node.Spec.Taints {
-			if t.Key == c.key {
-				has = true
-				break
-			}
-		}
-	}
-	if !has {
+	if !nodeutil.HasTaint(node, c.key) {
 		delete(c.at, name)
 		return
 	}
