@@ -91,9 +91,10 @@ func TestForceEvictionNodeComesBack(t *testing.T) {
 		moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
 		must(t, err)
 		s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
-		if s.forceDeleted(s.ctx) == 0 {
-			t.Fatal("db-0 moved without a FencelineForceDeleted Event")
-		}
+		// Events are written asynchronously; give the recorder time.
+		must(t, world.WaitFor(s.ctx, failoverTimeout, "FencelineForceDeleted Event for db-0", func(ctx context.Context) (bool, error) {
+			return s.forceDeleted(ctx) > 0, nil
+		}))
 		must(t, s.w.PowerOn(s.ctx, nodeA))
 		s.waitNodeCleanedUp(nodeA)
 		s.waitUntainted(nodeA, names.ForceEvictionTaint)

@@ -76,6 +76,12 @@ func (a *Actuator) now() time.Time {
 // replacement pod with the same name (StatefulSet) is never deleted. A pod
 // that is already gone or was replaced counts as success: kube-controller-
 // manager's pod GC may race us to it.
+//
+// Once the pod is Failed, the API server turns any graceful delete into an
+// immediate one, so another client's pending delete (taint eviction, the
+// StatefulSet controller) may complete before ours. The pod was still
+// removed because we marked it, so that case is reported like our own
+// deletion, with a message that says so.
 func (a *Actuator) ForceDeletePod(ctx context.Context, pod *v1.Pod, d Deletion) error {
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "uid", pod.UID, "reason", d.Reason)
 	if a.DryRun {
@@ -83,14 +89,23 @@ func (a *Actuator) ForceDeletePod(ctx context.Context, pod *v1.Pod, d Deletion) 
 		a.Recorder.Eventf(pod, v1.EventTypeWarning, EventForceDeleted, "Dry run: would force-delete pod: %s", d.Message)
 		return nil
 	}
-	gone, err := a.markFailed(ctx, pod, d.Message)
-	if err == nil && !gone {
+	mark, err := a.markFailed(ctx, pod, d.Message)
+	if err == nil && mark == markGone {
+		logger.V(2).Info("Pod already gone or replaced")
+		return nil
+	}
+	completedByOther := false
+	if err == nil {
 		err = a.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 			GracePeriodSeconds: new(int64),
 			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
 		})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			gone, err = true, nil
+			if mark != markWritten {
+				logger.V(2).Info("Pod already gone or replaced")
+				return nil
+			}
+			completedByOther, err = true, nil
 		}
 	}
 	if err != nil {
@@ -98,25 +113,39 @@ func (a *Actuator) ForceDeletePod(ctx context.Context, pod *v1.Pod, d Deletion) 
 		a.Recorder.Eventf(pod, v1.EventTypeWarning, EventForceDeleteFail, "Force deletion failed: %v", err)
 		return fmt.Errorf("force-deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	if gone {
-		logger.V(2).Info("Pod already gone or replaced")
+	a.Metrics.ObserveForceDelete(pod.Namespace, d.Reason, d.Trigger, a.now())
+	if completedByOther {
+		a.Recorder.Eventf(pod, v1.EventTypeWarning, EventForceDeleted,
+			"Force-deleted: %s (marked Failed; another client's pending delete then removed it at once)", d.Message)
+		logger.Info("Force-deleted pod: marked Failed, another client's delete completed first", "message", d.Message)
 		return nil
 	}
-	a.Metrics.ObserveForceDelete(pod.Namespace, d.Reason, d.Trigger, a.now())
 	a.Recorder.Eventf(pod, v1.EventTypeWarning, EventForceDeleted, "Force-deleted: %s", d.Message)
 	logger.Info("Force-deleted pod", "message", d.Message)
 	return nil
 }
 
+// markOutcome says what markFailed found or did.
+type markOutcome int
+
+const (
+	// markWritten: this call set phase Failed and the condition.
+	markWritten markOutcome = iota
+	// markAlreadyTerminal: the pod was Failed or Succeeded already.
+	markAlreadyTerminal
+	// markGone: the pod was deleted or replaced by a new one.
+	markGone
+)
+
 // markFailed sets phase Failed and the DisruptionTarget condition, as
-// upstream pod GC does, so that Jobs and disruption budgets see why the pod
-// went. It reports gone=true when the pod no longer exists or was replaced.
-func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, message string) (gone bool, err error) {
+// upstream pod GC does, so that Job controllers and disruption budgets see
+// why the pod went away.
+func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, message string) (markOutcome, error) {
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-		return false, nil
+		return markAlreadyTerminal, nil
 	}
 	cur := pod
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		upd := cur.DeepCopy()
 		upd.Status.Phase = v1.PodFailed
 		cond := v1.PodCondition{
@@ -148,11 +177,11 @@ func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, message string) 
 	})
 	switch {
 	case err == nil:
-		return false, nil
+		return markWritten, nil
 	case apierrors.IsNotFound(err), err == errReplaced:
-		return true, nil
+		return markGone, nil
 	default:
-		return false, fmt.Errorf("marking pod failed: %w", err)
+		return markWritten, fmt.Errorf("marking pod failed: %w", err)
 	}
 }
 
