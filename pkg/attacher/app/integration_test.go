@@ -41,6 +41,7 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 
 	t.Run("attach, then fenced detach from an out-of-service node", func(t *testing.T) {
 		w := newWorld(t, admin, "oos", true)
+		w.taintOutOfService(t)
 		w.startAttacher(t, saConfig, time.Second)
 		va := w.attach(t)
 		if !slices.Contains(va.Finalizers, finalizer) || va.Annotations[names.NodeIDAnnotation] != w.node || len(va.Status.AttachmentMetadata) == 0 {
@@ -51,7 +52,6 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 			t.Fatalf("PV finalizers %v (err %v), want %s", pv.Finalizers, err, finalizer)
 		}
 		w.stage(t, va.Status.AttachmentMetadata)
-		w.taintOutOfService(t)
 		w.deleteVA(t)
 		w.waitVAGone(t, timeout)
 		w.wantUnpublish(t, true, "OK")
@@ -65,6 +65,7 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 
 	t.Run("leader election on the upstream lease, health check and metrics", func(t *testing.T) {
 		w := newWorld(t, admin, "metrics", true)
+		w.taintOutOfService(t)
 		addr := freeAddress(t)
 		w.startAttacherWith(t, saConfig, func(o *app.Options) {
 			o.HTTPEndpoint = addr
@@ -76,7 +77,6 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 		}
 		va := w.attach(t)
 		w.stage(t, va.Status.AttachmentMetadata)
-		w.taintOutOfService(t)
 		w.deleteVA(t)
 		w.waitVAGone(t, timeout)
 		_, body := httpGet(t, "http://"+addr+"/metrics")
@@ -97,6 +97,7 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := newWorld(t, admin, "binary", true)
+		w.taintOutOfService(t)
 		addr := freeAddress(t)
 		cmd := exec.Command(bin,
 			"--csi-address="+strings.TrimPrefix(w.drv.Endpoint(), "unix://"),
@@ -125,7 +126,6 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 		})
 		va := w.attach(t)
 		w.stage(t, va.Status.AttachmentMetadata)
-		w.taintOutOfService(t)
 		w.deleteVA(t)
 		w.waitVAGone(t, timeout)
 		w.wantUnpublish(t, true, "OK")
@@ -136,9 +136,9 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 
 	t.Run("driver without UNPUBLISH_FENCE: plain unpublish and a warning", func(t *testing.T) {
 		w := newWorld(t, admin, "nofence", false)
+		w.taintOutOfService(t)
 		w.startAttacher(t, saConfig, time.Second)
 		w.attach(t)
-		w.taintOutOfService(t)
 		w.deleteVA(t)
 		w.waitVAGone(t, timeout)
 		w.wantUnpublish(t, false, "OK")

@@ -213,6 +213,13 @@ func (w *world) stage(t *testing.T, publishContext map[string]string) {
 	}
 }
 
+// taintOutOfService adds the out-of-service taint to the world's node.
+// Scenarios that need the taint in the attacher's cache by the time the VA
+// is deleted taint before starting the attacher, whose cache sync then
+// includes it: the Node and VolumeAttachment watches are separate streams,
+// so a taint written just before the delete may reach the attacher after
+// it. (That order is its own scenario: a plain unpublish, then a fenced one
+// once the taint arrives.)
 func (w *world) taintOutOfService(t *testing.T) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(w.ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
