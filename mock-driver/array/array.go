@@ -99,9 +99,6 @@ func (a *Array) Semantics() Semantics { return a.opts.Semantics }
 // MaxVolumesPerNode returns the attachment limit per node (0: none).
 func (a *Array) MaxVolumesPerNode() int64 { return a.opts.MaxVolumesPerNode }
 
-// KnownNode reports whether a node plugin with this ID is served.
-func (a *Array) KnownNode(id string) bool { return a.nodes[id] }
-
 // Snapshot returns a deep copy of the current state, for inspection.
 func (a *Array) Snapshot() *State {
 	a.mu.Lock()

@@ -51,9 +51,6 @@ func New(path string, opts ...Option) *Store {
 	return s
 }
 
-// Path returns the file the store writes.
-func (s *Store) Path() string { return s.path }
-
 // Validator is implemented by documents that can check their own
 // consistency. Load treats a document that decodes but fails Validate like
 // one that does not decode: valid JSON can still be nonsense (a hand edit, a
