@@ -87,8 +87,8 @@ func (a *Array) NodePublish(node, volID, target, staging string, mode Mode, read
 	if err != nil {
 		return err
 	}
-	if _, fenced := v.Fenced[node]; fenced {
-		return checkNodeAccess(v, node)
+	if err := checkNotFenced(v, node); err != nil {
+		return err
 	}
 	already, err := checkNodePublishTarget(v, node, target, staging, mode, readOnly)
 	if err != nil {

@@ -104,12 +104,21 @@ func decideUnpublish(v *Volume, node string, fence bool, sem Semantics) (unpubli
 	}
 }
 
-// checkNodeAccess decides whether node may stage or publish v: the volume
-// must be attached to it and it must not be fenced off.
-func checkNodeAccess(v *Volume, node string) error {
+// checkNotFenced refuses node-side use of v (staging or publishing) by a
+// node it is fenced off.
+func checkNotFenced(v *Volume, node string) error {
 	if _, fenced := v.Fenced[node]; fenced {
 		return status.Errorf(codes.FailedPrecondition,
 			"volume %s is fenced off node %s; run a forced NodeUnpublishVolume/NodeUnstageVolume first", v.ID, node)
+	}
+	return nil
+}
+
+// checkNodeAccess decides whether node may stage v: it must not be fenced
+// off and the volume must be attached to it.
+func checkNodeAccess(v *Volume, node string) error {
+	if err := checkNotFenced(v, node); err != nil {
+		return err
 	}
 	if _, ok := v.Attachments[node]; !ok {
 		return status.Errorf(codes.FailedPrecondition,
