@@ -1,5 +1,7 @@
 package audit
 
+import "slices"
+
 // Predicate selects audit records.
 type Predicate func(Record) bool
 
@@ -52,13 +54,7 @@ func Filter(recs []Record, preds ...Predicate) []Record {
 // FirstIndex returns the index of the first record matching every
 // predicate, or -1.
 func FirstIndex(recs []Record, preds ...Predicate) int {
-	match := All(preds...)
-	for i, r := range recs {
-		if match(r) {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(recs, All(preds...))
 }
 
 // LastIndex returns the index of the last record matching every predicate,
