@@ -130,8 +130,8 @@ func (c *Controller) setQuarantined(name string, on bool) {
 }
 
 func (c *Controller) isSafeDriver(name string) bool {
-	d, err := c.resolver.drivers.Get(name)
-	return err == nil && IsSafeDetachDriver(d)
+	safe, _ := c.resolver.safeDetach(name)
+	return safe
 }
 
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {

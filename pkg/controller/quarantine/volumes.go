@@ -5,13 +5,12 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 
+	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/controller/nodeutil"
-	"fenceline.io/fenceline/pkg/names"
 )
 
 // Kind classifies a pod volume for the safe-detach decision.
@@ -69,12 +68,9 @@ type resolver struct {
 	drivers storagelisters.CSIDriverLister
 }
 
-// IsSafeDetachDriver reports whether the CSIDriver carries the safe-detach
-// annotation set to "true".
-func IsSafeDetachDriver(d *storagev1.CSIDriver) bool {
-	return d != nil && d.Annotations[names.SafeDetachAnnotation] == "true"
-}
-
+// safeDetach reports whether the driver's CSIDriver opted into safe detach,
+// by the same rule the attacher fences by: quarantine may only delete pods
+// whose volumes the attacher will fence.
 func (r *resolver) safeDetach(driver string) (bool, error) {
 	d, err := r.drivers.Get(driver)
 	if apierrors.IsNotFound(err) {
@@ -83,7 +79,7 @@ func (r *resolver) safeDetach(driver string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("looking up CSIDriver %q: %w", driver, err)
 	}
-	return IsSafeDetachDriver(d), nil
+	return fencing.SafeDetachEnabled(d), nil
 }
 
 // podVolumes classifies every volume of the pod.

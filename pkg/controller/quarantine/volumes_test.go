@@ -77,20 +77,31 @@ func TestPodVolumes(t *testing.T) {
 	}
 }
 
-func TestIsSafeDetachDriver(t *testing.T) {
+func TestSafeDetach(t *testing.T) {
+	drivers := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, d := range []*storagev1.CSIDriver{
+		testobj.CSIDriver("true.example", map[string]string{names.SafeDetachAnnotation: "true"}),
+		testobj.CSIDriver("yes.example", map[string]string{names.SafeDetachAnnotation: "yes"}),
+		testobj.CSIDriver("plain.example", nil),
+	} {
+		if err := drivers.Add(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &resolver{drivers: storagelisters.NewCSIDriverLister(drivers)}
 	for _, tc := range []struct {
-		name string
-		d    *storagev1.CSIDriver
-		want bool
+		name   string
+		driver string
+		want   bool
 	}{
-		{"annotated true", testobj.CSIDriver("a", map[string]string{names.SafeDetachAnnotation: "true"}), true},
-		{"annotated other value", testobj.CSIDriver("a", map[string]string{names.SafeDetachAnnotation: "yes"}), false},
-		{"not annotated", testobj.CSIDriver("a", nil), false},
-		{"no CSIDriver", nil, false},
+		{"annotated true", "true.example", true},
+		{"annotated other value", "yes.example", false},
+		{"not annotated", "plain.example", false},
+		{"no CSIDriver", "missing.example", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := IsSafeDetachDriver(tc.d); got != tc.want {
-				t.Errorf("IsSafeDetachDriver() = %v, want %v", got, tc.want)
+			if got, err := r.safeDetach(tc.driver); err != nil || got != tc.want {
+				t.Errorf("safeDetach(%s) = %v, %v; want %v", tc.driver, got, err, tc.want)
 			}
 		})
 	}
