@@ -7,8 +7,8 @@ import (
 )
 
 // Field numbers of the extension fields inside the official CSI requests.
-// They must match api/fence/v1/fence.proto; a test checks that the official
-// CSI descriptors leave them unused.
+// They must match api/fence/v1/fenceline_fence.proto; a test checks that the
+// official CSI descriptors leave them unused.
 const (
 	// FenceFieldNumber is the number of the bool fence field on
 	// csi.ControllerUnpublishVolumeRequest.
