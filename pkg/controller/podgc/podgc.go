@@ -94,15 +94,8 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	workqueue.ParallelizeUntil(ctx, deleteParallelism, len(todo), func(i int) {
 		pod := todo[i]
 		requested, _ := podutil.DeletionRequestedAt(pod)
-		trigger := nodequeue.Latest(c.clock.Since(nodeName), requested, readySince(node))
+		trigger := nodequeue.Latest(c.clock.Since(nodeName), requested, nodeutil.NotReadySince(node))
 		errs[i] = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: whys[i], Trigger: trigger})
 	})
 	return 0, errors.Join(errs...)
-}
-
-func readySince(node *v1.Node) time.Time {
-	if c := nodeutil.ReadyCondition(node); c != nil {
-		return c.LastTransitionTime.Time
-	}
-	return time.Time{}
 }
