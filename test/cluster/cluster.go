@@ -76,8 +76,6 @@ type Cluster struct {
 
 	mu        sync.Mutex
 	processes []*Process // in start order; stopped in reverse
-	kwok      *Process
-	stopped   bool
 }
 
 // startTimeout bounds the start of the whole control plane.
@@ -237,7 +235,6 @@ func (c *Cluster) Processes() []*Process {
 func (c *Cluster) Stop() {
 	c.mu.Lock()
 	procs := c.processes
-	c.stopped = true
 	c.processes = nil
 	c.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
@@ -273,5 +270,3 @@ func sanitize(name string) string {
 		return '_'
 	}, name)
 }
-
-func (c *Cluster) track(p *Process) { c.Track(p) }

@@ -23,33 +23,33 @@ const portAttempts = 3
 // startOnFreePorts runs start with fresh ports until the component becomes
 // ready or portAttempts is exhausted. Each failed attempt's process is
 // stopped before the next.
-func startOnFreePorts(ctx context.Context, nports int, start func(ports []int) (*Process, error)) (*Process, error) {
+func startOnFreePorts(ctx context.Context, nports int, start func(ports []int) error) error {
 	var lastErr error
 	for range portAttempts {
 		ports := make([]int, nports)
 		for i := range ports {
 			p, err := FreePort()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			ports[i] = p
 		}
-		p, err := start(ports)
+		err := start(ports)
 		if err == nil {
-			return p, nil
+			return nil
 		}
 		lastErr = err
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, lastErr
+	return lastErr
 }
 
 func (c *Cluster) startEtcd(ctx context.Context, bin string) (string, error) {
 	var url string
 	attempt := 0
-	_, err := startOnFreePorts(ctx, 2, func(ports []int) (*Process, error) {
+	err := startOnFreePorts(ctx, 2, func(ports []int) error {
 		attempt++
 		url = "http://127.0.0.1:" + strconv.Itoa(ports[0])
 		peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
@@ -65,15 +65,15 @@ func (c *Cluster) startEtcd(ctx context.Context, bin string) (string, error) {
 			"--log-level=warn",
 		)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c.track(p)
+		c.Track(p)
 		err = waitReady(ctx, p, 100*time.Millisecond, httpOK(http.DefaultClient, url+"/health"))
 		if err != nil {
 			p.Stop(time.Second)
-			return nil, err
+			return err
 		}
-		return p, nil
+		return nil
 	})
 	return url, err
 }
@@ -96,7 +96,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string) error
 		auditArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=" + c.auditLog,
 			"--audit-log-format=json", "--audit-log-mode=blocking"}
 	}
-	_, err := startOnFreePorts(ctx, 1, func(ports []int) (*Process, error) {
+	return startOnFreePorts(ctx, 1, func(ports []int) error {
 		c.serverURL = "https://127.0.0.1:" + strconv.Itoa(ports[0])
 		p, err := StartProcess("kube-apiserver", c.logDir, bin, append([]string{
 			"--etcd-servers=" + etcdURL,
@@ -118,12 +118,12 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string) error
 			"--profiling=false",
 		}, auditArgs...)...)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c.track(p)
+		c.Track(p)
 		if err := c.initClients(); err != nil {
 			p.Stop(time.Second)
-			return nil, err
+			return err
 		}
 		err = waitReady(ctx, p, 200*time.Millisecond, func(ctx context.Context) error {
 			body, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
@@ -134,11 +134,10 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string) error
 		})
 		if err != nil {
 			p.Stop(time.Second)
-			return nil, err
+			return err
 		}
-		return p, nil
+		return nil
 	})
-	return err
 }
 
 func (c *Cluster) initClients() error {
@@ -179,7 +178,7 @@ func (c *Cluster) startScheduler(ctx context.Context, bin string) error {
 // with the admin kubeconfig and serves /healthz on a loopback secure port,
 // and waits until it is healthy.
 func (c *Cluster) startSecureComponent(ctx context.Context, name, bin, certDir string, extra []string) error {
-	_, err := startOnFreePorts(ctx, 1, func(ports []int) (*Process, error) {
+	return startOnFreePorts(ctx, 1, func(ports []int) error {
 		args := []string{
 			"--kubeconfig=" + c.adminKubeconfig,
 			"--authentication-kubeconfig=" + c.adminKubeconfig,
@@ -192,16 +191,15 @@ func (c *Cluster) startSecureComponent(ctx context.Context, name, bin, certDir s
 		}
 		p, err := StartProcess(name, c.logDir, bin, append(args, extra...)...)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c.track(p)
+		c.Track(p)
 		if err := waitReady(ctx, p, 200*time.Millisecond, httpOK(insecureLoopbackClient, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz")); err != nil {
 			p.Stop(time.Second)
-			return nil, err
+			return err
 		}
-		return p, nil
+		return nil
 	})
-	return err
 }
 
 func (c *Cluster) startKWOK(ctx context.Context, bin string) error {
@@ -209,7 +207,7 @@ func (c *Cluster) startKWOK(ctx context.Context, bin string) error {
 	if err := os.WriteFile(cfg, []byte(kwokConfig), 0o600); err != nil {
 		return fmt.Errorf("writing kwok config: %w", err)
 	}
-	p, err := startOnFreePorts(ctx, 1, func(ports []int) (*Process, error) {
+	return startOnFreePorts(ctx, 1, func(ports []int) error {
 		addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 		p, err := StartProcess("kwok", c.logDir, bin,
 			"--kubeconfig="+c.adminKubeconfig,
@@ -220,17 +218,15 @@ func (c *Cluster) startKWOK(ctx context.Context, bin string) error {
 			"--node-ip=127.0.0.1",
 		)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c.track(p)
+		c.Track(p)
 		if err := waitReady(ctx, p, 200*time.Millisecond, httpOK(http.DefaultClient, "http://"+addr+"/healthz")); err != nil {
 			p.Stop(time.Second)
-			return nil, err
+			return err
 		}
-		return p, nil
+		return nil
 	})
-	c.kwok = p
-	return err
 }
 
 // insecureLoopbackClient checks the health of components that serve a

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -89,12 +90,8 @@ func (c *Cluster) WaitNodeReady(ctx context.Context, name string, status corev1.
 		if err != nil {
 			return false, nil //nolint:nilerr // transient; keep polling until the deadline
 		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				return cond.Status == status, nil
-			}
-		}
-		return false, nil
+		cond := nodeutil.ReadyCondition(n)
+		return cond != nil && cond.Status == status, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for node %s Ready=%s: %w", name, status, err)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -27,7 +28,7 @@ func RepoRoot() (string, error) {
 	}
 	for {
 		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && containsModuleLine(data) {
+		if err == nil && bytes.HasPrefix(data, []byte("module fenceline.io/fenceline\n")) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
@@ -36,11 +37,6 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func containsModuleLine(gomod []byte) bool {
-	const want = "module fenceline.io/fenceline\n"
-	return len(gomod) >= len(want) && string(gomod[:len(want)]) == want
 }
 
 // ToolsDir returns $FENCELINE_TOOLS_DIR, or <repo>/.cache/tools/bin.
