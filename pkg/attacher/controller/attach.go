@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,10 +42,6 @@ var everything = labels.Everything()
 // recorded in status.attachError and not retried until the object changes.
 var errPermanent = errors.New("permanent error")
 
-func loggerFor(ctx context.Context, va *storagev1.VolumeAttachment) logr.Logger {
-	return klog.FromContext(ctx).WithValues("volumeAttachment", klog.KObj(va), "node", va.Spec.NodeName)
-}
-
 // syncVA is the one sync per VolumeAttachment name.
 func (c *Controller) syncVA(ctx context.Context, name string) error {
 	va, err := c.vaLister.Get(name)
@@ -58,7 +54,7 @@ func (c *Controller) syncVA(ctx context.Context, name string) error {
 	if !c.ours(va) || c.track.isStale(va) {
 		return nil
 	}
-	ctx = klog.NewContext(ctx, loggerFor(ctx, va))
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("volumeAttachment", klog.KObj(va), "node", va.Spec.NodeName))
 	if va.DeletionTimestamp == nil {
 		return c.syncAttach(ctx, va)
 	}
@@ -188,9 +184,16 @@ func (c *Controller) prepareAttach(ctx context.Context, va *storagev1.VolumeAtta
 	}, pv, nil
 }
 
+// attachFailed logs err, records it in status.attachError and emits an
+// AttachFailed Event.
 func (c *Controller) attachFailed(ctx context.Context, va *storagev1.VolumeAttachment, err error) {
-	klog.FromContext(ctx).Error(err, "Attach failed")
-	c.saveAttachError(ctx, va, err)
+	logger := klog.FromContext(ctx)
+	logger.Error(err, "Attach failed")
+	clone := va.DeepCopy()
+	clone.Status.AttachError = volumeError(err, time.Now())
+	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {
+		logger.Error(perr, "Failed to save attachError")
+	}
 	c.cfg.Recorder.Event(va, v1.EventTypeWarning, EventAttachFailed, err.Error())
 }
 

@@ -124,8 +124,15 @@ func (c *Controller) detachVolume(ctx context.Context, va *storagev1.VolumeAttac
 	return pv.Spec.CSI.VolumeHandle, secrets, nil
 }
 
+// detachFailed logs err, records it in status.detachError and emits a
+// DetachFailed Event.
 func (c *Controller) detachFailed(ctx context.Context, va *storagev1.VolumeAttachment, err error) {
-	klog.FromContext(ctx).Error(err, "Detach failed")
-	c.saveDetachError(ctx, va, err)
+	logger := klog.FromContext(ctx)
+	logger.Error(err, "Detach failed")
+	clone := va.DeepCopy()
+	clone.Status.DetachError = volumeError(err, time.Now())
+	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {
+		logger.Error(perr, "Failed to save detachError")
+	}
 	c.cfg.Recorder.Event(va, v1.EventTypeWarning, EventDetachFailed, err.Error())
 }

@@ -72,21 +72,3 @@ func volumeError(err error, now time.Time) *storagev1.VolumeError {
 	}
 	return ve
 }
-
-// saveAttachError records err in status.attachError.
-func (c *Controller) saveAttachError(ctx context.Context, va *storagev1.VolumeAttachment, err error) {
-	clone := va.DeepCopy()
-	clone.Status.AttachError = volumeError(err, time.Now())
-	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {
-		loggerFor(ctx, va).Error(perr, "Failed to save attachError")
-	}
-}
-
-// saveDetachError records err in status.detachError.
-func (c *Controller) saveDetachError(ctx context.Context, va *storagev1.VolumeAttachment, err error) {
-	clone := va.DeepCopy()
-	clone.Status.DetachError = volumeError(err, time.Now())
-	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {
-		loggerFor(ctx, va).Error(perr, "Failed to save detachError")
-	}
-}
