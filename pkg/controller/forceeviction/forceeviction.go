@@ -108,8 +108,7 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 			logger.V(5).Info("Not deleting pod", "pod", klog.KObj(pod), "why", d.Why)
 			continue
 		}
-		trigger := nodequeue.Latest(c.clock.Since(nodeName))
-		if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonForceEviction, Message: d.Why, Trigger: trigger}); err != nil {
+		if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonForceEviction, Message: d.Why, Trigger: c.clock.Since(nodeName)}); err != nil {
 			errs = append(errs, err)
 		}
 	}
