@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -239,15 +238,6 @@ func (c *Controller) vasByIndex(index, value string) []*storagev1.VolumeAttachme
 		}
 	}
 	return out
-}
-
-// nodeFor returns the VolumeAttachment's Node, nil when it is gone.
-func (c *Controller) nodeFor(va *storagev1.VolumeAttachment) *v1.Node {
-	node, err := c.nodeLister.Get(va.Spec.NodeName)
-	if err != nil {
-		return nil
-	}
-	return node
 }
 
 // csiDriver returns the driver's CSIDriver object, nil when there is none.

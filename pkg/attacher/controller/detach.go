@@ -12,6 +12,7 @@ import (
 
 	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
+	"fenceline.io/fenceline/pkg/controller/nodeutil"
 )
 
 // needsDetach states when a VolumeAttachment may be detached at all: it
@@ -41,9 +42,15 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 		c.detachFailed(ctx, va, err)
 		return err
 	}
+	// A Node object that is gone is nil here: a plain detach, as upstream.
+	node, err := nodeutil.Lookup(c.nodeLister, va.Spec.NodeName)
+	if err != nil {
+		c.detachFailed(ctx, va, err)
+		return err
+	}
 
 	decision := fencing.Decide(fencing.Input{
-		Node:           c.nodeFor(va),
+		Node:           node,
 		Driver:         c.csiDriver(),
 		DriverCanFence: c.cfg.Capabilities.Fence.UnpublishFence,
 	})
