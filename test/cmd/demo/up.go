@@ -96,29 +96,30 @@ func runUp() error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	fmt.Printf("starting the world in the background (pid %d, progress in %s)...\n", cmd.Process.Pid, logPath)
-	deadline := time.After(5 * time.Minute)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	var s *upState
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 5*time.Minute, false, func(context.Context) (bool, error) {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("the background world exited (%v); see %s", err, logPath)
-		case <-deadline:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-			return fmt.Errorf("the background world was not ready within 5 minutes; see %s", logPath)
-		case <-tick.C:
+			return false, fmt.Errorf("the background world exited (%v); see %s", err, logPath)
+		default:
 		}
-		s, err := readState(dir)
-		if err != nil {
-			continue
-		}
-		fmt.Printf("\nFenceline is running: 3 KWOK nodes, the mock driver, fenceline-attacher and fenceline-controller.\n\n")
-		fmt.Printf("  export KUBECONFIG=%s\n", s.Kubeconfig)
-		fmt.Printf("  kubectl get nodes,pods -A -o wide        # kubectl is in .cache/tools/bin\n")
-		fmt.Printf("  kubectl taint node node-a node.kubernetes.io/out-of-service=nodeshutdown:NoExecute\n\n")
-		fmt.Printf("Component logs: %s\nStop it with `make down`.\n", s.LogDir)
-		return nil
+		var err error
+		s, err = readState(dir)
+		return err == nil, nil
+	})
+	if wait.Interrupted(err) {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		return fmt.Errorf("the background world was not ready within 5 minutes; see %s", logPath)
 	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nFenceline is running: 3 KWOK nodes, the mock driver, fenceline-attacher and fenceline-controller.\n\n")
+	fmt.Printf("  export KUBECONFIG=%s\n", s.Kubeconfig)
+	fmt.Printf("  kubectl get nodes,pods -A -o wide        # kubectl is in .cache/tools/bin\n")
+	fmt.Printf("  kubectl taint node node-a node.kubernetes.io/out-of-service=nodeshutdown:NoExecute\n\n")
+	fmt.Printf("Component logs: %s\nStop it with `make down`.\n", s.LogDir)
+	return nil
 }
 
 // runServe runs the world until SIGINT/SIGTERM, recording its state for
