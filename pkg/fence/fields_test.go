@@ -32,6 +32,19 @@ func unpublishWithUnknown(raw []byte) *csi.ControllerUnpublishVolumeRequest {
 	return req
 }
 
+// readAfterDecoding returns a function that decodes wire bytes as the
+// official request type of read and applies read to the result.
+func readAfterDecoding[T any, PT interface {
+	*T
+	proto.Message
+}](read func(PT) bool) func(wire []byte) (bool, error) {
+	return func(wire []byte) (bool, error) {
+		req := PT(new(T))
+		err := proto.Unmarshal(wire, req)
+		return read(req), err
+	}
+}
+
 func TestIsFencedUnknownFields(t *testing.T) {
 	tests := []struct {
 		name string
@@ -152,7 +165,7 @@ func TestForceSettersAndReaders(t *testing.T) {
 // with the field set, and an overlay message decodes as an official request
 // that the readers see as set.
 func TestOverlayMessagesMatchWire(t *testing.T) {
-	t.Run("fence", func(t *testing.T) {
+	t.Run("fence set by SetFence decodes as the overlay", func(t *testing.T) {
 		req := &csi.ControllerUnpublishVolumeRequest{VolumeId: "vol-1", NodeId: "node-1"}
 		SetFence(req, true)
 		wire, err := proto.Marshal(req)
@@ -166,48 +179,36 @@ func TestOverlayMessagesMatchWire(t *testing.T) {
 		if !overlay.GetFence() {
 			t.Errorf("overlay decoded fence = false from % x", wire)
 		}
+	})
 
-		overlayWire, err := proto.Marshal(&fencev1.ControllerUnpublishVolumeFence{Fence: true})
-		if err != nil {
-			t.Fatalf("marshal overlay: %v", err)
-		}
-		if !bytes.Equal(overlayWire, fenceTrue) {
-			t.Errorf("overlay wire = % x, want % x", overlayWire, fenceTrue)
-		}
-		var back csi.ControllerUnpublishVolumeRequest
-		if err := proto.Unmarshal(overlayWire, &back); err != nil {
-			t.Fatalf("unmarshal as official request: %v", err)
-		}
-		if !IsFenced(&back) {
-			t.Error("IsFenced = false for a request decoded from the overlay message")
-		}
-	})
-	t.Run("force unpublish", func(t *testing.T) {
-		wire, err := proto.Marshal(&fencev1.NodeUnpublishVolumeForce{Force: true})
-		if err != nil {
-			t.Fatalf("marshal overlay: %v", err)
-		}
-		var req csi.NodeUnpublishVolumeRequest
-		if err := proto.Unmarshal(wire, &req); err != nil {
-			t.Fatalf("unmarshal: %v", err)
-		}
-		if !IsForcedUnpublish(&req) {
-			t.Errorf("IsForcedUnpublish = false for % x", wire)
-		}
-	})
-	t.Run("force unstage", func(t *testing.T) {
-		wire, err := proto.Marshal(&fencev1.NodeUnstageVolumeForce{Force: true})
-		if err != nil {
-			t.Fatalf("marshal overlay: %v", err)
-		}
-		var req csi.NodeUnstageVolumeRequest
-		if err := proto.Unmarshal(wire, &req); err != nil {
-			t.Fatalf("unmarshal: %v", err)
-		}
-		if !IsForcedUnstage(&req) {
-			t.Errorf("IsForcedUnstage = false for % x", wire)
-		}
-	})
+	tests := []struct {
+		name    string
+		overlay proto.Message
+		wantRaw []byte
+		read    func([]byte) (bool, error)
+	}{
+		{name: "fence", overlay: &fencev1.ControllerUnpublishVolumeFence{Fence: true}, wantRaw: fenceTrue, read: readAfterDecoding(IsFenced)},
+		{name: "force unpublish", overlay: &fencev1.NodeUnpublishVolumeForce{Force: true}, wantRaw: forceTrue, read: readAfterDecoding(IsForcedUnpublish)},
+		{name: "force unstage", overlay: &fencev1.NodeUnstageVolumeForce{Force: true}, wantRaw: forceTrue, read: readAfterDecoding(IsForcedUnstage)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wire, err := proto.Marshal(tc.overlay)
+			if err != nil {
+				t.Fatalf("marshal overlay: %v", err)
+			}
+			if !bytes.Equal(wire, tc.wantRaw) {
+				t.Errorf("overlay wire = % x, want % x", wire, tc.wantRaw)
+			}
+			got, err := tc.read(wire)
+			if err != nil {
+				t.Fatalf("unmarshal as official request: %v", err)
+			}
+			if !got {
+				t.Errorf("reader returned false for a request decoded from the overlay message % x", wire)
+			}
+		})
+	}
 }
 
 // TestSetFenceSurvivesMarshalRoundTrip checks that the field set by a CO is

@@ -28,31 +28,19 @@ func TestAppendedBytesAreReadByDrivers(t *testing.T) {
 			name:    "fence on ControllerUnpublishVolume",
 			message: &csi.ControllerUnpublishVolumeRequest{VolumeId: "vol-1", NodeId: "node-1", Secrets: map[string]string{"k": "v"}},
 			suffix:  []byte{0x20, 0x01},
-			read: func(b []byte) (bool, error) {
-				var req csi.ControllerUnpublishVolumeRequest
-				err := proto.Unmarshal(b, &req)
-				return IsFenced(&req), err
-			},
+			read:    readAfterDecoding(IsFenced),
 		},
 		{
 			name:    "force on NodeUnpublishVolume",
 			message: &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-1", TargetPath: "/target"},
 			suffix:  []byte{0x18, 0x01},
-			read: func(b []byte) (bool, error) {
-				var req csi.NodeUnpublishVolumeRequest
-				err := proto.Unmarshal(b, &req)
-				return IsForcedUnpublish(&req), err
-			},
+			read:    readAfterDecoding(IsForcedUnpublish),
 		},
 		{
 			name:    "force on NodeUnstageVolume",
 			message: &csi.NodeUnstageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: "/staging"},
 			suffix:  []byte{0x18, 0x01},
-			read: func(b []byte) (bool, error) {
-				var req csi.NodeUnstageVolumeRequest
-				err := proto.Unmarshal(b, &req)
-				return IsForcedUnstage(&req), err
-			},
+			read:    readAfterDecoding(IsForcedUnstage),
 		},
 	}
 	for _, tc := range tests {
