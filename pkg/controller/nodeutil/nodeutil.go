@@ -142,23 +142,21 @@ func VANodeNameIndexFunc(obj interface{}) ([]string, error) {
 
 // AddPodIndexer adds PodsByNodeIndex to a pod informer unless it is there.
 func AddPodIndexer(inf cache.SharedIndexInformer) error {
-	if _, ok := inf.GetIndexer().GetIndexers()[PodsByNodeIndex]; ok {
-		return nil
-	}
-	if err := inf.AddIndexers(cache.Indexers{PodsByNodeIndex: PodNodeNameIndexFunc}); err != nil {
-		return fmt.Errorf("adding pod index %q: %w", PodsByNodeIndex, err)
-	}
-	return nil
+	return addIndexer(inf, PodsByNodeIndex, PodNodeNameIndexFunc, "pod")
 }
 
 // AddVAIndexer adds VAsByNodeIndex to a VolumeAttachment informer unless it
 // is there.
 func AddVAIndexer(inf cache.SharedIndexInformer) error {
-	if _, ok := inf.GetIndexer().GetIndexers()[VAsByNodeIndex]; ok {
+	return addIndexer(inf, VAsByNodeIndex, VANodeNameIndexFunc, "VolumeAttachment")
+}
+
+func addIndexer(inf cache.SharedIndexInformer, name string, fn cache.IndexFunc, what string) error {
+	if _, ok := inf.GetIndexer().GetIndexers()[name]; ok {
 		return nil
 	}
-	if err := inf.AddIndexers(cache.Indexers{VAsByNodeIndex: VANodeNameIndexFunc}); err != nil {
-		return fmt.Errorf("adding VolumeAttachment index %q: %w", VAsByNodeIndex, err)
+	if err := inf.AddIndexers(cache.Indexers{name: fn}); err != nil {
+		return fmt.Errorf("adding %s index %q: %w", what, name, err)
 	}
 	return nil
 }
@@ -180,30 +178,24 @@ func NodeIndexedInformers(f informers.SharedInformerFactory) (pods, vas cache.Sh
 
 // PodsOnNode returns the cached pods bound to the node.
 func PodsOnNode(indexer cache.Indexer, nodeName string) ([]*v1.Pod, error) {
-	objs, err := indexer.ByIndex(PodsByNodeIndex, nodeName)
-	if err != nil {
-		return nil, fmt.Errorf("looking up pods on node %q: %w", nodeName, err)
-	}
-	pods := make([]*v1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok {
-			pods = append(pods, p)
-		}
-	}
-	return pods, nil
+	return onNode[*v1.Pod](indexer, PodsByNodeIndex, nodeName, "pods")
 }
 
 // VAsOnNode returns the cached VolumeAttachments of the node.
 func VAsOnNode(indexer cache.Indexer, nodeName string) ([]*storagev1.VolumeAttachment, error) {
-	objs, err := indexer.ByIndex(VAsByNodeIndex, nodeName)
+	return onNode[*storagev1.VolumeAttachment](indexer, VAsByNodeIndex, nodeName, "VolumeAttachments")
+}
+
+func onNode[T any](indexer cache.Indexer, index, nodeName, what string) ([]T, error) {
+	objs, err := indexer.ByIndex(index, nodeName)
 	if err != nil {
-		return nil, fmt.Errorf("looking up VolumeAttachments on node %q: %w", nodeName, err)
+		return nil, fmt.Errorf("looking up %s on node %q: %w", what, nodeName, err)
 	}
-	vas := make([]*storagev1.VolumeAttachment, 0, len(objs))
+	out := make([]T, 0, len(objs))
 	for _, o := range objs {
-		if va, ok := o.(*storagev1.VolumeAttachment); ok {
-			vas = append(vas, va)
+		if t, ok := o.(T); ok {
+			out = append(out, t)
 		}
 	}
-	return vas, nil
+	return out, nil
 }
