@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/ptr"
 
 	"fenceline.io/fenceline/pkg/fence/fencev1"
 )
@@ -147,8 +148,8 @@ func TestFenceAwareDriverReadsFieldsOverGRPC(t *testing.T) {
 		want bool
 	}{
 		{name: "absent", set: nil, want: false},
-		{name: "set true", set: ptr(true), want: true},
-		{name: "set false", set: ptr(false), want: false},
+		{name: "set true", set: ptr.To(true), want: true},
+		{name: "set false", set: ptr.To(false), want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,5 +376,3 @@ func TestDiscoverCancelledContextIsAnError(t *testing.T) {
 		t.Errorf("Discover returned %+v alongside an error, want zero", got)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
