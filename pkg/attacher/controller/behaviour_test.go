@@ -42,15 +42,8 @@ func TestNodeUpdateRequeuesFailingDetach(t *testing.T) {
 		t.Fatalf("requeues = %d, want 2", n)
 	}
 
-	node, err := e.client.CoreV1().Nodes().Get(e.ctx, testNode, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Spec.Taints = []v1.Taint{{Key: names.OutOfServiceTaint, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute}}
-	if _, err := e.client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+	e.updateNode(testNode, tainted(names.OutOfServiceTaint))
+	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		return e.ctrl.vaQueue.Len() == 1 && e.ctrl.vaQueue.NumRequeues("va-1") == 0, nil
 	})
 	if err != nil {
@@ -85,23 +78,9 @@ func TestNodeUpdateWithoutDecisionChangeDoesNotRequeue(t *testing.T) {
 	e.ctrl.vaQueue.AddRateLimited("va-1") // two failed detaches
 	e.ctrl.vaQueue.AddRateLimited("va-1")
 	e.ctrl.vaQueue.AddRateLimited("va-2")
-	node, err := e.client.CoreV1().Nodes().Get(e.ctx, testNode, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Labels = map[string]string{"heartbeat": "1"}
-	if _, err := e.client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	barrier, err := e.client.CoreV1().Nodes().Get(e.ctx, "node-2", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	barrier.Spec.Taints = []v1.Taint{{Key: names.OutOfServiceTaint, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute}}
-	if _, err := e.client.CoreV1().Nodes().Update(e.ctx, barrier, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+	e.updateNode(testNode, func(n *v1.Node) { n.Labels = map[string]string{"heartbeat": "1"} })
+	e.updateNode("node-2", tainted(names.OutOfServiceTaint))
+	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		return e.ctrl.vaQueue.NumRequeues("va-2") == 0, nil
 	})
 	if err != nil {

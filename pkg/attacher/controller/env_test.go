@@ -46,7 +46,6 @@ type env struct {
 	ctrl     *Controller
 	drv      *driver.Driver
 	conn     *grpc.ClientConn
-	caps     csiclient.Capabilities
 	recorder *record.FakeRecorder
 }
 
@@ -115,7 +114,7 @@ func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
 			t.Fatalf("cache of %v did not sync", typ)
 		}
 	}
-	return &env{t: t, ctx: ctx, client: client, ctrl: ctrl, drv: drv, conn: conn, caps: caps, recorder: rec}
+	return &env{t: t, ctx: ctx, client: client, ctrl: ctrl, drv: drv, conn: conn, recorder: rec}
 }
 
 // createVolume creates a volume on the mock array and returns its ID.
@@ -221,15 +220,36 @@ func (e *env) sync(name string) error {
 	return e.ctrl.syncVA(e.ctx, name)
 }
 
+// updateVA changes the VolumeAttachment in the fake API.
+func (e *env) updateVA(name string, mutate func(*storagev1.VolumeAttachment)) {
+	e.t.Helper()
+	va := e.va(name)
+	mutate(va)
+	if _, err := e.client.StorageV1().VolumeAttachments().Update(e.ctx, va, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatalf("update VA %s: %v", name, err)
+	}
+}
+
+// updateNode changes the Node in the fake API.
+func (e *env) updateNode(name string, mutate nodeOpt) {
+	e.t.Helper()
+	node, err := e.client.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("get node %s: %v", name, err)
+	}
+	mutate(node)
+	if _, err := e.client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatalf("update node %s: %v", name, err)
+	}
+}
+
 // markDeleting sets deletionTimestamp as the API server would on delete of
 // an object with finalizers (the fake clientset deletes at once instead).
 func (e *env) markDeleting(name string) {
 	e.t.Helper()
-	va := e.va(name)
-	va.DeletionTimestamp = ptr.To(metav1.NewTime(time.Now().Add(-time.Second)))
-	if _, err := e.client.StorageV1().VolumeAttachments().Update(e.ctx, va, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatalf("mark VA deleting: %v", err)
-	}
+	e.updateVA(name, func(va *storagev1.VolumeAttachment) {
+		va.DeletionTimestamp = ptr.To(metav1.NewTime(time.Now().Add(-time.Second)))
+	})
 }
 
 // audit returns the mock driver's audit records for one method.

@@ -290,11 +290,9 @@ func TestSyncDetach(t *testing.T) {
 			name: "other finalizers stay and status is marked detached",
 			node: nodeObj(testNode, ready(v1.ConditionTrue)),
 			beforeDelete: func(e *env) {
-				va := e.va("va-1")
-				va.Finalizers = append(va.Finalizers, "example.com/keep")
-				if _, err := e.client.StorageV1().VolumeAttachments().Update(e.ctx, va, metav1.UpdateOptions{}); err != nil {
-					t.Fatalf("update VA: %v", err)
-				}
+				e.updateVA("va-1", func(va *storagev1.VolumeAttachment) {
+					va.Finalizers = append(va.Finalizers, "example.com/keep")
+				})
 			},
 			wantCode:   "OK",
 			wantEvents: []string{"Normal Attached", "Normal Detached"},
