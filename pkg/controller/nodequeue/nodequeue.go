@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -100,28 +101,7 @@ func (q *Queue) next(ctx context.Context) bool {
 // added, changes in a way filter cares about, or is deleted. A nil filter
 // enqueues on every update (resyncs included).
 func (q *Queue) NodeHandler(filter func(old, cur *v1.Node) bool) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if n, ok := obj.(*v1.Node); ok {
-				q.Enqueue(n.Name)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*v1.Node)
-			n, ok2 := newObj.(*v1.Node)
-			if !ok1 || !ok2 {
-				return
-			}
-			if filter == nil || o.ResourceVersion == n.ResourceVersion || filter(o, n) {
-				q.Enqueue(n.Name)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if n, ok := DeletedObject[*v1.Node](obj); ok {
-				q.Enqueue(n.Name)
-			}
-		},
-	}
+	return objectHandler(q, func(n *v1.Node) string { return n.Name }, filter)
 }
 
 // ClockedNodeHandler is NodeHandler for a controller that also times a
@@ -156,25 +136,31 @@ func (q *Queue) ClockedNodeHandler(clock *TaintClock, changed func(old, cur *v1.
 // PodHandler returns informer handlers that enqueue the node of a pod that
 // is added, changes in a way filter cares about, or is deleted.
 func (q *Queue) PodHandler(filter func(old, cur *v1.Pod) bool) cache.ResourceEventHandler {
+	return objectHandler(q, func(p *v1.Pod) string { return p.Spec.NodeName }, filter)
+}
+
+// objectHandler enqueues nodeOf(obj) when an object of type T is added,
+// deleted, resynced, or updated in a way filter (nil: any) cares about.
+func objectHandler[T metav1.Object](q *Queue, nodeOf func(T) string, filter func(old, cur T) bool) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if p, ok := obj.(*v1.Pod); ok {
-				q.Enqueue(p.Spec.NodeName)
+			if o, ok := obj.(T); ok {
+				q.Enqueue(nodeOf(o))
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*v1.Pod)
-			p, ok2 := newObj.(*v1.Pod)
+			o, ok1 := oldObj.(T)
+			n, ok2 := newObj.(T)
 			if !ok1 || !ok2 {
 				return
 			}
-			if filter == nil || o.ResourceVersion == p.ResourceVersion || filter(o, p) {
-				q.Enqueue(p.Spec.NodeName)
+			if filter == nil || o.GetResourceVersion() == n.GetResourceVersion() || filter(o, n) {
+				q.Enqueue(nodeOf(n))
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if p, ok := DeletedObject[*v1.Pod](obj); ok {
-				q.Enqueue(p.Spec.NodeName)
+			if o, ok := DeletedObject[T](obj); ok {
+				q.Enqueue(nodeOf(o))
 			}
 		},
 	}

@@ -197,3 +197,35 @@ func TestDeletedObject(t *testing.T) {
 		}
 	}
 }
+
+func TestPodHandler(t *testing.T) {
+	pod := func(rv, node string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", ResourceVersion: rv}, Spec: v1.PodSpec{NodeName: node}}
+	}
+	tests := []struct {
+		name      string
+		event     func(h cache.ResourceEventHandler)
+		changed   bool // what the controller's filter answers
+		wantQueue int
+	}{
+		{"add enqueues the pod's node", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", "n1"), false) }, false, 1},
+		{"add of an unscheduled pod enqueues nothing", func(h cache.ResourceEventHandler) { h.OnAdd(pod("1", ""), false) }, false, 0},
+		{"update the filter ignores", func(h cache.ResourceEventHandler) { h.OnUpdate(pod("1", "n1"), pod("2", "n1")) }, false, 0},
+		{"update the filter cares about", func(h cache.ResourceEventHandler) { h.OnUpdate(pod("1", "n1"), pod("2", "n1")) }, true, 1},
+		{"resync always enqueues", func(h cache.ResourceEventHandler) { h.OnUpdate(pod("1", "n1"), pod("1", "n1")) }, false, 1},
+		{"delete enqueues", func(h cache.ResourceEventHandler) { h.OnDelete(pod("1", "n1")) }, false, 1},
+		{"delete seen as a tombstone enqueues", func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: pod("1", "n1")})
+		}, false, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := New("test", func(context.Context, string) (time.Duration, error) { return 0, nil })
+			defer q.queue.ShutDown()
+			tc.event(q.PodHandler(func(_, _ *v1.Pod) bool { return tc.changed }))
+			if got := q.Len(); got != tc.wantQueue {
+				t.Errorf("queue length = %d, want %d", got, tc.wantQueue)
+			}
+		})
+	}
+}
