@@ -69,6 +69,14 @@ func TestPodTemplatesAdmitted(t *testing.T) {
 				if warnings := rec.take(); len(warnings) > 0 {
 					t.Errorf("admitting a pod of %s %s warned: %s", w.Kind, w.Name, strings.Join(warnings, "; "))
 				}
+				// The harness's API server runs without the ServiceAccount
+				// admission plugin, so the dry run does not look the
+				// account up: do it here.
+				if sa := w.Pod.ServiceAccountName; sa != "" {
+					if _, err := cs.CoreV1().ServiceAccounts(w.Namespace).Get(t.Context(), sa, metav1.GetOptions{}); err != nil {
+						t.Errorf("ServiceAccount %s of %s %s: %v", sa, w.Kind, w.Name, err)
+					}
+				}
 				if w.Pod.PriorityClassName != "" && got.Spec.Priority == nil {
 					t.Errorf("priority class %q was not resolved", w.Pod.PriorityClassName)
 				}
