@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -94,7 +95,7 @@ func TestVolumeCapability(t *testing.T) {
 				if got.GetMount().GetFsType() != tc.wantFS {
 					t.Errorf("fsType = %q, want %q", got.GetMount().GetFsType(), tc.wantFS)
 				}
-				if len(got.GetMount().GetMountFlags()) != len(tc.wantFlags) {
+				if !slices.Equal(got.GetMount().GetMountFlags(), tc.wantFlags) {
 					t.Errorf("mount flags = %v, want %v", got.GetMount().GetMountFlags(), tc.wantFlags)
 				}
 			}
