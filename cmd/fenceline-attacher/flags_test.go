@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestUpstreamCommandLine(t *testing.T) {
 		{"leader-election-lease-duration", o.LeaderElectionLeaseDuration, 20 * time.Second},
 		{"leader-election-renew-deadline", o.LeaderElectionRenewDeadline, 15 * time.Second},
 		{"leader-election-retry-period", o.LeaderElectionRetryPeriod, 3 * time.Second},
-		{"leader-election-labels", len(o.LeaderElectionLabels), 2},
+		{"leader-election-labels", fmt.Sprint(o.LeaderElectionLabels), "map[a:b c:d]"},
 		{"kube-api-qps", o.KubeAPIQPS, 50.0},
 		{"kube-api-burst", o.KubeAPIBurst, 100},
 		{"http-endpoint", o.HTTPEndpoint, ":8080"},
