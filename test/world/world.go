@@ -8,8 +8,10 @@ package world
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -226,20 +228,12 @@ func (w *World) startDriver(ctx context.Context, o DriverOptions) error {
 	}
 	w.Cluster.Track(p)
 	w.Driver = p
-	for _, ep := range append([]string{w.ControllerSocket}, mapValues(w.NodeSockets)...) {
+	for _, ep := range append([]string{w.ControllerSocket}, slices.Collect(maps.Values(w.NodeSockets))...) {
 		if err := probe(ctx, p, ep); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func mapValues(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // probe waits until the CSI Identity service at ep answers Probe ready.
