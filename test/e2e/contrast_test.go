@@ -30,10 +30,7 @@ func TestUpstreamContrast(t *testing.T) {
 		pod := s.startDB()
 		nodeA := pod.Spec.NodeName
 		s.powerOff(nodeA)
-		must(t, s.w.AddTaint(s.ctx, nodeA, world.OutOfServiceTaint))
-		moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
-		must(t, err)
-		nodeB := moved.Spec.NodeName
+		nodeB := s.outOfService(nodeA).Spec.NodeName
 		s.waitAcceptedWrite(nodeB, time.Time{})
 		must(t, world.WaitFor(s.ctx, 20*time.Second, "a write from "+nodeA+" accepted while "+nodeB+" has the volume", func(context.Context) (bool, error) {
 			recs := s.audit()
@@ -46,9 +43,6 @@ func TestUpstreamContrast(t *testing.T) {
 		pod := s.startDB()
 		nodeA := pod.Spec.NodeName
 		s.powerOff(nodeA)
-		must(t, s.w.AddTaint(s.ctx, nodeA, world.OutOfServiceTaint))
-		moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
-		must(t, err)
-		s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
+		s.assertFencedBeforePublish(nodeA, s.outOfService(nodeA).Spec.NodeName)
 	})
 }

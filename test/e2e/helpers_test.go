@@ -98,6 +98,17 @@ func (s *scenario) powerOff(node string) {
 	must(s.t, s.w.Cluster.WaitNodeReady(s.ctx, node, corev1.ConditionUnknown, nodeLostTimeout))
 }
 
+// outOfService applies the out-of-service taint to node, as an operator
+// who knows it is off does, and returns db-0 once it is Running elsewhere.
+func (s *scenario) outOfService(node string) *corev1.Pod {
+	s.t.Helper()
+	must(s.t, s.w.AddTaint(s.ctx, node, world.OutOfServiceTaint))
+	s.timeline.Add(time.Now(), "out-of-service taint added to %s", node)
+	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", node, failoverTimeout)
+	must(s.t, err)
+	return moved
+}
+
 func (s *scenario) audit() []audit.Record {
 	s.t.Helper()
 	recs, err := s.w.Audit()

@@ -20,11 +20,7 @@ func TestNonGracefulShutdown(t *testing.T) {
 	nodeA := pod.Spec.NodeName
 
 	s.powerOff(nodeA)
-	must(t, s.w.AddTaint(s.ctx, nodeA, world.OutOfServiceTaint))
-	s.timeline.Add(time.Now(), "out-of-service taint added to %s", nodeA)
-
-	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
-	must(t, err)
+	moved := s.outOfService(nodeA)
 	s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
 	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
 
