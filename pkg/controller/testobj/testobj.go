@@ -199,7 +199,8 @@ func CSIPV(name, driver, handle string, mode v1.PersistentVolumeAccessMode) *v1.
 	}
 }
 
-// CSIDriver returns a CSIDriver, annotated safe-detach when safe is true.
+// CSIDriver returns a CSIDriver with the annotations (e.g. the safe-detach
+// opt-in).
 func CSIDriver(name string, annotations map[string]string) *storagev1.CSIDriver {
 	return &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
 }
