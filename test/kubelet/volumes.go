@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -46,6 +47,14 @@ type want struct {
 
 const vaByPVAndNode = "pvAndNode"
 
+// caches are the informer caches of one powered-on period.
+type caches struct {
+	pods corelisters.PodLister
+	pvcs corelisters.PersistentVolumeClaimLister
+	pvs  corelisters.PersistentVolumeLister
+	vas  cache.Indexer
+}
+
 func vaKey(pv, node string) string { return pv + "/" + node }
 
 // startAPILocked starts the informers of one powered-on period and the
@@ -57,6 +66,8 @@ func (k *Kubelet) startAPILocked(ctx context.Context, done chan struct{}) error 
 		}))
 	factory := informers.NewSharedInformerFactory(k.cfg.Client, 0)
 	pods := podFactory.Core().V1().Pods()
+	pvcs := factory.Core().V1().PersistentVolumeClaims()
+	pvs := factory.Core().V1().PersistentVolumes()
 	vas := factory.Storage().V1().VolumeAttachments()
 	if err := vas.Informer().AddIndexers(cache.Indexers{vaByPVAndNode: func(obj any) ([]string, error) {
 		va, ok := obj.(*storagev1.VolumeAttachment)
@@ -73,25 +84,27 @@ func (k *Kubelet) startAPILocked(ctx context.Context, done chan struct{}) error 
 		UpdateFunc: func(any, any) { trigger(kick) },
 		DeleteFunc: func(any) { trigger(kick) },
 	}
-	if _, err := pods.Informer().AddEventHandler(notify); err != nil {
-		return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
+	// Claims and volumes kick too: a claim bound after its pod arrived
+	// makes the volume wanted.
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), pvcs.Informer(), pvs.Informer(), vas.Informer()} {
+		if _, err := inf.AddEventHandler(notify); err != nil {
+			return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
+		}
 	}
-	if _, err := vas.Informer().AddEventHandler(notify); err != nil {
-		return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
-	}
+	c := caches{pods: pods.Lister(), pvcs: pvcs.Lister(), pvs: pvs.Lister(), vas: vas.Informer().GetIndexer()}
 	podFactory.Start(ctx.Done())
 	factory.Start(ctx.Done())
 	go func() {
 		defer close(done)
 		defer factory.Shutdown()
 		defer podFactory.Shutdown()
-		if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced, vas.Informer().HasSynced) {
+		if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced, pvcs.Informer().HasSynced, pvs.Informer().HasSynced, vas.Informer().HasSynced) {
 			return
 		}
 		tick := time.NewTicker(k.cfg.ResyncInterval)
 		defer tick.Stop()
 		for {
-			if err := k.reconcile(ctx, pods.Lister().List, vas.Informer().GetIndexer()); err != nil && ctx.Err() == nil {
+			if err := k.reconcile(ctx, c); err != nil && ctx.Err() == nil {
 				klog.FromContext(ctx).Error(err, "Kubelet stand-in reconcile failed; retrying")
 			}
 			select {
@@ -117,13 +130,13 @@ func trigger(ch chan struct{}) {
 // until they are unstaged, as a kubelet does so that the attach/detach
 // controller never detaches a mounted volume without the out-of-service
 // taint.
-func (k *Kubelet) reconcile(ctx context.Context, listPods func(labels.Selector) ([]*corev1.Pod, error), vaIndex cache.Indexer) error {
+func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 	logger := klog.FromContext(ctx)
-	pods, err := listPods(labels.Everything())
+	pods, err := c.pods.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	wanted, err := k.wantedVolumes(ctx, pods)
+	wanted, err := k.wantedVolumes(c, pods)
 	if err != nil {
 		return err
 	}
@@ -133,7 +146,7 @@ func (k *Kubelet) reconcile(ctx context.Context, listPods func(labels.Selector) 
 	}
 	var errs []error
 	for handle, w := range wanted {
-		if err := k.mount(ctx, handle, w, vaIndex); err != nil {
+		if err := k.mount(ctx, handle, w, c.vas); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -167,9 +180,9 @@ func (k *Kubelet) reconcile(ctx context.Context, listPods func(labels.Selector) 
 }
 
 // wantedVolumes resolves the claims of running pods to CSI volumes of the
-// driver. Terminating pods no longer need their volumes: KWOK has stopped
-// their containers.
-func (k *Kubelet) wantedVolumes(ctx context.Context, pods []*corev1.Pod) (map[string]*want, error) {
+// driver, from the caches. Terminating pods no longer need their volumes:
+// KWOK has stopped their containers.
+func (k *Kubelet) wantedVolumes(c caches, pods []*corev1.Pod) (map[string]*want, error) {
 	out := map[string]*want{}
 	for _, pod := range pods {
 		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
@@ -179,9 +192,9 @@ func (k *Kubelet) wantedVolumes(ctx context.Context, pods []*corev1.Pod) (map[st
 			if vol.PersistentVolumeClaim == nil {
 				continue
 			}
-			// An API error leaves the desired state unknown: give up this
+			// A lookup error leaves the desired state unknown: give up this
 			// round rather than take the volume for unneeded and unmount it.
-			pvc, err := k.cfg.Client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, vol.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+			pvc, err := c.pvcs.PersistentVolumeClaims(pod.Namespace).Get(vol.PersistentVolumeClaim.ClaimName)
 			if apierrors.IsNotFound(err) {
 				continue
 			}
@@ -191,7 +204,7 @@ func (k *Kubelet) wantedVolumes(ctx context.Context, pods []*corev1.Pod) (map[st
 			if pvc.Spec.VolumeName == "" {
 				continue // not bound yet; a later event retries
 			}
-			pv, err := k.cfg.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+			pv, err := c.pvs.Get(pvc.Spec.VolumeName)
 			if apierrors.IsNotFound(err) {
 				continue
 			}
