@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -222,17 +223,14 @@ func (w *world) stage(t *testing.T, publishContext map[string]string) {
 // once the taint arrives.)
 func (w *world) taintOutOfService(t *testing.T) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(w.ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		node, err := w.client.CoreV1().Nodes().Get(ctx, w.node, metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := w.client.CoreV1().Nodes().Get(w.ctx, w.node, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return err
 		}
 		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: names.OutOfServiceTaint, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute})
-		_, err = w.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
+		_, err = w.client.CoreV1().Nodes().Update(w.ctx, node, metav1.UpdateOptions{})
+		return err
 	})
 	if err != nil {
 		t.Fatalf("taint node: %v", err)
