@@ -311,20 +311,7 @@ func startDriver(ctx context.Context, c *cluster.Cluster, nodes []string, latenc
 		return nil, err
 	}
 	c.Track(p)
-	conn, err := grpc.NewClient(driverEndpoint(c), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return p, fmt.Errorf("connecting to the driver: %w", err)
-	}
-	defer conn.Close()
-	id := csi.NewIdentityClient(conn)
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("mock driver exited (%v); see %s", err, p.LogPath)
-		}
-		_, err := id.Probe(ctx, &csi.ProbeRequest{})
-		return err == nil, nil
-	})
-	if err != nil {
+	if err := world.WaitDriverReady(ctx, p, driverEndpoint(c)); err != nil {
 		return p, fmt.Errorf("waiting for the mock driver: %w", err)
 	}
 	return p, nil

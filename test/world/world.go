@@ -229,15 +229,16 @@ func (w *World) startDriver(ctx context.Context, o DriverOptions) error {
 	w.Cluster.Track(p)
 	w.Driver = p
 	for _, ep := range append([]string{w.ControllerSocket}, slices.Collect(maps.Values(w.NodeSockets))...) {
-		if err := probe(ctx, p, ep); err != nil {
+		if err := WaitDriverReady(ctx, p, ep); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// probe waits until the CSI Identity service at ep answers Probe ready.
-func probe(ctx context.Context, p *cluster.Process, ep string) error {
+// WaitDriverReady waits until the CSI Identity service at ep, served by the
+// driver process p, answers Probe ready; it fails at once if p exits.
+func WaitDriverReady(ctx context.Context, p *cluster.Process, ep string) error {
 	conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", ep, err)
