@@ -31,29 +31,6 @@ func IsForceDeleted(pod *v1.Pod) bool {
 	return IsTerminating(pod) && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
 }
 
-// IsMirrorPod reports whether the pod is the API mirror of a kubelet static
-// pod.
-func IsMirrorPod(pod *v1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	_, ok := pod.Annotations[v1.MirrorPodAnnotationKey]
-	return ok
-}
-
-// IsDaemonSetPod reports whether a DaemonSet controls the pod.
-func IsDaemonSetPod(pod *v1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	for _, ref := range pod.OwnerReferences {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
-}
-
 // ToleratesTaint reports whether the pod tolerates the taint.
 func ToleratesTaint(pod *v1.Pod, taint *v1.Taint) bool {
 	if pod == nil || taint == nil {

@@ -86,12 +86,3 @@ func TestToleratesTaint(t *testing.T) {
 		})
 	}
 }
-
-func TestKinds(t *testing.T) {
-	yes := true
-	mirror := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1.MirrorPodAnnotationKey: "x"}}}
-	ds := &v1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Controller: &yes}}}}
-	if !IsMirrorPod(mirror) || IsMirrorPod(ds) || !IsDaemonSetPod(ds) || IsDaemonSetPod(mirror) {
-		t.Error("pod kind helpers wrong")
-	}
-}
