@@ -12,7 +12,7 @@ import (
 
 	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
-	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 )
 
 // needsDetach states when a VolumeAttachment may be detached at all: it

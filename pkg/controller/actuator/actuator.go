@@ -22,7 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/controller/metrics"
-	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 )
 
 // DisruptionReason is the reason of the DisruptionTarget condition that

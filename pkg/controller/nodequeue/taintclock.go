@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 )
 
 // TaintClock remembers when this process first saw a taint key on each node.

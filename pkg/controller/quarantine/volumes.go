@@ -9,8 +9,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 
-	"fenceline.io/fenceline/pkg/attacher/fencing"
-	"fenceline.io/fenceline/pkg/controller/nodeutil"
+	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 )
 
 // Kind classifies a pod volume for the safe-detach decision.
@@ -79,7 +79,7 @@ func (r *resolver) safeDetach(driver string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("looking up CSIDriver %q: %w", driver, err)
 	}
-	return fencing.SafeDetachEnabled(d), nil
+	return cutoff.SafeDetachEnabled(d), nil
 }
 
 // podVolumes classifies every volume of the pod.

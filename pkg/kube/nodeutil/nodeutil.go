@@ -1,6 +1,7 @@
 // Package nodeutil holds pure helpers about Nodes and the informer indexes
-// that let the Fenceline controllers find the pods and VolumeAttachments of
-// one node without listing the whole cluster.
+// that let Fenceline's components find the pods and VolumeAttachments of one
+// node without listing the whole cluster. It is a leaf that every component
+// may import.
 package nodeutil
 
 import (
@@ -198,4 +199,18 @@ func onNode[T any](indexer cache.Indexer, index, nodeName, what string) ([]T, er
 		}
 	}
 	return out, nil
+}
+
+// HasTaintEffect reports whether the node carries a taint with the given key
+// and effect.
+func HasTaintEffect(node *v1.Node, key string, effect v1.TaintEffect) bool {
+	if node == nil {
+		return false
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
 }
