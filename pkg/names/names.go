@@ -46,10 +46,38 @@ const (
 	// attached and detached by kube-controller-manager.
 	ControllerManagedAttachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
 
+	// FenceRecordAnnotation holds, on a VolumeAttachment, the attacher's
+	// record that its detach was decided fenced: the reason and the CSI node
+	// ID it fences, as JSON. It is written before the first fenced
+	// ControllerUnpublishVolume and never removed, so that no retry, restart
+	// or leader change can turn that detach into a plain one.
+	FenceRecordAnnotation = Domain + "/fence"
+
 	// BootIDAnnotation is where the companion controller records the node's
 	// boot ID when it first sees the out-of-service taint, so that it can
 	// later prove a power cycle before removing the taint.
 	BootIDAnnotation = Domain + "/boot-id-at-out-of-service"
+
+	// DriverLabel is on every heartbeat Lease a fenceline-attacher writes;
+	// its value is the sanitized driver name (SanitizeDriverName), because
+	// label values cannot hold every character of a driver name. Readers
+	// select heartbeats by the label's presence and identify the driver by
+	// HeartbeatDriverAnnotation, which is exact.
+	DriverLabel = Domain + "/driver"
+
+	// HeartbeatDriverAnnotation records, on a heartbeat Lease, the exact CSI
+	// driver name the attacher serves. Two drivers may sanitize to the same
+	// label value or Lease name; this annotation tells them apart.
+	HeartbeatDriverAnnotation = Domain + "/driver-name"
+
+	// HeartbeatUnpublishFenceAnnotation records, on a heartbeat Lease,
+	// whether the driver advertised UNPUBLISH_FENCE when the attacher
+	// discovered its capabilities: "true" or "false".
+	HeartbeatUnpublishFenceAnnotation = Domain + "/unpublish-fence"
+
+	// HeartbeatVersionAnnotation records, on a heartbeat Lease, the
+	// fenceline-attacher version that writes it.
+	HeartbeatVersionAnnotation = Domain + "/attacher-version"
 )
 
 // SanitizeDriverName turns a CSI driver name into the form the upstream
@@ -82,4 +110,13 @@ func AttacherFinalizer(driver string) string {
 // upstream external-attacher, so that the two never lead at the same time.
 func AttacherLeaseName(driver string) string {
 	return "external-attacher-leader-" + SanitizeDriverName(driver)
+}
+
+// AttacherHeartbeatLeaseName returns the name of the heartbeat Lease that the
+// leading fenceline-attacher of the driver renews. It is not the
+// leader-election Lease (AttacherLeaseName): that one is shared with the
+// upstream external-attacher and so proves nothing about Fenceline running.
+// Object names must be lower case, so the sanitized name is lowered.
+func AttacherHeartbeatLeaseName(driver string) string {
+	return "fenceline-attacher-" + strings.ToLower(SanitizeDriverName(driver))
 }

@@ -27,3 +27,17 @@ func TestAttacherLeaseName(t *testing.T) {
 		t.Errorf("AttacherLeaseName = %q, want %q", got, want)
 	}
 }
+
+func TestAttacherHeartbeatLeaseName(t *testing.T) {
+	for driver, want := range map[string]string{
+		"mock.fenceline.io": "fenceline-attacher-mock-fenceline-io",
+		"Disk.CSI.Example":  "fenceline-attacher-disk-csi-example",
+	} {
+		if got := AttacherHeartbeatLeaseName(driver); got != want {
+			t.Errorf("AttacherHeartbeatLeaseName(%q) = %q, want %q", driver, got, want)
+		}
+		if got := AttacherHeartbeatLeaseName(driver); got == AttacherLeaseName(driver) {
+			t.Errorf("heartbeat Lease %q must differ from the shared leader-election Lease", got)
+		}
+	}
+}
