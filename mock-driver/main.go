@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"k8s.io/klog/v2"
 
+	"fenceline.io/fenceline/mock-driver/array"
 	"fenceline.io/fenceline/mock-driver/driver"
 	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/pkg/version"
@@ -67,7 +69,22 @@ func parseFlags(args []string) (driver.Config, bool, error) {
 	fs.StringVar(&cfg.Name, "name", cfg.Name, "CSI driver name.")
 	fs.BoolVar(&cfg.Fence, "fence", cfg.Fence, "Advertise and honour UNPUBLISH_FENCE.")
 	fs.BoolVar(&cfg.ForceUnpublish, "force-unpublish", cfg.ForceUnpublish, "Advertise and honour FORCE_UNPUBLISH.")
-	fs.BoolVar(&cfg.UnsafeUnpublish, "unsafe-unpublish", false, "Let ControllerUnpublishVolume succeed while the node still uses the volume (and keeps write access).")
+	fs.Func("unpublish-mode", "What a plain ControllerUnpublishVolume of a volume the node still uses does: strict (refused) or real-array (done; the node keeps write access, as on most real arrays).", func(s string) error {
+		m, err := array.ParseUnpublishMode(s)
+		cfg.Unpublish = m
+		return err
+	})
+	fs.BoolFunc("unsafe-unpublish", "Deprecated: --unpublish-mode=real-array (false: strict).", func(s string) error {
+		on, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("want a boolean: %w", err)
+		}
+		cfg.Unpublish = array.UnpublishStrict
+		if on {
+			cfg.Unpublish = array.UnpublishRealArray
+		}
+		return nil
+	})
 	fs.Int64Var(&cfg.MaxVolumesPerNode, "max-volumes-per-node", 0, "Attachment limit per node reported by NodeGetInfo; 0 means none.")
 	fs.Int64Var(&cfg.Capacity, "capacity", 0, "Array capacity in bytes; 0 means 1 TiB.")
 	fs.StringVar(&cfg.HTTPEndpoint, "http-endpoint", "", "host:port serving Prometheus metrics at /metrics; empty disables.")

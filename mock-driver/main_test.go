@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"fenceline.io/fenceline/mock-driver/array"
 	"fenceline.io/fenceline/mock-driver/driver"
 	"fenceline.io/fenceline/mock-driver/faults"
 )
@@ -39,9 +40,20 @@ func TestParseFlags(t *testing.T) {
 			name: "driver that cannot fence",
 			args: []string{"--fence=false", "--force-unpublish=false", "--unsafe-unpublish", "--max-volumes-per-node=4", "--name=other.example.com"},
 			want: base(func(c *driver.Config) {
-				c.Fence, c.ForceUnpublish, c.UnsafeUnpublish, c.MaxVolumesPerNode, c.Name = false, false, true, 4, "other.example.com"
+				c.Fence, c.ForceUnpublish, c.Unpublish, c.MaxVolumesPerNode, c.Name = false, false, array.UnpublishRealArray, 4, "other.example.com"
 			}),
 		},
+		{
+			name: "real-array unpublish",
+			args: []string{"--unpublish-mode=real-array"},
+			want: base(func(c *driver.Config) { c.Unpublish = array.UnpublishRealArray }),
+		},
+		{
+			name: "old flag switched off is strict",
+			args: []string{"--unpublish-mode=real-array", "--unsafe-unpublish=false"},
+			want: base(func(*driver.Config) {}),
+		},
+		{name: "unknown unpublish mode", args: []string{"--unpublish-mode=lenient"}, wantErr: "unknown unpublish mode"},
 		{
 			name: "faults",
 			args: []string{"--fault=ControllerUnpublishVolume:Unavailable:3", "--latency=ControllerPublishVolume:50ms"},

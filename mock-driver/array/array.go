@@ -39,7 +39,7 @@ type Options struct {
 	Capacity int64
 	// MaxVolumesPerNode limits attachments per node; zero means no limit.
 	MaxVolumesPerNode int64
-	// Semantics switch fencing, forced clean-up and unsafe unpublish.
+	// Semantics switch fencing, forced clean-up and the unpublish mode.
 	Semantics Semantics
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time

@@ -71,23 +71,23 @@ func TestFencedFailover(t *testing.T) {
 		t.Fatalf("write from b after failover: %v", err)
 	}
 
-	// a comes back: it may not have the volume again until it cleaned up
-	// with force.
+	// a comes back: it may not have the volume again until it cleaned up.
+	// Its kubelet sends no force (the upstream kubelet never does); that
+	// is the clean-up all the same.
 	wantCode(t, a.NodeStage("a", id, "/stage/a", rwo, noop), codes.FailedPrecondition)
 	wantCode(t, a.NodePublish("a", id, "/target/a", "/stage/a", rwo, false, noop), codes.FailedPrecondition)
-	wantCode(t, a.NodeUnpublish("a", id, "/target/a", false, noop), codes.FailedPrecondition)
-	if err := a.NodeUnpublish("a", id, "/target/a", true, noop); err != nil {
-		t.Fatalf("forced NodeUnpublish: %v", err)
+	if err := a.NodeUnpublish("a", id, "/target/a", false, noop); err != nil {
+		t.Fatalf("unforced NodeUnpublish: %v", err)
 	}
 	if _, fenced := a.Snapshot().Volumes[id].Fenced["a"]; !fenced {
 		t.Fatal("quarantine lifted while a still has the volume staged")
 	}
-	if err := a.NodeUnstage("a", id, "/stage/a", true, noopTargets); err != nil {
-		t.Fatalf("forced NodeUnstage: %v", err)
+	if err := a.NodeUnstage("a", id, "/stage/a", false, noopTargets); err != nil {
+		t.Fatalf("unforced NodeUnstage: %v", err)
 	}
 	v := a.Snapshot().Volumes[id]
 	if _, fenced := v.Fenced["a"]; fenced {
-		t.Fatal("quarantine not lifted after forced clean-up")
+		t.Fatal("quarantine not lifted after unforced clean-up")
 	}
 	if v.Nodes["a"].InUse() {
 		t.Fatalf("node a still holds the volume: %+v", v.Nodes["a"])
@@ -98,7 +98,7 @@ func TestFencedFailover(t *testing.T) {
 	}
 }
 
-func TestFenceWithoutNodeStateNeedsForcedCleanup(t *testing.T) {
+func TestFenceWithoutNodeStateNeedsCleanup(t *testing.T) {
 	a, _ := newTestArray(t, strict)
 	id := mustCreate(t, a, "pvc")
 	if _, err := a.Publish(id, "a", rwo, false); err != nil {
@@ -109,8 +109,8 @@ func TestFenceWithoutNodeStateNeedsForcedCleanup(t *testing.T) {
 	}
 	_, err := a.Publish(id, "a", rwo, false)
 	wantCode(t, err, codes.FailedPrecondition)
-	// An idempotent forced unstage of nothing is the clean-up.
-	if err := a.NodeUnstage("a", id, "/stage/a", true, noopTargets); err != nil {
+	// An idempotent unstage of nothing, unforced, is the clean-up.
+	if err := a.NodeUnstage("a", id, "/stage/a", false, noopTargets); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Publish(id, "a", rwo, false); err != nil {
@@ -118,8 +118,8 @@ func TestFenceWithoutNodeStateNeedsForcedCleanup(t *testing.T) {
 	}
 }
 
-func TestUnsafeUnpublishKeepsWriteAccess(t *testing.T) {
-	a, _ := newTestArray(t, Semantics{Fence: true, ForceUnpublish: true, UnsafeUnpublish: true})
+func TestRealArrayUnpublishKeepsWriteAccess(t *testing.T) {
+	a, _ := newTestArray(t, Semantics{Fence: true, ForceUnpublish: true, Unpublish: UnpublishRealArray})
 	id := mustCreate(t, a, "pvc")
 	useOn(t, a, id, "a")
 	if err := a.Unpublish(id, "a", false); err != nil {

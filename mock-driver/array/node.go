@@ -49,10 +49,11 @@ func (a *Array) NodeStage(node, volID, path string, mode Mode, mount func() erro
 func (a *Array) NodeUnstage(node, volID, path string, force bool, unmount func(targets []string) error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v, counts, err := a.nodeCleanup(node, volID, force)
+	v, err := volume(a.state, volID)
 	if err != nil {
 		return err
 	}
+	force = cleanupForce(force, a.opts.Semantics)
 	u := v.Nodes[node]
 	staged := u != nil && u.StagingPath == path
 	var targets []string
@@ -66,7 +67,7 @@ func (a *Array) NodeUnstage(node, volID, path string, force bool, unmount func(t
 		return err
 	}
 	_, fenced := v.Fenced[node]
-	if !staged && !(fenced && counts && !u.InUse()) {
+	if !staged && !(fenced && !u.InUse()) {
 		return nil
 	}
 	return a.update(func(s *State) error {
@@ -74,7 +75,7 @@ func (a *Array) NodeUnstage(node, volID, path string, force bool, unmount func(t
 		if staged {
 			delete(nv.Nodes, node)
 		}
-		liftQuarantine(nv, node, counts)
+		liftQuarantine(nv, node)
 		return nil
 	})
 }
@@ -112,11 +113,12 @@ func (a *Array) NodePublish(node, volID, target, staging string, mode Mode, read
 
 // NodeUnpublish removes a published target after running unmount. It runs
 // unmount even when the array has no record of the target, so a retried
-// clean-up always leaves the path removed.
-func (a *Array) NodeUnpublish(node, volID, target string, force bool, unmount func() error) error {
+// clean-up always leaves the path removed. force changes nothing here: an
+// unpublish never needs it, and on a fenced volume any clean-up counts.
+func (a *Array) NodeUnpublish(node, volID, target string, _ bool, unmount func() error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v, counts, err := a.nodeCleanup(node, volID, force)
+	v, err := volume(a.state, volID)
 	if err != nil {
 		return err
 	}
@@ -137,7 +139,7 @@ func (a *Array) NodeUnpublish(node, volID, target string, force bool, unmount fu
 				delete(nv.Nodes, node)
 			}
 		}
-		liftQuarantine(nv, node, counts)
+		liftQuarantine(nv, node)
 		return nil
 	})
 }
@@ -158,25 +160,10 @@ func (a *Array) NodeVolumePath(node, volID, path string) (*Volume, error) {
 	return nil, status.Errorf(codes.NotFound, "volume %s is not staged or published at %q on node %s", volID, path, node)
 }
 
-// nodeCleanup looks up volID for a clean-up by node and reports whether the
-// clean-up counts towards lifting a quarantine (see checkNodeCleanup). The
-// caller holds a.mu.
-func (a *Array) nodeCleanup(node, volID string, force bool) (*Volume, bool, error) {
-	v, err := volume(a.state, volID)
-	if err != nil {
-		return nil, false, err
-	}
-	counts, err := checkNodeCleanup(v, node, force, a.opts.Semantics)
-	if err != nil {
-		return nil, false, err
-	}
-	return v, counts, nil
-}
-
-// liftQuarantine ends node's quarantine on v once a clean-up that counts
-// (forced, or any without FORCE_UNPUBLISH) left it holding nothing.
-func liftQuarantine(v *Volume, node string, counts bool) {
-	if counts && !v.Nodes[node].InUse() {
+// liftQuarantine ends node's quarantine on v once a clean-up, forced or
+// not, left it holding nothing (see cleanupForce).
+func liftQuarantine(v *Volume, node string) {
+	if !v.Nodes[node].InUse() {
 		delete(v.Fenced, node)
 	}
 }

@@ -1,6 +1,7 @@
 package array
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -21,12 +22,45 @@ type Semantics struct {
 	// built before the extension existed.
 	Fence bool
 	// ForceUnpublish: the node plugin honours force=true on NodeUnpublish /
-	// NodeUnstage (FORCE_UNPUBLISH). When false every node-side clean-up
-	// counts as forced, since the driver cannot tell them apart.
+	// NodeUnstage (FORCE_UNPUBLISH): a forced unstage also removes targets
+	// still published. When false the field is ignored. Either way any
+	// clean-up of a fenced volume lifts the fence (see checkNodeCleanup).
 	ForceUnpublish bool
-	// UnsafeUnpublish lets a plain unpublish succeed while the node still
-	// uses the volume, leaving the node with write access.
-	UnsafeUnpublish bool
+	// Unpublish says what a plain unpublish of a volume the node still uses
+	// does: refused (UnpublishStrict) or done, leaving the node write
+	// access (UnpublishRealArray).
+	Unpublish UnpublishMode
+}
+
+// UnpublishMode is what the array does with a plain (unfenced)
+// ControllerUnpublishVolume while the node still has the volume staged or
+// published.
+type UnpublishMode string
+
+const (
+	// UnpublishStrict refuses it with FAILED_PRECONDITION: the array cannot
+	// tell whether detaching is safe, as KEP-2268 asks of such a driver.
+	// Safe, but it hides a CO that sends a plain unpublish where a fence
+	// was needed: the mistake never reaches the data.
+	UnpublishStrict UnpublishMode = "strict"
+	// UnpublishRealArray removes the attachment and answers OK, like most
+	// real arrays and drivers: the unmapping does not stop a host that
+	// still has the device open, so the node keeps write access and, once
+	// the volume moves, two nodes can write. Safety tests use this mode so
+	// that a plain unpublish where a fence was required shows up as
+	// accepted writes.
+	UnpublishRealArray UnpublishMode = "real-array"
+)
+
+// ParseUnpublishMode checks a mode name; "" is UnpublishStrict.
+func ParseUnpublishMode(s string) (UnpublishMode, error) {
+	switch m := UnpublishMode(s); m {
+	case "":
+		return UnpublishStrict, nil
+	case UnpublishStrict, UnpublishRealArray:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown unpublish mode %q: want %q or %q", s, UnpublishStrict, UnpublishRealArray)
 }
 
 // checkPublish decides ControllerPublishVolume of v to node. attachedOnNode
@@ -35,7 +69,7 @@ type Semantics struct {
 func checkPublish(v *Volume, node string, mode Mode, readOnly bool, max int64, attachedOnNode int) (already bool, err error) {
 	if _, fenced := v.Fenced[node]; fenced {
 		return false, status.Errorf(codes.FailedPrecondition,
-			"volume %s was fenced off node %s; the node must run a forced NodeUnpublishVolume/NodeUnstageVolume before it can have the volume again", v.ID, node)
+			"volume %s was fenced off node %s; the node must run its clean-up (NodeUnpublishVolume/NodeUnstageVolume) before it can have the volume again", v.ID, node)
 	}
 	if a, ok := v.Attachments[node]; ok {
 		if a.ReadOnly != readOnly || a.AccessMode != mode {
@@ -70,10 +104,10 @@ const (
 	// unpublishDetach removes the attachment.
 	unpublishDetach
 	// unpublishFence removes the attachment and cuts the node off: its I/O
-	// fails at once and it is quarantined until forced node clean-up.
+	// fails at once and it is quarantined until its node-side clean-up.
 	unpublishFence
 	// unpublishUnsafe removes the attachment while the node still uses the
-	// volume and keeps its write access (--unsafe-unpublish).
+	// volume and keeps its write access (UnpublishRealArray).
 	unpublishUnsafe
 )
 
@@ -93,7 +127,7 @@ func decideUnpublish(v *Volume, node string, fence bool, sem Semantics) (unpubli
 		return unpublishFence, nil
 	case !attached && !use.InUse():
 		return unpublishNothing, nil
-	case use.InUse() && sem.UnsafeUnpublish:
+	case use.InUse() && sem.Unpublish == UnpublishRealArray:
 		return unpublishUnsafe, nil
 	case use.InUse():
 		return unpublishNothing, status.Errorf(codes.FailedPrecondition,
@@ -109,7 +143,7 @@ func decideUnpublish(v *Volume, node string, fence bool, sem Semantics) (unpubli
 func checkNotFenced(v *Volume, node string) error {
 	if _, fenced := v.Fenced[node]; fenced {
 		return status.Errorf(codes.FailedPrecondition,
-			"volume %s is fenced off node %s; run a forced NodeUnpublishVolume/NodeUnstageVolume first", v.ID, node)
+			"volume %s is fenced off node %s; run NodeUnpublishVolume/NodeUnstageVolume first", v.ID, node)
 	}
 	return nil
 }
@@ -127,18 +161,16 @@ func checkNodeAccess(v *Volume, node string) error {
 	return nil
 }
 
-// checkNodeCleanup decides a NodeUnpublishVolume or NodeUnstageVolume of v
-// on node. On a fenced volume an unforced clean-up cannot flush and fails;
-// a forced one (or any, when force is not supported) succeeds and, once the
-// node holds nothing more, lifts the quarantine.
-func checkNodeCleanup(v *Volume, node string, force bool, sem Semantics) (counts bool, err error) {
-	_, fenced := v.Fenced[node]
-	forced := force || !sem.ForceUnpublish
-	if fenced && !forced {
-		return false, status.Errorf(codes.FailedPrecondition,
-			"volume %s is fenced off node %s: unflushed data cannot be written back; retry with force=true", v.ID, node)
-	}
-	return forced, nil
+// cleanupForce is the force a NodeUnpublishVolume or NodeUnstageVolume
+// acts with: the request's, when the driver honours FORCE_UNPUBLISH.
+//
+// Whether forced or not, a clean-up of a fenced volume succeeds and, once
+// the node holds nothing more, lifts the fence: the upstream kubelet never
+// sends force (it does not know the field), so a driver that insisted on it
+// would keep a returning node fenced for ever. Unflushed data of a fenced
+// volume is lost either way; the array refused it at the fence.
+func cleanupForce(force bool, sem Semantics) bool {
+	return force && sem.ForceUnpublish
 }
 
 // checkWrite decides a data-plane write of v from node.

@@ -55,7 +55,7 @@ func TestCheckPublish(t *testing.T) {
 }
 
 func TestDecideUnpublish(t *testing.T) {
-	unsafe := Semantics{Fence: true, ForceUnpublish: true, UnsafeUnpublish: true}
+	unsafe := Semantics{Fence: true, ForceUnpublish: true, Unpublish: UnpublishRealArray}
 	noFence := Semantics{ForceUnpublish: true}
 	tests := []struct {
 		name     string
@@ -117,30 +117,48 @@ func TestCheckNodeAccess(t *testing.T) {
 	})
 }
 
-func TestCheckNodeCleanup(t *testing.T) {
-	noForce := Semantics{Fence: true}
+func TestCleanupForce(t *testing.T) {
 	tests := []struct {
-		name       string
-		vol        *Volume
-		force      bool
-		sem        Semantics
-		wantCounts bool
-		wantCode   codes.Code
+		name  string
+		force bool
+		sem   Semantics
+		want  bool
 	}{
-		{name: "plain clean-up of a healthy volume", vol: newVol().attached("a", rwo).staged("a", "/s").build(), sem: strict},
-		{name: "forced clean-up of a healthy volume", vol: newVol().attached("a", rwo).staged("a", "/s").build(), force: true, sem: strict, wantCounts: true},
-		{name: "unforced clean-up of a fenced volume cannot flush", vol: newVol().fenced("a").staged("a", "/s").build(), sem: strict, wantCode: codes.FailedPrecondition},
-		{name: "forced clean-up of a fenced volume", vol: newVol().fenced("a").staged("a", "/s").build(), force: true, sem: strict, wantCounts: true},
-		{name: "without FORCE_UNPUBLISH every clean-up counts", vol: newVol().fenced("a").staged("a", "/s").build(), sem: noForce, wantCounts: true},
+		{name: "unforced", sem: strict, want: false},
+		{name: "forced, honoured", force: true, sem: strict, want: true},
+		{name: "forced, FORCE_UNPUBLISH off: ignored", force: true, sem: Semantics{Fence: true}, want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			counts, err := checkNodeCleanup(tc.vol, "a", tc.force, tc.sem)
-			wantCode(t, err, tc.wantCode)
-			if counts != tc.wantCounts {
-				t.Errorf("counts = %t, want %t", counts, tc.wantCounts)
+			if got := cleanupForce(tc.force, tc.sem); got != tc.want {
+				t.Errorf("cleanupForce(%t) = %t, want %t", tc.force, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestUnforcedCleanupLiftsFence is rule 11 of the fence contract: the
+// upstream kubelet never sends force, so the node-side clean-up of a fenced
+// volume lifts the fence whether forced or not.
+func TestUnforcedCleanupLiftsFence(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		for _, sem := range []Semantics{strict, {Fence: true}} {
+			a, _ := newTestArray(t, sem)
+			id := mustCreate(t, a, "pvc")
+			useOn(t, a, id, "a")
+			if err := a.Unpublish(id, "a", true); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.NodeUnpublish("a", id, "/target/a", force, noop); err != nil {
+				t.Fatalf("force=%t, %+v: NodeUnpublish of the fenced volume: %v", force, sem, err)
+			}
+			if err := a.NodeUnstage("a", id, "/stage/a", force, noopTargets); err != nil {
+				t.Fatalf("force=%t, %+v: NodeUnstage of the fenced volume: %v", force, sem, err)
+			}
+			if v := a.Snapshot().Volumes[id]; len(v.Fenced) != 0 {
+				t.Fatalf("force=%t, %+v: still fenced after clean-up: %v", force, sem, v.Fenced)
+			}
+		}
 	}
 }
 

@@ -31,7 +31,7 @@ type Volume struct {
 	// initiators in its host group), keyed by node ID.
 	Attachments map[string]*Attachment `json:"attachments,omitempty"`
 	// Fenced holds the nodes cut off by a fenced unpublish that have not yet
-	// run their forced node-side clean-up, with the time of the fence. A
+	// run their node-side clean-up (forced or not), with the time of the fence. A
 	// fenced node's I/O is refused and it may not stage or publish the
 	// volume again while it is listed here.
 	Fenced map[string]time.Time `json:"fenced,omitempty"`

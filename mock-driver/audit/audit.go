@@ -42,6 +42,11 @@ type Record struct {
 	Code string `json:"code"`
 	// Message is the error message, or a short note for successful calls.
 	Message string `json:"message,omitempty"`
+	// Applied is true when the array carried the call out although its
+	// answer is an error: an injected lost answer (DeadlineExceeded). Such
+	// a call changed the array as if it had succeeded, so order checks
+	// must count it (see Effective).
+	Applied bool `json:"applied,omitempty"`
 }
 
 // Log appends records to an audit file. It is safe for concurrent use.

@@ -21,6 +21,11 @@ func Code(name string) Predicate { return func(r Record) bool { return r.Code ==
 // OK selects successful calls (accepted writes, for Method("Write")).
 func OK() Predicate { return Code("OK") }
 
+// Effective selects calls that took effect on the array: successful ones
+// and those whose answer was lost after the array carried them out
+// (Record.Applied). What the CO saw is in Code; what the array did is this.
+func Effective() Predicate { return func(r Record) bool { return r.Code == "OK" || r.Applied } }
+
 // Fenced selects calls that carried fence=true.
 func Fenced() Predicate { return func(r Record) bool { return r.Fence } }
 

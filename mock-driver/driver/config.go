@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"fenceline.io/fenceline/mock-driver/array"
 	"fenceline.io/fenceline/mock-driver/faults"
 )
 
@@ -33,10 +34,12 @@ type Config struct {
 	Fence bool
 	// ForceUnpublish advertises and honours FORCE_UNPUBLISH.
 	ForceUnpublish bool
-	// UnsafeUnpublish lets a plain ControllerUnpublishVolume succeed while
-	// the node still has the volume staged or published, leaving it write
-	// access (the failure fencing exists to prevent).
-	UnsafeUnpublish bool
+	// Unpublish is what a plain ControllerUnpublishVolume of a volume the
+	// node still has staged or published does: array.UnpublishStrict (the
+	// default, also when empty) refuses it, array.UnpublishRealArray does it
+	// and leaves the node write access, as real arrays do (the failure
+	// fencing exists to prevent).
+	Unpublish array.UnpublishMode
 	// MaxVolumesPerNode is reported by NodeGetInfo and enforced by the
 	// array; zero means no limit.
 	MaxVolumesPerNode int64
@@ -52,7 +55,7 @@ type Config struct {
 // DefaultConfig returns the configuration the binary uses without flags:
 // the default name, fencing and forced clean-up on, strict unpublish.
 func DefaultConfig() Config {
-	return Config{Name: DefaultName, Version: "dev", Fence: true, ForceUnpublish: true}
+	return Config{Name: DefaultName, Version: "dev", Fence: true, ForceUnpublish: true, Unpublish: array.UnpublishStrict}
 }
 
 // A CSI driver name: at most 63 characters, alphanumerics, '-', '.' and
@@ -73,6 +76,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxVolumesPerNode < 0 {
 		problems = append(problems, "max volumes per node must not be negative")
+	}
+	if _, err := array.ParseUnpublishMode(string(c.Unpublish)); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if c.Capacity < 0 {
 		problems = append(problems, "capacity must not be negative")

@@ -75,9 +75,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		Capacity:          cfg.Capacity,
 		MaxVolumesPerNode: cfg.MaxVolumesPerNode,
 		Semantics: array.Semantics{
-			Fence:           cfg.Fence,
-			ForceUnpublish:  cfg.ForceUnpublish,
-			UnsafeUnpublish: cfg.UnsafeUnpublish,
+			Fence:          cfg.Fence,
+			ForceUnpublish: cfg.ForceUnpublish,
+			Unpublish:      unpublishMode(cfg.Unpublish),
 		},
 	})
 	if err != nil {
@@ -266,4 +266,12 @@ func endpointOf(lis net.Listener) string {
 		return "unix://" + lis.Addr().String()
 	}
 	return lis.Addr().String()
+}
+
+// unpublishMode is the mode Validate accepted, with "" made explicit.
+func unpublishMode(m array.UnpublishMode) array.UnpublishMode {
+	if m == "" {
+		return array.UnpublishStrict
+	}
+	return m
 }

@@ -8,17 +8,21 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"fenceline.io/fenceline/mock-driver/array"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/client"
 	"fenceline.io/fenceline/mock-driver/driver"
+	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/mock-driver/server"
 	"fenceline.io/fenceline/pkg/fence"
 )
 
 // TestFencedFailover walks the failover Fenceline exists for, over real
 // sockets: node-a uses an RWO volume, is fenced off, node-b takes the
-// volume over, and node-a can only come back after a forced clean-up. The
+// volume over, and node-a can only come back after its clean-up, which its
+// kubelet sends without force as the upstream kubelet does. The
 // audit log must show the fence before the new attachment and no write from
 // node-a accepted after the fence.
 func TestFencedFailover(t *testing.T) {
@@ -57,27 +61,25 @@ func TestFencedFailover(t *testing.T) {
 		t.Fatalf("published_node_ids = %v, want [node-b]", got)
 	}
 
-	// node-a returns. Its kubelet's first, unforced clean-up cannot flush.
+	// node-a returns. Its kubelet's clean-up carries no force.
 	nodeA := w.node("node-a")
 	_, err = nodeA.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: w.stagingPath("node-a"), VolumeCapability: rwoCap()})
 	wantCode(t, "restage on fenced node-a", err, codes.FailedPrecondition)
-	_, err = nodeA.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: w.targetPath("node-a")})
-	wantCode(t, "unforced NodeUnpublish on fenced node-a", err, codes.FailedPrecondition)
-	unpub := &csi.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: w.targetPath("node-a")}
-	fence.SetForceUnpublish(unpub, true)
-	if _, err := nodeA.NodeUnpublishVolume(ctx, unpub); err != nil {
-		t.Fatalf("forced NodeUnpublish: %v", err)
+	if _, err := nodeA.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: w.targetPath("node-a")}); err != nil {
+		t.Fatalf("unforced NodeUnpublish on fenced node-a: %v", err)
 	}
 	if _, err := os.Stat(w.targetPath("node-a")); !os.IsNotExist(err) {
 		t.Fatalf("target path still there after NodeUnpublish: %v", err)
 	}
+	if v := w.d.Array().Snapshot().Volumes[vol]; len(v.Fenced) == 0 {
+		t.Fatal("quarantine lifted while node-a still has the volume staged")
+	}
 	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: w.stagingPath("node-a")}
-	fence.SetForceUnstage(unstage, true)
 	if _, err := nodeA.NodeUnstageVolume(ctx, unstage); err != nil {
-		t.Fatalf("forced NodeUnstage: %v", err)
+		t.Fatalf("unforced NodeUnstage: %v", err)
 	}
 	if v := w.d.Array().Snapshot().Volumes[vol]; len(v.Fenced) != 0 {
-		t.Fatalf("quarantine not lifted after forced clean-up: %v", v.Fenced)
+		t.Fatalf("quarantine not lifted after unforced clean-up: %v", v.Fenced)
 	}
 
 	recs := w.audit()
@@ -92,16 +94,17 @@ func TestFencedFailover(t *testing.T) {
 	if n := audit.Count(recs[fenceAt:], audit.Method("Write"), audit.Node("node-a"), audit.Code("PermissionDenied")); n != 1 {
 		t.Fatalf("refused writes from node-a recorded: %d, want 1", n)
 	}
-	if audit.FirstIndex(recs, audit.Method("NodeUnstageVolume"), audit.Node("node-a"), audit.Forced(), audit.OK()) < 0 {
-		t.Fatal("forced NodeUnstageVolume not recorded with force")
+	if audit.FirstIndex(recs, audit.Method("NodeUnstageVolume"), audit.Node("node-a"), audit.OK()) < 0 {
+		t.Fatal("NodeUnstageVolume of node-a not recorded")
 	}
 }
 
-// TestUnsafeUnpublishAllowsSplitBrain shows the corruption fencing exists
-// to prevent: with --unsafe-unpublish the old node keeps writing after the
-// volume moved.
-func TestUnsafeUnpublishAllowsSplitBrain(t *testing.T) {
-	w := newWorld(t, func(c *driver.Config) { c.UnsafeUnpublish = true })
+// TestRealArrayUnpublishAllowsSplitBrain shows the corruption fencing
+// exists to prevent: in real-array mode a plain unpublish of a volume the
+// node still uses succeeds, and the old node keeps writing after the volume
+// moved.
+func TestRealArrayUnpublishAllowsSplitBrain(t *testing.T) {
+	w := newWorld(t, func(c *driver.Config) { c.Unpublish = array.UnpublishRealArray })
 	vol := w.createVolume("pvc-1")
 	w.attachAndMount(vol, "node-a")
 	if _, err := w.ctrl.ControllerUnpublishVolume(w.ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: vol, NodeId: "node-a"}); err != nil {
@@ -188,4 +191,36 @@ func TestNodeSocketsActAsTheirNode(t *testing.T) {
 		PublishContext: map[string]string{"mock.fenceline.io/node": "node-a"},
 	})
 	wantCode(t, "stage with another node's publish context", err, codes.InvalidArgument)
+}
+
+// TestLostUnpublishAnswer: an injected DeadlineExceeded on the fenced
+// unpublish reaches the CO as an error, but the array did fence; the audit
+// record says so, and a retry is an idempotent success.
+func TestLostUnpublishAnswer(t *testing.T) {
+	w := newWorld(t, nil)
+	vol := w.createVolume("pvc-1")
+	w.attachAndMount(vol, "node-a")
+	if err := client.SetFaults(w.ctx, w.ctrlCC, faults.LoseAnswers("ControllerUnpublishVolume", 1)); err != nil {
+		t.Fatal(err)
+	}
+	req := &csi.ControllerUnpublishVolumeRequest{VolumeId: vol, NodeId: "node-a"}
+	fence.SetFence(req, true)
+	_, err := w.ctrl.ControllerUnpublishVolume(w.ctx, req)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("fenced unpublish with a lost answer: %v, want DeadlineExceeded", err)
+	}
+	if v := w.d.Array().Snapshot().Volumes[vol]; len(v.Fenced) == 0 || len(v.Attachments) != 0 {
+		t.Fatalf("array after the lost answer: fenced %v, attachments %v; want node-a fenced and detached", v.Fenced, v.Attachments)
+	}
+	wantCode(t, "write from node-a after the lost answer", client.Write(w.ctx, w.nodes["node-a"], vol, nil), codes.PermissionDenied)
+	if _, err := w.ctrl.ControllerUnpublishVolume(w.ctx, req); err != nil {
+		t.Fatalf("retried fenced unpublish: %v", err)
+	}
+	recs := audit.Filter(w.audit(), audit.Method("ControllerUnpublishVolume"))
+	if len(recs) != 2 || !recs[0].Applied || recs[0].Code != "DeadlineExceeded" || recs[1].Applied || recs[1].Code != "OK" {
+		t.Fatalf("audited unpublishes: %+v; want a lost (applied) answer, then OK", recs)
+	}
+	if n := len(audit.Filter(recs, audit.Effective())); n != 2 {
+		t.Fatalf("effective unpublishes: %d, want 2", n)
+	}
 }

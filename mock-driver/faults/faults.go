@@ -2,6 +2,11 @@
 // that tests can play a flaky or slow storage array. Rules come from command
 // line flags at start-up and can be replaced at runtime through the mock
 // Array service.
+//
+// An injected DeadlineExceeded is special: the call is carried out first and
+// only its answer is lost, as when a CO's deadline passes while the array
+// goes on and finishes the work. A caller that takes DeadlineExceeded for
+// "nothing happened" is exactly what such a rule catches.
 package faults
 
 import (
@@ -26,11 +31,46 @@ type Fault struct {
 	Method string
 	// Code is the error to return; codes.OK injects latency only.
 	Code codes.Code
-	// Count is how many calls fail before the rule is used up; zero or less
-	// means every call fails until the rules are replaced.
+	// Count is how many matching calls the rule affects (with its error and
+	// its latency) before it is used up and removed; zero or less means
+	// every call until the rules are replaced.
 	Count int
 	// Latency delays every matching call before it is handled.
 	Latency time.Duration
+}
+
+// FailNext is the rule "the next n calls of method fail with code". With
+// codes.DeadlineExceeded the calls are carried out and only their answers
+// are lost (see LoseAnswers).
+func FailNext(method string, n int, code codes.Code) Fault {
+	return Fault{Method: method, Code: code, Count: n}
+}
+
+// DelayNext is the rule "the next n calls of method take d longer".
+func DelayNext(method string, n int, d time.Duration) Fault {
+	return Fault{Method: method, Count: n, Latency: d}
+}
+
+// LoseAnswers is the rule "the next n calls of method are carried out by the
+// array, but answered DeadlineExceeded": the nasty real case in which the
+// CO gave up waiting and cannot tell whether the array did the work.
+func LoseAnswers(method string, n int) Fault {
+	return FailNext(method, n, codes.DeadlineExceeded)
+}
+
+// AppliesFirst reports whether an injected error with this code is
+// returned after the call was carried out (a lost answer) rather than
+// instead of it. Only DeadlineExceeded is: every other injected code means
+// the array did nothing.
+func AppliesFirst(code codes.Code) bool { return code == codes.DeadlineExceeded }
+
+// Outcome is what the injector decided for one call.
+type Outcome struct {
+	// Err is the injected error, or nil.
+	Err error
+	// Apply: carry the call out first and then answer Err (a lost answer).
+	// When false and Err is set, Err answers instead of the handler.
+	Apply bool
 }
 
 // String renders the rule in the --fault / --latency flag syntax.
@@ -77,27 +117,34 @@ func (i *Injector) List() []Fault {
 }
 
 // Before is called before an RPC is handled. It waits out the latency of
-// every matching rule (returning early if ctx ends) and then returns the
-// error of the first matching error rule that is not used up, or nil.
-func (i *Injector) Before(ctx context.Context, method string) error {
-	delay, err := i.take(method)
+// every matching rule and then returns the error of the first matching
+// error rule that is not used up. If ctx ends during the latency the call
+// fails with ctx's error, unless the outcome is a lost answer: the array
+// then carries the call out anyway, as a real one does after its client
+// gave up.
+func (i *Injector) Before(ctx context.Context, method string) Outcome {
+	delay, out := i.take(method)
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			if !out.Apply {
+				return Outcome{Err: status.FromContextError(ctx.Err()).Err()}
+			}
 		case <-t.C:
 		}
 	}
-	return err
+	return out
 }
 
-func (i *Injector) take(method string) (time.Duration, error) {
+// take counts the call against every matching rule that affects it, drops
+// the rules it used up and returns the total latency and the first error.
+func (i *Injector) take(method string) (time.Duration, Outcome) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	var delay time.Duration
-	var err error
+	var out Outcome
 	kept := i.rules[:0]
 	for _, r := range i.rules {
 		if r.Method != method && r.Method != AnyMethod {
@@ -105,24 +152,23 @@ func (i *Injector) take(method string) (time.Duration, error) {
 			continue
 		}
 		delay += r.Latency
-		if r.Code != codes.OK && err == nil {
-			err = status.Errorf(r.Code, "injected fault for %s", method)
-			if r.Count > 0 {
-				r.Count--
-				if r.Count == 0 {
-					if r.Latency > 0 {
-						// The error part is used up; the latency stays.
-						r.Code = codes.OK
-						kept = append(kept, r)
-					}
-					continue
-				}
+		// A rule counts a call it delayed or answered; an error rule
+		// shadowed by an earlier one keeps its failures for later calls.
+		affected := r.Latency > 0
+		if r.Code != codes.OK && out.Err == nil {
+			out = Outcome{Err: status.Errorf(r.Code, "injected fault for %s", method), Apply: AppliesFirst(r.Code)}
+			affected = true
+		}
+		if affected && r.Count > 0 {
+			r.Count--
+			if r.Count == 0 {
+				continue
 			}
 		}
 		kept = append(kept, r)
 	}
 	i.rules = kept
-	return delay, err
+	return delay, out
 }
 
 // ParseFault parses the --fault flag syntax "Method:Code[:Count]", e.g.

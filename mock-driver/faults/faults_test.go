@@ -61,17 +61,17 @@ func TestCountedFaultIsUsedUp(t *testing.T) {
 	ctx := context.Background()
 	i := New([]Fault{{Method: "ControllerUnpublishVolume", Code: codes.Unavailable, Count: 2}})
 	for n := 1; n <= 2; n++ {
-		if err := i.Before(ctx, "ControllerUnpublishVolume"); status.Code(err) != codes.Unavailable {
-			t.Fatalf("call %d: %v, want Unavailable", n, err)
+		if out := i.Before(ctx, "ControllerUnpublishVolume"); status.Code(out.Err) != codes.Unavailable || out.Apply {
+			t.Fatalf("call %d: %+v, want Unavailable instead of the call", n, out)
 		}
 	}
-	if err := i.Before(ctx, "ControllerUnpublishVolume"); err != nil {
+	if err := i.Before(ctx, "ControllerUnpublishVolume").Err; err != nil {
 		t.Fatalf("call 3: %v, want success", err)
 	}
 	if rules := i.List(); len(rules) != 0 {
 		t.Fatalf("used-up rule still listed: %v", rules)
 	}
-	if err := i.Before(ctx, "ControllerPublishVolume"); err != nil {
+	if err := i.Before(ctx, "ControllerPublishVolume").Err; err != nil {
 		t.Fatalf("other method failed: %v", err)
 	}
 }
@@ -80,33 +80,80 @@ func TestUncountedFaultAndWildcard(t *testing.T) {
 	ctx := context.Background()
 	i := New([]Fault{{Method: AnyMethod, Code: codes.Internal}})
 	for _, m := range []string{"CreateVolume", "Write", "CreateVolume"} {
-		if err := i.Before(ctx, m); status.Code(err) != codes.Internal {
+		if err := i.Before(ctx, m).Err; status.Code(err) != codes.Internal {
 			t.Fatalf("%s: %v, want Internal", m, err)
 		}
 	}
 	i.Set(nil)
-	if err := i.Before(ctx, "CreateVolume"); err != nil {
+	if err := i.Before(ctx, "CreateVolume").Err; err != nil {
 		t.Fatalf("after clearing: %v", err)
 	}
 }
 
-func TestLatencyStaysAfterCountedErrorIsUsedUp(t *testing.T) {
+func TestCountBoundsLatencyAndError(t *testing.T) {
 	i := New([]Fault{{Method: "Write", Code: codes.Aborted, Count: 1, Latency: time.Millisecond}})
-	if err := i.Before(context.Background(), "Write"); status.Code(err) != codes.Aborted {
+	if err := i.Before(context.Background(), "Write").Err; status.Code(err) != codes.Aborted {
 		t.Fatalf("first call: %v", err)
 	}
-	rules := i.List()
-	if len(rules) != 1 || rules[0].Code != codes.OK || rules[0].Latency != time.Millisecond {
-		t.Fatalf("rules after the error is used up: %+v", rules)
+	if rules := i.List(); len(rules) != 0 {
+		t.Fatalf("rules after the only counted call: %+v", rules)
 	}
 }
 
-func TestLatencyHonoursContext(t *testing.T) {
-	i := New([]Fault{{Method: "Write", Latency: time.Hour}})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := i.Before(ctx, "Write"); status.Code(err) != codes.Canceled {
-		t.Fatalf("got %v, want Canceled", err)
+func TestDelayNext(t *testing.T) {
+	i := New([]Fault{DelayNext("ControllerUnpublishVolume", 2, 20*time.Millisecond)})
+	for n := 1; n <= 3; n++ {
+		start := time.Now()
+		out := i.Before(context.Background(), "ControllerUnpublishVolume")
+		took := time.Since(start)
+		if out.Err != nil {
+			t.Fatalf("call %d: %v, want latency only", n, out.Err)
+		}
+		if delayed := took >= 20*time.Millisecond; delayed != (n <= 2) {
+			t.Fatalf("call %d took %v; want delayed=%t", n, took, n <= 2)
+		}
+	}
+}
+
+func TestShadowedErrorRuleKeepsItsCount(t *testing.T) {
+	i := New([]Fault{FailNext("Write", 1, codes.Unavailable), FailNext("Write", 1, codes.Internal)})
+	for _, want := range []codes.Code{codes.Unavailable, codes.Internal, codes.OK} {
+		if got := status.Code(i.Before(context.Background(), "Write").Err); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+	}
+}
+
+func TestLoseAnswersAppliesTheCall(t *testing.T) {
+	tests := []struct {
+		rule      Fault
+		wantCode  codes.Code
+		wantApply bool
+	}{
+		{rule: LoseAnswers("ControllerUnpublishVolume", 1), wantCode: codes.DeadlineExceeded, wantApply: true},
+		{rule: FailNext("ControllerUnpublishVolume", 1, codes.DeadlineExceeded), wantCode: codes.DeadlineExceeded, wantApply: true},
+		{rule: FailNext("ControllerUnpublishVolume", 1, codes.Unavailable), wantCode: codes.Unavailable, wantApply: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.rule.String(), func(t *testing.T) {
+			out := New([]Fault{tc.rule}).Before(context.Background(), "ControllerUnpublishVolume")
+			if status.Code(out.Err) != tc.wantCode || out.Apply != tc.wantApply {
+				t.Fatalf("outcome %+v, want code %s, apply %t", out, tc.wantCode, tc.wantApply)
+			}
+		})
+	}
+}
+
+// TestLostAnswerOutlivesItsClient: the client's deadline passes during the
+// latency, and the array still carries the call out.
+func TestLostAnswerOutlivesItsClient(t *testing.T) {
+	rule := LoseAnswers("ControllerUnpublishVolume", 1)
+	rule.Latency = 30 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	out := New([]Fault{rule}).Before(ctx, "ControllerUnpublishVolume")
+	if !out.Apply || status.Code(out.Err) != codes.DeadlineExceeded {
+		t.Fatalf("outcome %+v, want the call carried out and DeadlineExceeded", out)
 	}
 }
 

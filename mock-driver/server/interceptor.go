@@ -15,6 +15,7 @@ import (
 
 	mockv1 "fenceline.io/fenceline/mock-driver/api/mock/v1"
 	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/pkg/fence"
 )
 
@@ -36,9 +37,9 @@ func (sh *Shared) interceptor(sock Socket) grpc.UnaryServerInterceptor {
 
 		// Latency is waited out before taking the order lock, so a slow
 		// call does not hold up the others.
-		faultErr := sh.Faults.Before(ctx, method)
+		fault := sh.Faults.Before(ctx, method)
 
-		resp, err, auditErr := sh.applyInOrder(ctx, info.FullMethod, sock.NodeID, req, faultErr, handler)
+		resp, err, auditErr := sh.applyInOrder(ctx, info.FullMethod, sock.NodeID, req, fault, handler)
 		if auditErr != nil {
 			logger.Error(auditErr, "Could not write the audit log")
 		}
@@ -55,16 +56,38 @@ func (sh *Shared) interceptor(sock Socket) grpc.UnaryServerInterceptor {
 }
 
 // applyInOrder runs the handler (unless a fault answers instead) and
-// appends the audit record, both under the order lock.
-func (sh *Shared) applyInOrder(ctx context.Context, fullMethod, socketNode string, req any, faultErr error, handler grpc.UnaryHandler) (resp any, err, auditErr error) {
+// appends the audit record, both under the order lock. A lost answer runs
+// the handler to completion even if the client gave up, audits what the
+// array did (marked Applied) and then answers the injected error.
+func (sh *Shared) applyInOrder(ctx context.Context, fullMethod, socketNode string, req any, fault faults.Outcome, handler grpc.UnaryHandler) (resp any, err, auditErr error) {
 	sh.order.Lock()
 	defer sh.order.Unlock()
-	err = faultErr
-	if err == nil {
-		resp, err = handler(ctx, req)
+	if fault.Err != nil && !fault.Apply {
+		return nil, fault.Err, sh.Audit.Append(auditRecord(fullMethod, socketNode, req, nil, fault.Err))
 	}
-	auditErr = sh.Audit.Append(auditRecord(fullMethod, socketNode, req, resp, err))
-	return resp, err, auditErr
+	if fault.Apply {
+		ctx = context.WithoutCancel(ctx)
+	}
+	resp, err = handler(ctx, req)
+	if fault.Apply {
+		rec := lostAnswer(auditRecord(fullMethod, socketNode, req, resp, err), err, fault.Err)
+		return nil, fault.Err, sh.Audit.Append(rec)
+	}
+	return resp, err, sh.Audit.Append(auditRecord(fullMethod, socketNode, req, resp, err))
+}
+
+// lostAnswer turns the record of a call the array handled into that of its
+// lost answer: the code the CO saw, what the array really answered in the
+// message, and Applied when the array carried the call out.
+func lostAnswer(rec audit.Record, handlerErr, answer error) audit.Record {
+	rec.Code = status.Code(answer).String()
+	if handlerErr == nil {
+		rec.Applied = true
+		rec.Message = status.Convert(answer).Message() + "; the array carried the call out, the answer was lost"
+	} else {
+		rec.Message = status.Convert(answer).Message() + "; the array refused the call: " + status.Convert(handlerErr).Message()
+	}
+	return rec
 }
 
 // auditRecord describes one answered call. Node calls and writes act as

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -81,6 +82,28 @@ func TestAuditRecord(t *testing.T) {
 			got.Time = tc.want.Time
 			if got != tc.want {
 				t.Fatalf("record = %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLostAnswer(t *testing.T) {
+	answer := status.Error(codes.DeadlineExceeded, "injected fault for ControllerUnpublishVolume")
+	base := audit.Record{Method: "ControllerUnpublishVolume", VolumeID: "v", NodeID: "node-a", Fence: true, Code: "OK"}
+	tests := []struct {
+		name        string
+		handlerErr  error
+		wantApplied bool
+		wantInMsg   string
+	}{
+		{name: "carried out", wantApplied: true, wantInMsg: "answer was lost"},
+		{name: "refused by the array", handlerErr: status.Error(codes.FailedPrecondition, "in use"), wantInMsg: "refused the call: in use"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := lostAnswer(base, tc.handlerErr, answer)
+			if got.Code != "DeadlineExceeded" || got.Applied != tc.wantApplied || !strings.Contains(got.Message, tc.wantInMsg) {
+				t.Fatalf("record %+v; want code DeadlineExceeded, applied %t, message with %q", got, tc.wantApplied, tc.wantInMsg)
 			}
 		})
 	}
