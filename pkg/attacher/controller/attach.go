@@ -34,6 +34,10 @@ const (
 	// EventFenceUnsupported (Warning): the node is cut off but the driver
 	// cannot fence, so the detach is plain. Once per VolumeAttachment.
 	EventFenceUnsupported = "FenceUnsupported"
+	// EventFenceRequired (Warning): the detach needs a fence the driver
+	// cannot give (safe-detach, or a recorded fence), so nothing is
+	// unpublished; the finalizer stays and it is retried.
+	EventFenceRequired = "FenceRequired"
 )
 
 var everything = labels.Everything()

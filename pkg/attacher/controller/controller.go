@@ -249,19 +249,31 @@ func (c *Controller) csiDriver() *storagev1.CSIDriver {
 	return d
 }
 
-// nodeID finds the CSI node ID for a VolumeAttachment: from the node's
-// CSINode, or from the annotation written at attach time when the CSINode
-// (or the node) is gone, as upstream does.
+// nodeID finds the CSI node ID to attach to: the node's current CSINode
+// entry, or the annotation written at attach time when the CSINode (or the
+// node) is gone, as upstream does. Detach has its own order (see
+// fencing.DetachNodeID).
 func (c *Controller) nodeID(va *storagev1.VolumeAttachment) (string, error) {
-	if csiNode, err := c.csiNodeLister.Get(va.Spec.NodeName); err == nil {
-		for _, d := range csiNode.Spec.Drivers {
-			if d.Name == c.cfg.DriverName && d.NodeID != "" {
-				return d.NodeID, nil
-			}
-		}
+	if id := c.csiNodeID(va.Spec.NodeName); id != "" {
+		return id, nil
 	}
 	if id := va.Annotations[names.NodeIDAnnotation]; id != "" {
 		return id, nil
 	}
 	return "", fmt.Errorf("node %q: no CSINode entry for driver %s and no %s annotation", va.Spec.NodeName, c.cfg.DriverName, names.NodeIDAnnotation)
+}
+
+// csiNodeID returns the driver's node ID in the node's cached CSINode, or
+// "" when there is none.
+func (c *Controller) csiNodeID(nodeName string) string {
+	csiNode, err := c.csiNodeLister.Get(nodeName)
+	if err != nil {
+		return ""
+	}
+	for _, d := range csiNode.Spec.Drivers {
+		if d.Name == c.cfg.DriverName {
+			return d.NodeID
+		}
+	}
+	return ""
 }

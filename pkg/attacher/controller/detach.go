@@ -8,11 +8,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
 )
 
 // needsDetach states when a VolumeAttachment may be detached at all: it
@@ -24,9 +27,10 @@ func needsDetach(va *storagev1.VolumeAttachment, driver, finalizer string) bool 
 	return va != nil && va.Spec.Attacher == driver && va.DeletionTimestamp != nil && slices.Contains(va.Finalizers, finalizer)
 }
 
-// syncDetach runs ControllerUnpublishVolume, fenced when fencing.Decide says
-// so, then removes the finalizer before touching status, as upstream does,
-// so that a second sync cannot unpublish twice.
+// syncDetach runs ControllerUnpublishVolume as fencing.Decide says (fenced,
+// plain, or refused), recording a fenced decision on the VolumeAttachment
+// before the first call, then removes the finalizer before touching status,
+// as upstream does, so that a second sync cannot unpublish twice.
 func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachment) error {
 	if !needsDetach(va, c.cfg.DriverName, c.finalizer) {
 		return nil
@@ -34,44 +38,105 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 	logger := klog.FromContext(ctx)
 	volumeID, secrets, err := c.detachVolume(ctx, va)
 	if err != nil {
-		c.detachFailed(ctx, va, err)
+		c.detachFailed(ctx, va, EventDetachFailed, err)
 		return err
 	}
-	nodeID, err := c.nodeID(va)
+	rec, decision, err := c.decideDetach(ctx, va)
 	if err != nil {
-		c.detachFailed(ctx, va, err)
+		c.detachFailed(ctx, va, EventDetachFailed, err)
 		return err
 	}
-	// A Node object that is gone is nil here: a plain detach, as upstream.
-	node, err := nodeutil.Lookup(c.nodeLister, va.Spec.NodeName)
+	nodeID, err := fencing.DetachNodeID(rec, va.Annotations[names.NodeIDAnnotation], c.csiNodeID(va.Spec.NodeName))
 	if err != nil {
-		c.detachFailed(ctx, va, err)
+		err = fmt.Errorf("node %q: %w", va.Spec.NodeName, err)
+		c.detachFailed(ctx, va, EventDetachFailed, err)
 		return err
 	}
-
-	decision := fencing.Decide(fencing.Input{
-		Node:           node,
-		Driver:         c.csiDriver(),
-		DriverCanFence: c.cfg.Capabilities.Fence.UnpublishFence,
-	})
-	if decision.Unsupported && c.track.firstUnsupportedWarning(va.UID) {
-		c.cfg.Recorder.Eventf(va, v1.EventTypeWarning, EventFenceUnsupported,
-			"Node %s is cut off (%s) but driver %s does not advertise UNPUBLISH_FENCE; detaching without fencing", va.Spec.NodeName, decision.Reason, c.cfg.DriverName)
+	logger = logger.WithValues("volumeID", volumeID, "nodeID", nodeID, "mode", decision.Action, "reason", decision.Reason)
+	switch {
+	case decision.Action == fencing.ActionRefuse:
+		c.cfg.Metrics.Detach(string(fencing.ActionFenced), string(decision.Reason), metrics.ResultRefused)
+		err := fmt.Errorf("detach of %s from node %s refused: %s", volumeID, va.Spec.NodeName, decision.Why)
+		c.detachFailed(ctx, va, EventFenceRequired, err)
+		return err
+	case decision.Unsupported && c.track.firstUnsupportedWarning(va.UID):
+		c.cfg.Recorder.Eventf(va, v1.EventTypeWarning, EventFenceUnsupported, "Node %s: %s (driver %s)", va.Spec.NodeName, decision.Why, c.cfg.DriverName)
 	}
-	fenced := decision.Mode == fencing.ModeFenced
-	logger = logger.WithValues("volumeID", volumeID, "nodeID", nodeID, "mode", decision.Mode, "reason", decision.Reason)
+	if decision.WriteRecord {
+		if va, err = c.writeRecord(ctx, va, fencing.NewRecord(decision.Reason, nodeID, time.Now())); err != nil {
+			c.detachFailed(ctx, va, EventDetachFailed, err)
+			return err
+		}
+	}
+	fenced := decision.Action == fencing.ActionFenced
 
 	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	err = c.cfg.CSI.Unpublish(callCtx, volumeID, nodeID, secrets, fenced)
 	cancel()
 	if err != nil {
-		c.cfg.Metrics.Detach(string(decision.Mode), string(decision.Reason), metrics.ResultError)
-		err = fmt.Errorf("ControllerUnpublishVolume (%s) of %s from node %s: %w", decision.Mode, volumeID, nodeID, err)
-		c.detachFailed(ctx, va, err)
+		c.cfg.Metrics.Detach(string(decision.Action), string(decision.Reason), metrics.ResultError)
+		err = fmt.Errorf("ControllerUnpublishVolume (%s) of %s from node %s: %w", decision.Action, volumeID, nodeID, err)
+		c.detachFailed(ctx, va, EventDetachFailed, err)
 		return err
 	}
-	c.cfg.Metrics.Detach(string(decision.Mode), string(decision.Reason), metrics.ResultSuccess)
+	c.cfg.Metrics.Detach(string(decision.Action), string(decision.Reason), metrics.ResultSuccess)
+	return c.finishDetach(ctx, va, volumeID, decision)
+}
 
+// decideDetach gathers the inputs of fencing.Decide and calls it: from the
+// informer caches first and, when that points to a plain detach by a driver
+// that can fence, again from a fresh read of the Node (and, where the
+// decision depends on it, the CSIDriver), so that a lagging watch cannot
+// hide a reason to fence.
+func (c *Controller) decideDetach(ctx context.Context, va *storagev1.VolumeAttachment) (*fencing.Record, fencing.Decision, error) {
+	rec, err := fencing.RecordOf(va)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Unreadable fence record; the detach stays fenced")
+	}
+	// A Node object that is gone is nil here, which is itself a reason.
+	node, err := nodeutil.Lookup(c.nodeLister, va.Spec.NodeName)
+	if err != nil {
+		return nil, fencing.Decision{}, err
+	}
+	in := fencing.Input{Record: rec, Node: node, Driver: c.csiDriver(), DriverCanFence: c.cfg.Capabilities.Fence.UnpublishFence}
+	decision := fencing.Decide(in)
+	if decision.Action != fencing.ActionConfirm {
+		return rec, decision, nil
+	}
+	if in.Node, err = c.freshNode(ctx, va.Spec.NodeName); err != nil {
+		return nil, fencing.Decision{}, err
+	}
+	if fencing.NeedsFreshDriver(in.Node) {
+		if in.Driver, err = c.freshDriver(ctx); err != nil {
+			return nil, fencing.Decision{}, err
+		}
+	}
+	in.Fresh = true
+	return rec, fencing.Decide(in), nil
+}
+
+// writeRecord saves a fenced decision on the VolumeAttachment. Until the
+// cache holds the returned version, syncs of this VolumeAttachment wait
+// (tracker.supersede), so no retry can decide without the record.
+func (c *Controller) writeRecord(ctx context.Context, va *storagev1.VolumeAttachment, rec fencing.Record) (*storagev1.VolumeAttachment, error) {
+	clone := va.DeepCopy()
+	if clone.Annotations == nil {
+		clone.Annotations = map[string]string{}
+	}
+	clone.Annotations[names.FenceRecordAnnotation] = rec.Encode()
+	out, err := c.patchVA(ctx, va, clone, false)
+	if err != nil {
+		return va, fmt.Errorf("record the fence decision before unpublishing: %w", err)
+	}
+	c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
+	klog.FromContext(ctx).V(2).Info("Recorded fenced detach decision", "record", rec.Encode())
+	return out, nil
+}
+
+// finishDetach removes the finalizer after a successful unpublish, then
+// reports it.
+func (c *Controller) finishDetach(ctx context.Context, va *storagev1.VolumeAttachment, volumeID string, decision fencing.Decision) error {
+	logger := klog.FromContext(ctx)
 	// Finalizer first: once it is gone the object may vanish, and a stale
 	// cache can no longer lead to a second unpublish.
 	clone := va.DeepCopy()
@@ -83,8 +148,8 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 	// The removal is never a no-op (the finalizer was there), so the cached
 	// version is outdated whatever version the API answered with.
 	c.track.markStale(va.Name, va.ResourceVersion)
-	c.cfg.Metrics.Detached(string(decision.Mode), string(decision.Reason), time.Since(va.DeletionTimestamp.Time))
-	if fenced {
+	c.cfg.Metrics.Detached(string(decision.Action), string(decision.Reason), time.Since(va.DeletionTimestamp.Time))
+	if decision.Action == fencing.ActionFenced {
 		c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventFencedDetach, "Detached volume %s from node %s with fencing (%s)", volumeID, va.Spec.NodeName, decision.Reason)
 	} else {
 		c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventDetached, "Detached volume %s from node %s", volumeID, va.Spec.NodeName)
@@ -106,6 +171,31 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 		logger.Error(err, "Failed to mark VolumeAttachment detached")
 	}
 	return nil
+}
+
+// freshNode reads the Node from the API server; nil when it is gone.
+func (c *Controller) freshNode(ctx context.Context, name string) (*v1.Node, error) {
+	node, err := c.cfg.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read node %q to confirm a plain detach: %w", name, err)
+	}
+	return node, nil
+}
+
+// freshDriver reads the driver's CSIDriver from the API server; nil when the
+// cluster has none.
+func (c *Controller) freshDriver(ctx context.Context) (*storagev1.CSIDriver, error) {
+	d, err := c.cfg.Client.StorageV1().CSIDrivers().Get(ctx, c.cfg.DriverName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read CSIDriver %q to confirm a plain detach: %w", c.cfg.DriverName, err)
+	}
+	return d, nil
 }
 
 // detachVolume finds the volume handle and unpublish secrets from the PV.
@@ -132,8 +222,8 @@ func (c *Controller) detachVolume(ctx context.Context, va *storagev1.VolumeAttac
 }
 
 // detachFailed logs err, records it in status.detachError and emits a
-// DetachFailed Event.
-func (c *Controller) detachFailed(ctx context.Context, va *storagev1.VolumeAttachment, err error) {
+// Warning Event with the given reason.
+func (c *Controller) detachFailed(ctx context.Context, va *storagev1.VolumeAttachment, reason string, err error) {
 	logger := klog.FromContext(ctx)
 	logger.Error(err, "Detach failed")
 	clone := va.DeepCopy()
@@ -141,5 +231,5 @@ func (c *Controller) detachFailed(ctx context.Context, va *storagev1.VolumeAttac
 	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {
 		logger.Error(perr, "Failed to save detachError")
 	}
-	c.cfg.Recorder.Event(va, v1.EventTypeWarning, EventDetachFailed, err.Error())
+	c.cfg.Recorder.Event(va, v1.EventTypeWarning, reason, err.Error())
 }

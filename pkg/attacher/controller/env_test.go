@@ -327,6 +327,29 @@ func ready(s v1.ConditionStatus) nodeOpt {
 	}
 }
 
+// taintedWith adds a taint with the given effect.
+func taintedWith(key string, effect v1.TaintEffect) nodeOpt {
+	return func(n *v1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: effect})
+	}
+}
+
+// safeDetachDriver is the test driver's CSIDriver, opted into safe detach.
+func safeDetachDriver() *storagev1.CSIDriver {
+	return &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver, Annotations: map[string]string{names.SafeDetachAnnotation: "true"}}}
+}
+
+// waitCSINodeID waits until the cached CSINode gives the driver this ID.
+func (e *env) waitCSINodeID(node, id string) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return e.ctrl.csiNodeID(node) == id, nil
+	})
+	if err != nil {
+		e.t.Fatalf("CSINode %s never showed node ID %s in the cache", node, id)
+	}
+}
+
 func tainted(key string) nodeOpt {
 	return func(n *v1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute})

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"fenceline.io/fenceline/pkg/attacher/fencing"
+	"fenceline.io/fenceline/pkg/cutoff"
 )
 
 func (c *Controller) vaAdded(obj any) {
@@ -90,30 +90,39 @@ func (c *Controller) pvAdded(obj any) {
 }
 
 // nodeUpdated re-queues the node's deleting VolumeAttachments at once when
-// the fence decision changes (e.g. an out-of-service taint arrives while a
-// plain unpublish keeps failing), instead of waiting out their backoff.
+// a reason to fence appears or changes (e.g. an out-of-service taint arrives
+// while a plain unpublish keeps failing), instead of waiting out their
+// backoff. A reason that disappears re-queues nothing: a detach decided
+// fenced stays fenced (fencing.Record), and one not yet decided gains
+// nothing from hurrying.
 func (c *Controller) nodeUpdated(oldObj, newObj any) {
 	oldNode, ok1 := oldObj.(*v1.Node)
 	newNode, ok2 := newObj.(*v1.Node)
 	if !ok1 || !ok2 {
 		return
 	}
-	safe := fencing.SafeDetachEnabled(c.csiDriver())
-	if fencing.NodeReason(oldNode, safe) == fencing.NodeReason(newNode, safe) {
+	if !reasonAppeared(oldNode, newNode, cutoff.SafeDetachEnabled(c.csiDriver())) {
 		return
 	}
 	c.requeueDeleting(c.vasByIndex(vaByNodeIndex, newNode.Name))
 }
 
+// reasonAppeared reports whether a node update brings a reason to fence that
+// the node did not have before.
+func reasonAppeared(oldNode, newNode *v1.Node, safeDetach bool) bool {
+	r := cutoff.NodeReason(newNode, safeDetach)
+	return r != cutoff.ReasonNone && r != cutoff.NodeReason(oldNode, safeDetach)
+}
+
+// nodeDeleted re-queues the node's deleting VolumeAttachments: a Node object
+// that is gone is a reason to fence for a driver that can.
 func (c *Controller) nodeDeleted(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	node, ok := obj.(*v1.Node)
-	if !ok || fencing.NodeReason(node, fencing.SafeDetachEnabled(c.csiDriver())) == fencing.ReasonNone {
-		return
+	if node, ok := obj.(*v1.Node); ok {
+		c.requeueDeleting(c.vasByIndex(vaByNodeIndex, node.Name))
 	}
-	c.requeueDeleting(c.vasByIndex(vaByNodeIndex, node.Name))
 }
 
 // csiNodeChanged retries attaches that were waiting for the node's CSINode.
@@ -130,14 +139,15 @@ func (c *Controller) csiNodeChanged(obj any) {
 	}
 }
 
-// csiDriverUpdated re-queues deleting VolumeAttachments when the driver's
-// safe-detach opt-in changes. It lists from the cache, which is fine for an
+// csiDriverUpdated re-queues deleting VolumeAttachments when the driver
+// opts into safe detach (removing the opt-in re-queues nothing, as for
+// nodes). It lists from the cache, which is fine for an
 // event this rare.
 func (c *Controller) csiDriverUpdated(oldObj, newObj any) {
 	oldD, ok1 := oldObj.(*storagev1.CSIDriver)
 	newD, ok2 := newObj.(*storagev1.CSIDriver)
 	if !ok1 || !ok2 || newD.Name != c.cfg.DriverName ||
-		fencing.SafeDetachEnabled(oldD) == fencing.SafeDetachEnabled(newD) {
+		cutoff.SafeDetachEnabled(oldD) || !cutoff.SafeDetachEnabled(newD) {
 		return
 	}
 	vas, err := c.vaLister.List(everything)

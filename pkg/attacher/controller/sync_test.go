@@ -16,6 +16,8 @@ import (
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/faults"
+	"fenceline.io/fenceline/pkg/attacher/fencing"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -213,13 +215,19 @@ func TestSyncDetach(t *testing.T) {
 		// stage stages the volume on the node after the attach, so that a
 		// plain unpublish is refused.
 		stage bool
+		// extra objects exist from the start (e.g. a CSIDriver).
+		extra []runtime.Object
 		// beforeDelete runs after the attach, before deletion starts.
 		beforeDelete func(e *env)
 		wantErr      bool
-		wantFence    bool
-		wantCode     string
-		wantEvents   []string
-		check        func(t *testing.T, e *env)
+		// noUnpublish: no ControllerUnpublishVolume may be sent at all.
+		noUnpublish bool
+		wantFence   bool
+		wantCode    string
+		// wantRecord is the fence reason recorded on the VA, "" for none.
+		wantRecord cutoff.Reason
+		wantEvents []string
+		check      func(t *testing.T, e *env)
 	}{
 		{
 			name:       "plain detach from a healthy node",
@@ -233,6 +241,7 @@ func TestSyncDetach(t *testing.T) {
 			stage:      true,
 			wantFence:  true,
 			wantCode:   "OK",
+			wantRecord: cutoff.ReasonOutOfService,
 			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
 		},
 		{
@@ -241,6 +250,7 @@ func TestSyncDetach(t *testing.T) {
 			stage:      true,
 			wantFence:  true,
 			wantCode:   "OK",
+			wantRecord: cutoff.ReasonFenced,
 			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
 		},
 		{
@@ -269,10 +279,84 @@ func TestSyncDetach(t *testing.T) {
 			},
 		},
 		{
-			name:       "node object gone: plain detach as upstream",
+			name:       "node object gone: fenced when the driver can fence",
+			node:       nil,
+			stage:      true,
+			wantFence:  true,
+			wantCode:   "OK",
+			wantRecord: cutoff.ReasonNodeGone,
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name:       "node object gone, driver cannot fence: plain as upstream",
+			opts:       envOptions{noFence: true},
 			node:       nil,
 			wantCode:   "OK",
 			wantEvents: []string{"Normal Attached", "Normal Detached"},
+		},
+		{
+			name:        "safe-detach node, driver cannot fence: refused, finalizer kept",
+			opts:        envOptions{noFence: true},
+			node:        nodeObj(testNode, ready(v1.ConditionFalse), taintedWith(names.QuarantineTaint, v1.TaintEffectNoSchedule)),
+			extra:       []runtime.Object{safeDetachDriver()},
+			wantErr:     true,
+			noUnpublish: true,
+			wantEvents:  []string{"Normal Attached", "Warning FenceRequired"},
+			check: func(t *testing.T, e *env) {
+				va := e.va("va-1")
+				if !slices.Contains(va.Finalizers, testFinalizer) || va.Status.DetachError == nil {
+					t.Errorf("finalizers=%v detachError=%v, want finalizer kept and detachError set", va.Finalizers, va.Status.DetachError)
+				}
+			},
+		},
+		{
+			name:       "safe-detach node, driver can fence: fenced",
+			node:       nodeObj(testNode, ready(v1.ConditionFalse), taintedWith(names.QuarantineTaint, v1.TaintEffectNoSchedule)),
+			extra:      []runtime.Object{safeDetachDriver()},
+			stage:      true,
+			wantFence:  true,
+			wantCode:   "OK",
+			wantRecord: cutoff.ReasonSafeDetach,
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name:  "recorded fence, node Ready again and untainted: still fenced",
+			node:  nodeObj(testNode, ready(v1.ConditionTrue)),
+			stage: true,
+			beforeDelete: func(e *env) {
+				e.updateVA("va-1", withRecord(cutoff.ReasonOutOfService, testNode))
+			},
+			wantFence:  true,
+			wantCode:   "OK",
+			wantRecord: cutoff.ReasonOutOfService,
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name: "recorded fence, driver no longer fences: refused",
+			opts: envOptions{noFence: true},
+			node: nodeObj(testNode, ready(v1.ConditionTrue)),
+			beforeDelete: func(e *env) {
+				e.updateVA("va-1", withRecord(cutoff.ReasonOutOfService, testNode))
+			},
+			wantErr:     true,
+			noUnpublish: true,
+			wantRecord:  cutoff.ReasonOutOfService,
+			wantEvents:  []string{"Normal Attached", "Warning FenceRequired"},
+		},
+		{
+			name:  "re-installed node with a new CSI node ID: the attach-time ID is fenced",
+			node:  nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)),
+			stage: true,
+			beforeDelete: func(e *env) {
+				if _, err := e.client.StorageV1().CSINodes().Update(e.ctx, csiNodeFor(testNode, "node-1-reinstalled"), metav1.UpdateOptions{}); err != nil {
+					t.Fatalf("update CSINode: %v", err)
+				}
+				e.waitCSINodeID(testNode, "node-1-reinstalled")
+			},
+			wantFence:  true,
+			wantCode:   "OK",
+			wantRecord: cutoff.ReasonOutOfService,
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
 		},
 		{
 			name: "CSINode gone: node ID from the annotation",
@@ -284,6 +368,7 @@ func TestSyncDetach(t *testing.T) {
 			},
 			wantFence:  true,
 			wantCode:   "OK",
+			wantRecord: cutoff.ReasonOutOfService,
 			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
 		},
 		{
@@ -306,7 +391,7 @@ func TestSyncDetach(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := withCSINode()
+			objs := append(withCSINode(), tc.extra...)
 			if tc.node != nil {
 				objs = append(objs, tc.node)
 			}
@@ -323,9 +408,16 @@ func TestSyncDetach(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("sync error = %v, wantErr %v", err, tc.wantErr)
 			}
-			calls := audit.Filter(e.audit("ControllerUnpublishVolume"), audit.Volume(volumeID), audit.Node(testNode))
-			if len(calls) != 1 || calls[0].Fence != tc.wantFence || calls[0].Code != tc.wantCode {
-				t.Fatalf("ControllerUnpublishVolume calls = %+v, want one with fence=%v code=%s", calls, tc.wantFence, tc.wantCode)
+			all := e.audit("ControllerUnpublishVolume")
+			calls := audit.Filter(all, audit.Volume(volumeID), audit.Node(testNode))
+			switch {
+			case tc.noUnpublish && len(all) != 0:
+				t.Fatalf("ControllerUnpublishVolume calls = %+v, want none", all)
+			case !tc.noUnpublish && (len(all) != 1 || len(calls) != 1 || calls[0].Fence != tc.wantFence || calls[0].Code != tc.wantCode):
+				t.Fatalf("ControllerUnpublishVolume calls = %+v, want one to node ID %s with fence=%v code=%s", all, testNode, tc.wantFence, tc.wantCode)
+			}
+			if got := recordReason(t, e.va("va-1")); got != tc.wantRecord {
+				t.Errorf("fence record reason = %q, want %q", got, tc.wantRecord)
 			}
 			if !tc.wantErr && slices.Contains(e.va("va-1").Finalizers, testFinalizer) {
 				t.Errorf("finalizer still present after a successful detach")
@@ -335,6 +427,32 @@ func TestSyncDetach(t *testing.T) {
 				tc.check(t, e)
 			}
 		})
+	}
+}
+
+// recordReason returns the reason of the VA's fence record, "" for none.
+func recordReason(t *testing.T, va *storagev1.VolumeAttachment) cutoff.Reason {
+	t.Helper()
+	rec, err := fencing.RecordOf(va)
+	if err != nil {
+		t.Fatalf("fence record: %v", err)
+	}
+	if rec == nil {
+		return ""
+	}
+	if rec.NodeID != testNode {
+		t.Errorf("fence record names node ID %q, want %q", rec.NodeID, testNode)
+	}
+	return rec.Reason
+}
+
+// withRecord saves a fence record on a VA as an earlier attempt would have.
+func withRecord(reason cutoff.Reason, nodeID string) func(*storagev1.VolumeAttachment) {
+	return func(va *storagev1.VolumeAttachment) {
+		if va.Annotations == nil {
+			va.Annotations = map[string]string{}
+		}
+		va.Annotations[names.FenceRecordAnnotation] = fencing.NewRecord(reason, nodeID, time.Now()).Encode()
 	}
 }
 

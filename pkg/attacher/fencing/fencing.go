@@ -1,50 +1,45 @@
-// Package fencing holds the single, pure decision of whether a detach of a
-// VolumeAttachment must be a fenced detach (ControllerUnpublishVolume with
-// fence=true) and why. It performs no I/O so that the safety rules are in one
-// place, readable and covered by one table test.
+// Package fencing holds the attacher's single, pure decision of how a
+// VolumeAttachment is detached: ControllerUnpublishVolume with fence=true,
+// a plain one, none at all (refused), or not yet (confirm on fresh data).
+// It performs no I/O so that the safety rules are in one place, readable and
+// covered by one table test; the controller only gathers inputs, calls
+// Decide, and acts.
 package fencing
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
-	"fenceline.io/fenceline/pkg/kube/nodeutil"
-	"fenceline.io/fenceline/pkg/names"
+	"fenceline.io/fenceline/pkg/cutoff"
 )
 
-// Reason says why a node is considered cut off from its volumes.
-type Reason string
+// Action is what the attacher does with a detach.
+type Action string
 
 const (
-	// ReasonNone means the node is not known to be down: plain detach.
-	ReasonNone Reason = ""
-	// ReasonOutOfService means the node carries the KEP-2268 out-of-service
-	// taint (any value, any effect).
-	ReasonOutOfService Reason = "out-of-service"
-	// ReasonSafeDetach means the driver opted into safe detach, the node is
-	// not Ready and the companion controller quarantined it.
-	ReasonSafeDetach Reason = "safe-detach"
-	// ReasonForceEviction means an operator asked for force eviction of a
-	// node that is not Ready.
-	ReasonForceEviction Reason = "force-eviction"
-	// ReasonFenced means a node-fencing controller reported the node fenced
-	// (condition FencingComplete=True).
-	ReasonFenced Reason = "fenced"
-)
-
-// Mode is how ControllerUnpublishVolume is called.
-type Mode string
-
-const (
-	// ModePlain is an ordinary ControllerUnpublishVolume, exactly as the
+	// ActionPlain is an ordinary ControllerUnpublishVolume, exactly as the
 	// upstream external-attacher sends it.
-	ModePlain Mode = "plain"
-	// ModeFenced is ControllerUnpublishVolume with fence=true.
-	ModeFenced Mode = "fenced"
+	ActionPlain Action = "plain"
+	// ActionFenced is ControllerUnpublishVolume with fence=true.
+	ActionFenced Action = "fenced"
+	// ActionRefuse means no ControllerUnpublishVolume at all: the detach
+	// needs a fence the driver cannot give. The finalizer stays, the error
+	// is recorded in status.detachError and the detach is retried.
+	ActionRefuse Action = "refused"
+	// ActionConfirm means the inputs point to a plain detach by a driver
+	// that can fence, but they came from informer caches: read the Node and
+	// CSIDriver from the API and decide again, so that a lagging watch can
+	// never turn a fenced detach into a plain one.
+	ActionConfirm Action = "confirm"
 )
 
 // Input is everything the decision looks at.
 type Input struct {
+	// Record is the fence decision already saved on the VolumeAttachment,
+	// nil when there is none.
+	Record *Record
 	// Node is the VolumeAttachment's node; nil when the Node object is gone.
 	Node *v1.Node
 	// Driver is the CSIDriver object of the attacher's driver; nil when the
@@ -52,67 +47,89 @@ type Input struct {
 	Driver *storagev1.CSIDriver
 	// DriverCanFence is true when the CSI driver advertises UNPUBLISH_FENCE.
 	DriverCanFence bool
+	// Fresh is true when Node and Driver were just read from the API server
+	// rather than from the informer caches.
+	Fresh bool
 }
 
 // Decision is the outcome of Decide.
 type Decision struct {
-	// Reason is why the node counts as cut off, ReasonNone if it does not.
-	Reason Reason
-	// Mode is the way to call ControllerUnpublishVolume.
-	Mode Mode
-	// Unsupported is true when there is a reason to fence but the driver
-	// cannot: the detach is plain and the user should be warned.
+	Action Action
+	// Reason is why the node counts as cut off, cutoff.ReasonNone if not.
+	Reason cutoff.Reason
+	// WriteRecord is true when the decision is fenced and not yet saved on
+	// the VolumeAttachment: save it before the first ControllerUnpublishVolume.
+	WriteRecord bool
+	// Unsupported is true when a human or a fencing controller vouched that
+	// the node is off but the driver cannot fence: the detach is plain, as
+	// upstream's, and the user is warned.
 	Unsupported bool
+	// Why explains a refusal or a fallback, for Events and logs.
+	Why string
 }
 
-// Decide returns whether a detach from in.Node is fenced and why. Reasons are
-// checked in a fixed order (out-of-service, safe-detach, force-eviction,
-// fenced) so that the reported reason is stable when several apply. Without a
-// reason, or without a Node object, the detach is plain, as upstream's.
+// Decide states, once, how a detach is done:
+//
+//   - A recorded fence is sticky: the detach stays fenced whatever happened
+//     to the Node, the CSIDriver or the attacher since; if the driver no
+//     longer advertises UNPUBLISH_FENCE the detach is refused, never plain.
+//   - A node with a reason (cutoff.NodeReason, including a Node object that
+//     is gone) is detached fenced by a driver that can fence, and the
+//     decision is recorded first.
+//   - A driver that cannot fence: plain with a warning where a human or a
+//     fencing controller vouched that the node is off (upstream's fallback);
+//     refused on the safe-detach path, where the fence is the only
+//     protection; plain for a gone Node, as upstream.
+//   - No reason, a driver that can fence, cached inputs: confirm on fresh
+//     inputs first. No reason on fresh inputs (or a driver that cannot
+//     fence): plain.
 func Decide(in Input) Decision {
-	reason := NodeReason(in.Node, SafeDetachEnabled(in.Driver))
-	switch {
-	case reason == ReasonNone:
-		return Decision{Mode: ModePlain}
-	case in.DriverCanFence:
-		return Decision{Reason: reason, Mode: ModeFenced}
-	default:
-		return Decision{Reason: reason, Mode: ModePlain, Unsupported: true}
-	}
-}
-
-// NodeReason returns why node counts as cut off from storage, or ReasonNone.
-// safeDetach tells whether the driver opted into safe detach. A nil node has
-// no reason: a Node object that is gone proves nothing about the machine.
-func NodeReason(node *v1.Node, safeDetach bool) Reason {
-	if node == nil {
-		return ReasonNone
-	}
-	ready := nodeutil.IsReady(node)
-	switch {
-	case nodeutil.HasTaint(node, names.OutOfServiceTaint):
-		return ReasonOutOfService
-	case safeDetach && !ready && nodeutil.HasTaint(node, names.QuarantineTaint):
-		return ReasonSafeDetach
-	case !ready && nodeutil.HasTaint(node, names.ForceEvictionTaint):
-		return ReasonForceEviction
-	case conditionTrue(node, names.FencingCompleteCondition):
-		return ReasonFenced
-	}
-	return ReasonNone
-}
-
-// SafeDetachEnabled reports whether the CSIDriver object opted into safe
-// detach with the fenceline.io/safe-detach: "true" annotation.
-func SafeDetachEnabled(driver *storagev1.CSIDriver) bool {
-	return driver != nil && driver.Annotations[names.SafeDetachAnnotation] == "true"
-}
-
-func conditionTrue(node *v1.Node, condType string) bool {
-	for _, c := range node.Status.Conditions {
-		if string(c.Type) == condType {
-			return c.Status == v1.ConditionTrue
+	if in.Record != nil {
+		if in.DriverCanFence {
+			return Decision{Action: ActionFenced, Reason: in.Record.Reason}
 		}
+		return Decision{Action: ActionRefuse, Reason: in.Record.Reason,
+			Why: fmt.Sprintf("the detach was decided fenced (%s) but the driver no longer advertises UNPUBLISH_FENCE; a plain detach could hand the volume to another node while node ID %q still writes", in.Record.Reason, in.Record.NodeID)}
 	}
-	return false
+	reason := cutoff.NodeReason(in.Node, cutoff.SafeDetachEnabled(in.Driver))
+	switch {
+	case reason == cutoff.ReasonNone && in.DriverCanFence && !in.Fresh:
+		return Decision{Action: ActionConfirm}
+	case reason == cutoff.ReasonNone:
+		return Decision{Action: ActionPlain}
+	case in.DriverCanFence:
+		return Decision{Action: ActionFenced, Reason: reason, WriteRecord: true}
+	case reason.Vouched():
+		return Decision{Action: ActionPlain, Reason: reason, Unsupported: true,
+			Why: fmt.Sprintf("node is cut off (%s) but the driver does not advertise UNPUBLISH_FENCE; detaching without fencing", reason)}
+	case reason == cutoff.ReasonSafeDetach:
+		return Decision{Action: ActionRefuse, Reason: reason,
+			Why: "the node is quarantined (safe-detach) but the driver does not advertise UNPUBLISH_FENCE; nobody confirmed the node is off, so the volume is not detached"}
+	}
+	// The Node object is gone and the driver cannot fence: as upstream.
+	return Decision{Action: ActionPlain, Reason: reason}
+}
+
+// NeedsFreshDriver reports whether a detach decision from node depends on
+// the CSIDriver's safe-detach opt-in, i.e. whether confirming it needs a
+// fresh read of the CSIDriver too, not only of the Node.
+func NeedsFreshDriver(node *v1.Node) bool {
+	return cutoff.NodeReason(node, true) != cutoff.NodeReason(node, false)
+}
+
+// DetachNodeID returns the CSI node ID a detach targets: the one a recorded
+// fence names, else the one recorded on the VolumeAttachment at attach time,
+// else the node's current CSINode entry. Upstream prefers the CSINode; a
+// node re-installed under the same name has a new ID, and it is the old
+// initiator, the one that was published, that must be cut off.
+func DetachNodeID(rec *Record, attachedID, csiNodeID string) (string, error) {
+	switch {
+	case rec != nil && rec.NodeID != "":
+		return rec.NodeID, nil
+	case attachedID != "":
+		return attachedID, nil
+	case csiNodeID != "":
+		return csiNodeID, nil
+	}
+	return "", fmt.Errorf("no CSI node ID: no fence record, no node ID recorded at attach time and no CSINode entry")
 }

@@ -2,11 +2,13 @@ package fencing
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -17,8 +19,8 @@ func newNode() nodeBuilder {
 	return nodeBuilder{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}}
 }
 
-func (b nodeBuilder) taint(key, value string, effect v1.TaintEffect) nodeBuilder {
-	b.n.Spec.Taints = append(b.n.Spec.Taints, v1.Taint{Key: key, Value: value, Effect: effect})
+func (b nodeBuilder) taint(key string, effect v1.TaintEffect) nodeBuilder {
+	b.n.Spec.Taints = append(b.n.Spec.Taints, v1.Taint{Key: key, Effect: effect})
 	return b
 }
 
@@ -38,59 +40,136 @@ func csiDriver(safe string) *storagev1.CSIDriver {
 }
 
 func TestDecide(t *testing.T) {
+	healthy := newNode().ready(v1.ConditionTrue).n
+	oos := newNode().ready(v1.ConditionUnknown).taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute).n
+	quarantined := newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n
+	evicting := newNode().ready(v1.ConditionUnknown).taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute).n
+	fenced := newNode().ready(v1.ConditionUnknown).condition(names.FencingCompleteCondition, v1.ConditionTrue).n
+	rec := &Record{Reason: cutoff.ReasonOutOfService, NodeID: "old-id"}
 	tests := []struct {
 		name string
 		in   Input
 		want Decision
 	}{
-		{"node gone", Input{Node: nil, DriverCanFence: true}, Decision{Mode: ModePlain}},
-		{"healthy node", Input{Node: newNode().ready(v1.ConditionTrue).n, DriverCanFence: true}, Decision{Mode: ModePlain}},
-		{"not ready without taints is plain", Input{Node: newNode().ready(v1.ConditionUnknown).n, DriverCanFence: true}, Decision{Mode: ModePlain}},
-		{"out-of-service NoExecute", Input{Node: newNode().ready(v1.ConditionUnknown).taint(names.OutOfServiceTaint, "nodeshutdown", v1.TaintEffectNoExecute).n, DriverCanFence: true},
-			Decision{Reason: ReasonOutOfService, Mode: ModeFenced}},
-		{"out-of-service any value and effect, even Ready", Input{Node: newNode().ready(v1.ConditionTrue).taint(names.OutOfServiceTaint, "", v1.TaintEffectNoSchedule).n, DriverCanFence: true},
-			Decision{Reason: ReasonOutOfService, Mode: ModeFenced}},
-		{"out-of-service, driver cannot fence", Input{Node: newNode().taint(names.OutOfServiceTaint, "x", v1.TaintEffectNoExecute).n},
-			Decision{Reason: ReasonOutOfService, Mode: ModePlain, Unsupported: true}},
-		{"safe-detach", Input{Node: newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, "", v1.TaintEffectNoSchedule).n, Driver: csiDriver("true"), DriverCanFence: true},
-			Decision{Reason: ReasonSafeDetach, Mode: ModeFenced}},
-		{"safe-detach with Ready condition missing", Input{Node: newNode().taint(names.QuarantineTaint, "", v1.TaintEffectNoSchedule).n, Driver: csiDriver("true"), DriverCanFence: true},
-			Decision{Reason: ReasonSafeDetach, Mode: ModeFenced}},
-		{"quarantine but driver not opted in", Input{Node: newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, "", v1.TaintEffectNoSchedule).n, Driver: csiDriver(""), DriverCanFence: true},
-			Decision{Mode: ModePlain}},
-		{"quarantine, annotation not exactly true", Input{Node: newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, "", v1.TaintEffectNoSchedule).n, Driver: csiDriver("yes"), DriverCanFence: true},
-			Decision{Mode: ModePlain}},
-		{"quarantine, no CSIDriver object", Input{Node: newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, "", v1.TaintEffectNoSchedule).n, DriverCanFence: true},
-			Decision{Mode: ModePlain}},
-		{"quarantine on Ready node", Input{Node: newNode().ready(v1.ConditionTrue).taint(names.QuarantineTaint, "", v1.TaintEffectNoSchedule).n, Driver: csiDriver("true"), DriverCanFence: true},
-			Decision{Mode: ModePlain}},
-		{"safe-detach opted in but no quarantine taint", Input{Node: newNode().ready(v1.ConditionFalse).n, Driver: csiDriver("true"), DriverCanFence: true},
-			Decision{Mode: ModePlain}},
-		{"force-eviction on NotReady node", Input{Node: newNode().ready(v1.ConditionUnknown).taint(names.ForceEvictionTaint, "", v1.TaintEffectNoExecute).n, DriverCanFence: true},
-			Decision{Reason: ReasonForceEviction, Mode: ModeFenced}},
-		{"force-eviction on Ready node", Input{Node: newNode().ready(v1.ConditionTrue).taint(names.ForceEvictionTaint, "", v1.TaintEffectNoExecute).n, DriverCanFence: true},
-			Decision{Mode: ModePlain}},
-		{"force-eviction, driver cannot fence", Input{Node: newNode().ready(v1.ConditionFalse).taint(names.ForceEvictionTaint, "", v1.TaintEffectNoExecute).n},
-			Decision{Reason: ReasonForceEviction, Mode: ModePlain, Unsupported: true}},
-		{"FencingComplete=True", Input{Node: newNode().ready(v1.ConditionUnknown).condition(names.FencingCompleteCondition, v1.ConditionTrue).n, DriverCanFence: true},
-			Decision{Reason: ReasonFenced, Mode: ModeFenced}},
-		{"FencingComplete=False", Input{Node: newNode().ready(v1.ConditionUnknown).condition(names.FencingCompleteCondition, v1.ConditionFalse).n, DriverCanFence: true},
-			Decision{Mode: ModePlain}},
-		{"several reasons report out-of-service first", Input{Node: newNode().ready(v1.ConditionFalse).
-			taint(names.ForceEvictionTaint, "", v1.TaintEffectNoExecute).
-			taint(names.OutOfServiceTaint, "nodeshutdown", v1.TaintEffectNoExecute).
-			condition(names.FencingCompleteCondition, v1.ConditionTrue).n, DriverCanFence: true},
-			Decision{Reason: ReasonOutOfService, Mode: ModeFenced}},
-		{"unrelated taints are ignored", Input{Node: newNode().ready(v1.ConditionUnknown).
-			taint("node.kubernetes.io/unreachable", "", v1.TaintEffectNoExecute).
-			taint("node.kubernetes.io/not-ready", "", v1.TaintEffectNoExecute).n, DriverCanFence: true},
-			Decision{Mode: ModePlain}},
+		// Rule 3: a plain detach by a fence-capable driver is confirmed on fresh data.
+		{"healthy node, cached, driver can fence: confirm", Input{Node: healthy, DriverCanFence: true}, Decision{Action: ActionConfirm}},
+		{"healthy node, fresh, driver can fence: plain", Input{Node: healthy, DriverCanFence: true, Fresh: true}, Decision{Action: ActionPlain}},
+		{"healthy node, driver cannot fence: plain without confirming", Input{Node: healthy}, Decision{Action: ActionPlain}},
+		{"NotReady without taints, fresh: plain", Input{Node: newNode().ready(v1.ConditionUnknown).n, DriverCanFence: true, Fresh: true}, Decision{Action: ActionPlain}},
+		// Rule 1: reasons are recorded before the first fenced unpublish.
+		{"out-of-service, cached: fenced and recorded", Input{Node: oos, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonOutOfService, WriteRecord: true}},
+		{"force-eviction", Input{Node: evicting, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonForceEviction, WriteRecord: true}},
+		{"FencingComplete", Input{Node: fenced, DriverCanFence: true, Fresh: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonFenced, WriteRecord: true}},
+		{"safe-detach", Input{Node: quarantined, Driver: csiDriver("true"), DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonSafeDetach, WriteRecord: true}},
+		{"quarantine, driver not opted in, fresh: plain", Input{Node: quarantined, Driver: csiDriver(""), DriverCanFence: true, Fresh: true}, Decision{Action: ActionPlain}},
+		// Rule 1: a record is sticky whatever the node and driver look like now.
+		{"record, node Ready again", Input{Record: rec, Node: healthy, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonOutOfService}},
+		{"record, node gone", Input{Record: rec, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonOutOfService}},
+		{"record, CSIDriver gone, fresh", Input{Record: &Record{Reason: cutoff.ReasonSafeDetach}, Node: healthy, DriverCanFence: true, Fresh: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonSafeDetach}},
+		{"unreadable record still fences", Input{Record: &Record{Reason: ReasonUnreadableRecord}, Node: healthy, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: ReasonUnreadableRecord}},
+		{"record, driver lost the capability: refuse", Input{Record: rec, Node: oos}, Decision{Action: ActionRefuse, Reason: cutoff.ReasonOutOfService}},
+		// Rule 2: a missing Node is not a reason to be less safe.
+		{"node gone, driver can fence", Input{DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonNodeGone, WriteRecord: true}},
+		{"node gone, driver cannot fence: plain as upstream", Input{}, Decision{Action: ActionPlain, Reason: cutoff.ReasonNodeGone}},
+		// Rule 5: safe-detach never detaches plain; vouched reasons keep upstream's fallback.
+		{"safe-detach, driver cannot fence: refuse", Input{Node: quarantined, Driver: csiDriver("true")}, Decision{Action: ActionRefuse, Reason: cutoff.ReasonSafeDetach}},
+		{"out-of-service, driver cannot fence: plain with warning", Input{Node: oos}, Decision{Action: ActionPlain, Reason: cutoff.ReasonOutOfService, Unsupported: true}},
+		{"force-eviction, driver cannot fence: plain with warning", Input{Node: evicting}, Decision{Action: ActionPlain, Reason: cutoff.ReasonForceEviction, Unsupported: true}},
+		{"fenced node, driver cannot fence: plain with warning", Input{Node: fenced}, Decision{Action: ActionPlain, Reason: cutoff.ReasonFenced, Unsupported: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Decide(tc.in); got != tc.want {
+			got := Decide(tc.in)
+			if tc.want.Action == ActionRefuse || tc.want.Unsupported {
+				if got.Why == "" {
+					t.Errorf("Decide() gave no explanation for %s", got.Action)
+				}
+			}
+			got.Why = ""
+			if got != tc.want {
 				t.Errorf("Decide() = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecideNeverPlainWithRecord checks the sticky rule over every node shape
+// and input combination: once recorded, never plain.
+func TestDecideNeverPlainWithRecord(t *testing.T) {
+	nodes := []*v1.Node{nil, newNode().ready(v1.ConditionTrue).n, newNode().ready(v1.ConditionFalse).n,
+		newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n}
+	drivers := []*storagev1.CSIDriver{nil, csiDriver(""), csiDriver("true")}
+	for _, node := range nodes {
+		for _, d := range drivers {
+			for _, canFence := range []bool{false, true} {
+				for _, fresh := range []bool{false, true} {
+					got := Decide(Input{Record: &Record{Reason: cutoff.ReasonSafeDetach, NodeID: "x"}, Node: node, Driver: d, DriverCanFence: canFence, Fresh: fresh})
+					if got.Action == ActionPlain || got.Action == ActionConfirm || got.WriteRecord {
+						t.Errorf("node %v driver %v canFence %v fresh %v: %+v", node != nil, d != nil, canFence, fresh, got)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestNeedsFreshDriver(t *testing.T) {
+	tests := []struct {
+		name string
+		node *v1.Node
+		want bool
+	}{
+		{"healthy", newNode().ready(v1.ConditionTrue).n, false},
+		{"quarantined and NotReady", newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, true},
+		{"quarantined but Ready", newNode().ready(v1.ConditionTrue).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, false},
+		{"out-of-service and quarantined", newNode().ready(v1.ConditionFalse).taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, false},
+		{"gone", nil, false},
+	}
+	for _, tc := range tests {
+		if got := NeedsFreshDriver(tc.node); got != tc.want {
+			t.Errorf("%s: NeedsFreshDriver() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDetachNodeID(t *testing.T) {
+	tests := []struct {
+		name              string
+		rec               *Record
+		attached, csiNode string
+		want              string
+		wantErr           bool
+	}{
+		{"record wins", &Record{Reason: cutoff.ReasonFenced, NodeID: "rec"}, "att", "cur", "rec", false},
+		{"attach-time ID wins over a re-installed node's new ID", nil, "old", "new", "old", false},
+		{"unreadable record falls back to the attach-time ID", &Record{Reason: ReasonUnreadableRecord}, "old", "new", "old", false},
+		{"CSINode when nothing was recorded", nil, "", "cur", "cur", false},
+		{"nothing known", nil, "", "", "", true},
+	}
+	for _, tc := range tests {
+		got, err := DetachNodeID(tc.rec, tc.attached, tc.csiNode)
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("%s: DetachNodeID() = %q, %v; want %q, error %v", tc.name, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := NewRecord(cutoff.ReasonSafeDetach, "node-a-id", now)
+	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{names.FenceRecordAnnotation: r.Encode()}}}
+	got, err := RecordOf(va)
+	if err != nil || got == nil || *got != r {
+		t.Fatalf("RecordOf(Encode(%+v)) = %+v, %v", r, got, err)
+	}
+	if got, err := RecordOf(&storagev1.VolumeAttachment{}); got != nil || err != nil {
+		t.Errorf("no annotation: %+v, %v; want nil, nil", got, err)
+	}
+	for _, raw := range []string{"", "true", `{"nodeID":"x"}`, `{"reason":`} {
+		va.Annotations[names.FenceRecordAnnotation] = raw
+		got, err := RecordOf(va)
+		if err == nil || got == nil || got.Reason != ReasonUnreadableRecord {
+			t.Errorf("RecordOf(%q) = %+v, %v; want an unreadable record and an error", raw, got, err)
+		}
 	}
 }

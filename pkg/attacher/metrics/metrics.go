@@ -17,6 +17,9 @@ const (
 	ResultSuccess = "success"
 	// ResultError labels a detach attempt that failed and will be retried.
 	ResultError = "error"
+	// ResultRefused labels a detach that needed a fence the driver cannot
+	// give: no ControllerUnpublishVolume was sent, and it is retried.
+	ResultRefused = "refused"
 )
 
 // Recorder records detach outcomes. A nil *Recorder records nothing, so
