@@ -11,8 +11,17 @@
 // Config.ZombieWrites the writers keep going, like a node that lost its
 // network to the control plane but not to storage: exactly what fencing
 // must stop. PowerOn is a reboot: writers stop, and volumes whose pods left
-// the node meanwhile get a forced NodeUnpublish/NodeUnstage, the node-side
-// clean-up that lifts a fence.
+// the node meanwhile get NodeUnpublish/NodeUnstage, the node-side clean-up
+// that lifts a fence.
+//
+// Partition and Heal play the other way back: a network partition that
+// heals with the node still running (same boot ID, mounts and writers
+// intact). Heal reports Ready and volumesInUse in one status update, as a
+// kubelet does, and then cleans up like any kubelet.
+//
+// Like the upstream kubelet, the stand-in never sends the fence extension's
+// force field; Config.ForceCleanup turns it on for the clean-up after a
+// reboot, for tests of a CO that knows the extension.
 package kubelet
 
 import (
@@ -48,6 +57,11 @@ type Config struct {
 	// ZombieWrites keeps writing to published volumes while the node is
 	// powered off (partitioned from the API server but not from storage).
 	ZombieWrites bool
+	// ForceCleanup sends force=true on the clean-up of volumes that were in
+	// use before a reboot. The upstream kubelet never does, so the default
+	// is off and the driver must treat an unforced clean-up of a fenced
+	// volume as the one that lifts the fence.
+	ForceCleanup bool
 	// ResyncInterval is how often the stand-in reconciles without an event,
 	// to notice a VolumeAttachment becoming attached (DefaultResyncInterval
 	// when zero).
@@ -68,7 +82,8 @@ type Write struct {
 	VolumeID string
 	// Seq numbers the writes of this stand-in, from 1.
 	Seq int
-	// PoweredOn is false for writes of a zombie.
+	// PoweredOn is false for writes while the node is cut off from the API
+	// server: a zombie's after PowerOff, or a partitioned node's.
 	PoweredOn bool
 	// Err is the driver's answer; nil when the write was accepted.
 	Err error
@@ -80,18 +95,19 @@ type Kubelet struct {
 	conn *grpc.ClientConn
 	node csi.NodeClient
 
-	mu        sync.Mutex
-	powered   bool
-	apiCancel context.CancelFunc // ends the current powered-on period
-	apiDone   chan struct{}
-	vols      map[string]*volume // by volume handle
-	inUse     []string           // volumesInUse last reported
-	writes    []Write
-	seq       int
-	stopped   bool
-	writersWG sync.WaitGroup
-	baseCtx   context.Context
-	cancel    context.CancelFunc
+	mu          sync.Mutex
+	powered     bool
+	partitioned bool               // cut off by Partition: running, writers intact
+	apiCancel   context.CancelFunc // ends the current powered-on period
+	apiDone     chan struct{}
+	vols        map[string]*volume // by volume handle
+	inUse       []string           // volumesInUse last reported
+	writes      []Write
+	seq         int
+	stopped     bool
+	writersWG   sync.WaitGroup
+	baseCtx     context.Context
+	cancel      context.CancelFunc
 }
 
 // Start connects to the node's driver socket and powers the node on. Stop
@@ -132,20 +148,37 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 // PowerOff cuts the node off from the API server. Its writers keep going
 // only with Config.ZombieWrites.
 func (k *Kubelet) PowerOff() {
+	if k.cutOff(k.cfg.ZombieWrites, false) {
+		klog.FromContext(k.baseCtx).Info("Kubelet stand-in powered off", "zombieWrites", k.cfg.ZombieWrites)
+	}
+}
+
+// Partition cuts the node off from the API server while it keeps running:
+// its writers keep going whatever Config.ZombieWrites says, and its mounts
+// stay. Heal ends the partition; PowerOn instead reboots the node.
+func (k *Kubelet) Partition() {
+	if k.cutOff(true, true) {
+		klog.FromContext(k.baseCtx).Info("Kubelet stand-in partitioned from the API server")
+	}
+}
+
+// cutOff ends the powered-on period; it reports false if the node was
+// already off.
+func (k *Kubelet) cutOff(keepWriters, partitioned bool) bool {
 	k.mu.Lock()
 	if !k.powered {
 		k.mu.Unlock()
-		return
+		return false
 	}
-	k.powered = false
+	k.powered, k.partitioned = false, partitioned
 	cancel, done := k.apiCancel, k.apiDone
-	if !k.cfg.ZombieWrites {
+	if !keepWriters {
 		k.stopWritersLocked()
 	}
 	k.mu.Unlock()
 	cancel()
 	<-done
-	klog.FromContext(k.baseCtx).Info("Kubelet stand-in powered off", "zombieWrites", k.cfg.ZombieWrites)
+	return true
 }
 
 // PowerOn reboots the node: every writer stops (processes do not survive a
@@ -168,15 +201,59 @@ func (k *Kubelet) PowerOn() error {
 		v.rebooted = true
 		v.published = false
 	}
+	if err := k.connectLocked(); err != nil {
+		return err
+	}
+	klog.FromContext(k.baseCtx).Info("Kubelet stand-in powered on")
+	return nil
+}
+
+// connectLocked starts a powered-on period: informers and reconcile loop.
+func (k *Kubelet) connectLocked() error {
 	ctx, cancel := context.WithCancel(k.baseCtx)
 	done := make(chan struct{})
 	if err := k.startAPILocked(ctx, done); err != nil {
 		cancel()
 		return err
 	}
-	k.powered, k.apiCancel, k.apiDone = true, cancel, done
-	klog.FromContext(ctx).Info("Kubelet stand-in powered on")
+	k.powered, k.partitioned, k.apiCancel, k.apiDone = true, false, cancel, done
 	return nil
+}
+
+// Heal ends a Partition without a reboot: the node keeps its boot ID, its
+// mounts and its writers. Like a kubelet whose API server is back, it first
+// reports Ready and volumesInUse (what it still has mounted) in one status
+// update, then resumes: volumes whose pods left meanwhile are cleaned up
+// without force, and a volume fenced meanwhile keeps refusing the writers'
+// I/O until then.
+func (k *Kubelet) Heal(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.stopped:
+		return errors.New("kubelet stand-in stopped")
+	case k.powered:
+		return nil
+	case !k.partitioned:
+		return fmt.Errorf("kubelet stand-in %s: Heal after a power-off; use PowerOn", k.cfg.NodeName)
+	}
+	inUse := k.mountedLocked()
+	if err := k.reportHealedLocked(ctx, inUse); err != nil {
+		return err
+	}
+	k.inUse = inUse
+	if err := k.connectLocked(); err != nil {
+		return err
+	}
+	klog.FromContext(k.baseCtx).Info("Kubelet stand-in partition healed", "volumesInUse", inUse)
+	return nil
+}
+
+// Partitioned reports whether the node is cut off by Partition.
+func (k *Kubelet) Partitioned() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.partitioned
 }
 
 // Powered reports whether the node is powered on.

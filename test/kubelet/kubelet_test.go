@@ -16,12 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/driver"
-	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/fence"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/test/cluster"
 )
 
@@ -61,17 +62,28 @@ func poll(t *testing.T, ctx context.Context, what string, cond func(context.Cont
 	}
 }
 
-// TestStandIn runs the stand-in against a real API server and the mock
-// driver over unix sockets: it mounts an attached volume, reports it in
-// use, marks the pod's volumes mounted and writes; as a zombie it keeps
-// writing until the volume is fenced; after power on it cleans up with
-// force the volume of a pod that left.
-func TestStandIn(t *testing.T) {
+// Names of the stand-in tests' world.
+const node, drv = "node-a", driver.DefaultName
+
+// fixture is a running stand-in on a real API server and the mock driver
+// over unix sockets, with pod "db" Running on it and its volume written to.
+type fixture struct {
+	ctx    context.Context
+	cs     kubernetes.Interface
+	ctrl   csi.ControllerClient
+	d      *driver.Driver
+	k      *Kubelet
+	handle string
+	unique corev1.UniqueVolumeName
+}
+
+// startFixture starts the fixture; mutate adjusts the stand-in's Config.
+func startFixture(t *testing.T, mutate func(*Config)) *fixture {
+	t.Helper()
 	c := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cs := c.Client()
-	const node, drv = "node-a", driver.DefaultName
 
 	cfg := driver.DefaultConfig()
 	cfg.StateDir = filepath.Join(c.Dir(), "mock")
@@ -86,7 +98,7 @@ func TestStandIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { _ = conn.Close() })
 	ctrl := csi.NewControllerClient(conn)
 	vol, err := ctrl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "v1", VolumeCapabilities: []*csi.VolumeCapability{rwoCapability}})
 	if err != nil {
@@ -147,10 +159,14 @@ func TestStandIn(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	k, err := Start(ctx, Config{
+	kcfg := Config{
 		NodeName: node, Client: cs, Driver: drv, Endpoint: cfg.NodeEndpoints[node],
 		DataDir: filepath.Join(c.Dir(), "kubelet"), WriteInterval: 50 * time.Millisecond, ZombieWrites: true,
-	})
+	}
+	if mutate != nil {
+		mutate(&kcfg)
+	}
+	k, err := Start(ctx, kcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +192,17 @@ func TestStandIn(t *testing.T) {
 		a, _ := Accepted(k.Writes(), time.Time{})
 		return a > 0, nil
 	})
+	return &fixture{ctx: ctx, cs: cs, ctrl: ctrl, d: d, k: k, handle: handle, unique: unique}
+}
+
+// TestStandIn: the stand-in mounts an attached volume, reports it in use,
+// marks the pod's volumes mounted and writes; as a zombie it keeps writing
+// until the volume is fenced; after power on it cleans up the volume of a
+// pod that left, without force, as the upstream kubelet does, and that
+// lifts the fence.
+func TestStandIn(t *testing.T) {
+	f := startFixture(t, nil)
+	ctx, cs, ctrl, d, k, handle := f.ctx, f.cs, f.ctrl, f.d, f.k, f.handle
 
 	k.PowerOff()
 	off := time.Now()
@@ -207,12 +234,22 @@ func TestStandIn(t *testing.T) {
 	if err := k.PowerOn(); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, ctx, "forced node-side clean-up", func(context.Context) (bool, error) {
+	poll(t, ctx, "unforced node-side clean-up", func(context.Context) (bool, error) {
 		recs, err := audit.ReadFile(d.AuditPath())
 		return err == nil &&
-			audit.Count(recs, audit.Method("NodeUnpublishVolume"), audit.Volume(handle), audit.Forced(), audit.OK()) == 1 &&
-			audit.Count(recs, audit.Method("NodeUnstageVolume"), audit.Volume(handle), audit.Forced(), audit.OK()) == 1, nil
+			audit.Count(recs, audit.Method("NodeUnpublishVolume"), audit.Volume(handle), audit.OK()) == 1 &&
+			audit.Count(recs, audit.Method("NodeUnstageVolume"), audit.Volume(handle), audit.OK()) == 1, nil
 	})
+	recs, err := audit.ReadFile(d.AuditPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := audit.Count(recs, audit.Forced()); n != 0 {
+		t.Fatalf("%d calls with force; the stand-in must behave like the upstream kubelet", n)
+	}
+	if v := d.Array().Snapshot().Volumes[handle]; len(v.Fenced) != 0 {
+		t.Fatalf("fence not lifted by the unforced clean-up: %v", v.Fenced)
+	}
 	poll(t, ctx, "volumesInUse cleared", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		return err == nil && len(n.Status.VolumesInUse) == 0, nil

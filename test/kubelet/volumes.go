@@ -23,8 +23,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/mock-driver/client"
-	"fenceline.io/fenceline/pkg/controller/nodeutil"
 	"fenceline.io/fenceline/pkg/fence"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/test/cluster"
 )
 
@@ -166,7 +166,7 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 			errs = append(errs, err)
 			continue
 		}
-		logger.Info("Volume cleaned up", "volume", v.handle, "forced", v.rebooted)
+		logger.Info("Volume cleaned up", "volume", v.handle, "forced", cleanupForce(v.rebooted, k.cfg.ForceCleanup))
 	}
 	if len(gone) > 0 {
 		if err := k.reportInUse(ctx, wanted); err != nil {
@@ -327,16 +327,16 @@ func attachedVA(index cache.Indexer, pv, node string) *storagev1.VolumeAttachmen
 	return nil
 }
 
-// unmount stops the writer and unpublishes and unstages the volume, with
-// force when the node rebooted since it was mounted (the node-side clean-up
-// a fence requires before the volume may come back here).
+// unmount stops the writer and unpublishes and unstages the volume: the
+// node-side clean-up that lifts a fence. Like the upstream kubelet it sends
+// no force, unless Config.ForceCleanup asks for it after a reboot.
 func (k *Kubelet) unmount(ctx context.Context, v *volume) error {
 	k.mu.Lock()
 	if v.stopWriter != nil {
 		v.stopWriter()
 		v.stopWriter = nil
 	}
-	force := v.rebooted
+	force := cleanupForce(v.rebooted, k.cfg.ForceCleanup)
 	k.mu.Unlock()
 	staging, target := k.paths(v.handle)
 	unpub := &csi.NodeUnpublishVolumeRequest{VolumeId: v.handle, TargetPath: target}
@@ -354,6 +354,10 @@ func (k *Kubelet) unmount(ctx context.Context, v *volume) error {
 	k.mu.Unlock()
 	return nil
 }
+
+// cleanupForce decides the force field of a clean-up: only after a reboot,
+// and only when the test asked for forced clean-up.
+func cleanupForce(rebooted, forceCleanup bool) bool { return rebooted && forceCleanup }
 
 // startWriterLocked starts the periodic writer of a published volume.
 func (k *Kubelet) startWriterLocked(v *volume) {
