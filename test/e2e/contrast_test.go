@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/test/invariant"
 	"fenceline.io/fenceline/test/world"
 )
 
 // TestUpstreamContrast makes the corruption upstream allows real, then shows
 // Fenceline preventing it. The driver lets a plain unpublish succeed while
-// the node still uses the volume (--unsafe-unpublish), as many real
-// drivers do.
+// the node still uses the volume (real-array mode, the world's default), as
+// many real drivers do.
 //
 // Upstream (driver without fence, no fenceline-controller): after the
 // out-of-service taint the volume moves to another node while the zombie
@@ -25,7 +26,7 @@ func TestUpstreamContrast(t *testing.T) {
 		s := newScenario(t, world.Options{
 			ZombieWrites: true,
 			NoController: true,
-			Driver:       world.DriverOptions{NoFence: true, UnsafeUnpublish: true},
+			Driver:       world.DriverOptions{NoFence: true},
 		})
 		pod := s.startDB()
 		nodeA := pod.Spec.NodeName
@@ -37,9 +38,15 @@ func TestUpstreamContrast(t *testing.T) {
 			publish := audit.FirstIndex(recs, audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(nodeB), audit.OK())
 			return publish >= 0 && audit.Count(recs[publish+1:], audit.Method("Write"), audit.Node(nodeA), audit.Volume(s.handle), audit.OK()) > 0, nil
 		}))
+		// The invariant checker sees the same corruption.
+		res, err := s.w.CheckFailover(invariant.Failover{Volume: s.handle, From: nodeA, CutOff: s.t0})
+		must(t, err)
+		if !res.Broke(invariant.RuleFenceRequired) || !res.Broke(invariant.RuleNoOldWrites) {
+			t.Fatalf("invariant checker missed upstream's corruption: %v", res.Err())
+		}
 	})
 	t.Run("fenceline prevents it", func(t *testing.T) {
-		s := newScenario(t, world.Options{ZombieWrites: true, Driver: world.DriverOptions{UnsafeUnpublish: true}})
+		s := newScenario(t, world.Options{ZombieWrites: true})
 		pod := s.startDB()
 		nodeA := pod.Spec.NodeName
 		s.powerOff(nodeA)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/test/invariant"
 	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/world"
 )
@@ -158,15 +159,29 @@ func (s *scenario) assertFencedBeforePublish(oldNode, newNode string) {
 	if n := audit.Count(recs[since:], audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(oldNode), audit.OK(), func(r audit.Record) bool { return !r.Fence }); n != 0 {
 		s.t.Fatalf("%d plain (unfenced) unpublishes of %s from %s succeeded", n, s.handle, oldNode)
 	}
+	s.assertInvariant(oldNode, newNode)
 }
 
-// waitNodeCleanedUp waits until node ran forced node-side clean-up of the
-// db volume after its power-on.
+// assertInvariant checks the failover invariant (package test/invariant)
+// over the driver's audit log: the db volume, cut off from oldNode at the
+// power-off, moved to newNode with every rule kept.
+func (s *scenario) assertInvariant(oldNode, newNode string) {
+	s.t.Helper()
+	res, err := s.w.CheckFailover(invariant.Failover{Volume: s.handle, From: oldNode, CutOff: s.t0})
+	must(s.t, err)
+	must(s.t, res.Err())
+	if res.NewNode != newNode {
+		s.t.Fatalf("audit log shows the volume published to %q after the cut-off of %s, want %s", res.NewNode, oldNode, newNode)
+	}
+}
+
+// waitNodeCleanedUp waits until node ran node-side clean-up of the db
+// volume after its power-on (unforced, as the upstream kubelet sends it).
 func (s *scenario) waitNodeCleanedUp(node string) {
 	s.t.Helper()
-	must(s.t, world.WaitFor(s.ctx, startTimeout, "forced clean-up of the volume on "+node, func(context.Context) (bool, error) {
+	must(s.t, world.WaitFor(s.ctx, startTimeout, "clean-up of the volume on "+node, func(context.Context) (bool, error) {
 		recs := s.audit()
-		return audit.Count(recs, audit.Method("NodeUnstageVolume"), audit.Node(node), audit.Volume(s.handle), audit.Forced(), audit.OK()) > 0, nil
+		return audit.Count(recs, audit.Method("NodeUnstageVolume"), audit.Node(node), audit.Volume(s.handle), audit.OK()) > 0, nil
 	}))
 }
 

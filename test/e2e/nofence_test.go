@@ -19,7 +19,7 @@ import (
 // reaches another node while A could write. Once A is back and cleaned up,
 // the plain unpublish succeeds and the pod moves.
 func TestDriverWithoutFence(t *testing.T) {
-	s := newScenario(t, world.Options{ZombieWrites: true, Driver: world.DriverOptions{NoFence: true}})
+	s := newScenario(t, world.Options{ZombieWrites: true, Driver: world.DriverOptions{NoFence: true, StrictUnpublish: true}})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName
 
@@ -53,4 +53,5 @@ func TestDriverWithoutFence(t *testing.T) {
 	if unpub < 0 || publish < unpub {
 		t.Fatalf("unpublish from %s at record %d, publish to %s at record %d: want unpublish first", nodeA, unpub, moved.Spec.NodeName, publish)
 	}
+	s.assertInvariant(nodeA, moved.Spec.NodeName)
 }

@@ -46,7 +46,7 @@ func TestSafeDetachWithoutHuman(t *testing.T) {
 	}))
 	s.waitNodeCleanedUp(nodeA)
 	recs := s.audit()
-	i := audit.FirstIndex(recs, audit.Method("NodeUnstageVolume"), audit.Node(nodeA), audit.Volume(s.handle), audit.Forced(), audit.OK())
+	i := audit.FirstIndex(recs, audit.Method("NodeUnstageVolume"), audit.Node(nodeA), audit.Volume(s.handle), audit.OK())
 	if recs[i].Time.After(lifted) {
 		t.Fatalf("quarantine of %s lifted at %s, before its node-side clean-up at %s", nodeA, lifted.Format(time.RFC3339Nano), recs[i].Time.Format(time.RFC3339Nano))
 	}

@@ -19,7 +19,7 @@ import (
 // refuses while A still holds the volume: nothing is detached. When the
 // out-of-service taint arrives, the fenced detach goes through.
 func TestStrictDriverWaitsForTaint(t *testing.T) {
-	s := newScenario(t, world.Options{ZombieWrites: true})
+	s := newScenario(t, world.Options{ZombieWrites: true, Driver: world.DriverOptions{StrictUnpublish: true}})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName
 	s.powerOff(nodeA)

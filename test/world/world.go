@@ -7,6 +7,7 @@ package world
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
+	"fenceline.io/fenceline/mock-driver/array"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/cluster"
@@ -40,8 +42,17 @@ type DriverOptions struct {
 	NoFence bool
 	// NoForceUnpublish turns FORCE_UNPUBLISH off (--force-unpublish=false).
 	NoForceUnpublish bool
-	// UnsafeUnpublish lets a plain unpublish succeed while the node still
-	// uses the volume, leaving it write access (--unsafe-unpublish).
+	// StrictUnpublish starts the driver in strict unpublish mode
+	// (--unpublish-mode=strict): a plain unpublish of a volume the node
+	// still uses is refused. The default is real-array mode, where it
+	// succeeds and the node keeps write access, as on most real arrays, so
+	// that a plain unpublish where a fence was required shows up in the
+	// data instead of being hidden by the driver. Only a scenario about a
+	// driver that protects itself should opt in.
+	StrictUnpublish bool
+	// UnsafeUnpublish asked for real-array mode before it became the
+	// default; it is kept so that older callers compile, changes nothing,
+	// and contradicts StrictUnpublish.
 	UnsafeUnpublish bool
 	// SafeDetach annotates the CSIDriver object with fenceline.io/safe-detach.
 	SafeDetach bool
@@ -70,6 +81,9 @@ type Options struct {
 	ControllerArgs []string
 	// ZombieWrites keeps a powered-off node's writers writing.
 	ZombieWrites bool
+	// ForceCleanup makes the kubelet stand-ins send force=true on the
+	// clean-up after a reboot; the upstream kubelet never does.
+	ForceCleanup bool
 	// WriteInterval is the kubelet stand-ins' write period.
 	WriteInterval time.Duration
 	// Cluster is passed on to cluster.Start; ControllerManager, Scheduler
@@ -162,6 +176,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 			DataDir:       filepath.Join(c.Dir(), "kubelet", n),
 			WriteInterval: opts.WriteInterval,
 			ZombieWrites:  opts.ZombieWrites,
+			ForceCleanup:  opts.ForceCleanup,
 		})
 		if err != nil {
 			return w, err
@@ -200,7 +215,19 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 	return w, nil
 }
 
+// unpublishMode is the driver's unpublish mode: real-array unless the
+// scenario opted into strict.
+func (o DriverOptions) unpublishMode() array.UnpublishMode {
+	if o.StrictUnpublish {
+		return array.UnpublishStrict
+	}
+	return array.UnpublishRealArray
+}
+
 func (w *World) startDriver(ctx context.Context, o DriverOptions) error {
+	if o.StrictUnpublish && o.UnsafeUnpublish {
+		return errors.New("driver options: StrictUnpublish and UnsafeUnpublish contradict each other")
+	}
 	bin, err := cluster.Binary("mock-driver")
 	if err != nil {
 		return err
@@ -216,7 +243,7 @@ func (w *World) startDriver(ctx context.Context, o DriverOptions) error {
 		"--name=" + DriverName,
 		"--fence=" + strconv.FormatBool(!o.NoFence),
 		"--force-unpublish=" + strconv.FormatBool(!o.NoForceUnpublish),
-		"--unsafe-unpublish=" + strconv.FormatBool(o.UnsafeUnpublish),
+		"--unpublish-mode=" + string(o.unpublishMode()),
 	}
 	for _, n := range w.Nodes {
 		w.NodeSockets[n] = "unix://" + filepath.Join(sock, n+".sock")
