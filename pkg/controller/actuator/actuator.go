@@ -1,13 +1,21 @@
 // Package actuator performs the writes the Fenceline controllers decide on:
 // force-deleting pods, tainting and untainting nodes, releasing volumes from
-// node status and annotating nodes. Every write is announced by an Event and
-// a log line, and none happens in dry-run mode. Keeping all writes here keeps
-// the controllers' policy code free of I/O.
+// node status and recording state on nodes. Every write is announced by an
+// Event and a log line, and none happens in dry-run mode. Keeping all writes
+// here keeps the controllers' policy code free of I/O.
+//
+// A controller decides from its informer caches, which lag behind the API
+// server. So every write takes the controller's pure decision as a re-check
+// callback and runs it again on the object as the API server has it at the
+// moment of the write: a fresh read inside the conflict-retry loop, or a
+// resourceVersion precondition that fails when the object changed. A
+// kubelet that reports in between the decision and the write therefore
+// makes the controller decide again; it is never overwritten.
 package actuator
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -15,14 +23,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/controller/metrics"
-	"fenceline.io/fenceline/pkg/kube/nodeutil"
 )
 
 // DisruptionReason is the reason of the DisruptionTarget condition that
@@ -37,7 +44,37 @@ const (
 	EventTainted         = "FencelineTainted"
 	EventUntainted       = "FencelineUntainted"
 	EventVolumesReleased = "FencelineVolumesReleased"
+	// EventDecisionChanged: a write was abandoned because the decision,
+	// made again on fresh data at write time, no longer holds.
+	EventDecisionChanged = "FencelineDecisionChanged"
 )
+
+// PodCheck re-decides a force deletion at write time, on the pod as it is
+// about to be written and its node as just read from the API server (nil
+// when the node is gone). Controllers pass their pure decision function.
+type PodCheck func(node *v1.Node, pod *v1.Pod) (ok bool, why string)
+
+// NodeCheck re-decides a node write on the node as just read from the API
+// server. Controllers pass their pure decision function.
+type NodeCheck func(node *v1.Node) (ok bool, why string)
+
+// DecisionChangedError reports a write that was not made because the
+// decision, made again on fresh data, no longer holds. The controller looks
+// again (the queue retries the node), so the new state is decided on.
+type DecisionChangedError struct {
+	// What names the write, Why is the fresh decision's reason.
+	What, Why string
+}
+
+func (e *DecisionChangedError) Error() string {
+	return fmt.Sprintf("%s not done: decision changed on fresh data: %s", e.What, e.Why)
+}
+
+// IsDecisionChanged reports whether err is (or wraps) a DecisionChangedError.
+func IsDecisionChanged(err error) bool {
+	var d *DecisionChangedError
+	return errors.As(err, &d)
+}
 
 // Actuator performs writes against the API server.
 type Actuator struct {
@@ -62,6 +99,10 @@ type Deletion struct {
 	Message string
 	// Trigger is when the pod became eligible; zero when unknown.
 	Trigger time.Time
+	// Recheck is the controller's decision, run again on fresh data
+	// before the pod is marked Failed and again if the pod changed before
+	// the delete. Required: without it nothing is written.
+	Recheck PodCheck
 }
 
 func (a *Actuator) now() time.Time {
@@ -77,6 +118,12 @@ func (a *Actuator) now() time.Time {
 // that is already gone or was replaced counts as success: kube-controller-
 // manager's pod GC may race us to it.
 //
+// Before marking, d.Recheck runs on the pod and on a fresh read of its
+// node; the delete carries the marked pod's resourceVersion, and if the pod
+// changed in between (a kubelet reporting in) the decision is made again on
+// the fresh pod and node. When it no longer holds, nothing more is written
+// and a *DecisionChangedError is returned.
+//
 // Once the pod is Failed, the API server turns any graceful delete into an
 // immediate one, so another client's pending delete (taint eviction, the
 // StatefulSet controller) may complete before ours. The pod was still
@@ -89,24 +136,26 @@ func (a *Actuator) ForceDeletePod(ctx context.Context, pod *v1.Pod, d Deletion) 
 		a.Recorder.Eventf(pod, v1.EventTypeWarning, EventForceDeleted, "Dry run: would force-delete pod: %s", d.Message)
 		return nil
 	}
-	mark, err := a.markFailed(ctx, pod, d.Message)
+	mark, marked, err := a.markFailed(ctx, pod, d.Recheck, d.Message)
 	if err == nil && mark == markGone {
 		logger.V(2).Info("Pod already gone or replaced")
 		return nil
 	}
-	completedByOther := false
+	if err == nil && mark == markAlreadyTerminal {
+		// Nothing was written yet: decide on fresh data before the delete.
+		err = a.recheckPod(ctx, pod, d.Recheck)
+	}
+	gone := false
 	if err == nil {
-		err = a.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: new(int64),
-			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
-		})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			if mark != markWritten {
-				logger.V(2).Info("Pod already gone or replaced")
-				return nil
-			}
-			completedByOther, err = true, nil
+		gone, err = a.deleteChecked(ctx, marked, d.Recheck)
+		if gone && mark != markWritten {
+			logger.V(2).Info("Pod already gone or replaced")
+			return nil
 		}
+	}
+	if IsDecisionChanged(err) {
+		a.decisionChanged(ctx, pod, err)
+		return err
 	}
 	if err != nil {
 		a.Metrics.ObserveForceDeleteError(pod.Namespace, d.Reason)
@@ -114,7 +163,7 @@ func (a *Actuator) ForceDeletePod(ctx context.Context, pod *v1.Pod, d Deletion) 
 		return fmt.Errorf("force-deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	a.Metrics.ObserveForceDelete(pod.Namespace, d.Reason, d.Trigger, a.now())
-	if completedByOther {
+	if gone {
 		a.Recorder.Eventf(pod, v1.EventTypeWarning, EventForceDeleted,
 			"Force-deleted: %s (marked Failed; another client's pending delete then removed it at once)", d.Message)
 		logger.Info("Force-deleted pod: marked Failed, another client's delete completed first", "message", d.Message)
@@ -123,6 +172,18 @@ func (a *Actuator) ForceDeletePod(ctx context.Context, pod *v1.Pod, d Deletion) 
 	a.Recorder.Eventf(pod, v1.EventTypeWarning, EventForceDeleted, "Force-deleted: %s", d.Message)
 	logger.Info("Force-deleted pod", "message", d.Message)
 	return nil
+}
+
+// decisionChanged records an abandoned write: a Normal Event on the object
+// (users see why nothing happened), a log line and the metric.
+func (a *Actuator) decisionChanged(ctx context.Context, obj runtime.Object, err error) {
+	var d *DecisionChangedError
+	if !errors.As(err, &d) {
+		return
+	}
+	klog.FromContext(ctx).Info("Write abandoned: decision changed on fresh data", "write", d.What, "why", d.Why)
+	a.Recorder.Eventf(obj, v1.EventTypeNormal, EventDecisionChanged, "Did not %s: %s", d.What, d.Why)
+	a.Metrics.ObserveDecisionChanged(d.What)
 }
 
 // markOutcome says what markFailed found or did.
@@ -137,15 +198,21 @@ const (
 	markGone
 )
 
-// markFailed sets phase Failed and the DisruptionTarget condition, as
-// upstream pod GC does, so that Job controllers and disruption budgets see
-// why the pod went away.
-func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, message string) (markOutcome, error) {
+// markFailed re-decides on the pod and a fresh read of its node, then sets
+// phase Failed and the DisruptionTarget condition, as upstream pod GC does,
+// so that Job controllers and disruption budgets see why the pod went away.
+// The status update carries the pod's resourceVersion: on a conflict the
+// pod is read again and the decision made again. It returns the pod as
+// written (or as found, when it was terminal already).
+func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, check PodCheck, message string) (markOutcome, *v1.Pod, error) {
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-		return markAlreadyTerminal, nil
+		return markAlreadyTerminal, pod, nil
 	}
-	cur := pod
+	cur, written := pod, pod
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := a.recheckPod(ctx, cur, check); err != nil {
+			return err
+		}
 		upd := cur.DeepCopy()
 		upd.Status.Phase = v1.PodFailed
 		cond := v1.PodCondition{
@@ -161,185 +228,104 @@ func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, message string) 
 		} else {
 			upd.Status.Conditions = append(upd.Status.Conditions, cond)
 		}
-		_, uerr := a.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+		res, uerr := a.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+		if uerr == nil {
+			written = res
+		}
 		if !apierrors.IsConflict(uerr) {
 			return uerr
 		}
-		fresh, gerr := a.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		fresh, gerr := a.freshPod(ctx, pod)
 		if gerr != nil {
 			return gerr
-		}
-		if fresh.UID != pod.UID {
-			return errReplaced
 		}
 		cur = fresh
 		return uerr
 	})
 	switch {
 	case err == nil:
-		return markWritten, nil
-	case apierrors.IsNotFound(err), err == errReplaced:
-		return markGone, nil
+		return markWritten, written, nil
+	case apierrors.IsNotFound(err), errors.Is(err, errReplaced):
+		return markGone, nil, nil
+	case IsDecisionChanged(err):
+		return markWritten, nil, err
 	default:
-		return markWritten, fmt.Errorf("marking pod failed: %w", err)
+		return markWritten, nil, fmt.Errorf("marking pod failed: %w", err)
 	}
 }
 
-var errReplaced = fmt.Errorf("pod was replaced by a new one with the same name")
-
-// AddTaint adds the taint to the node unless a taint with that key is
-// already there.
-func (a *Actuator) AddTaint(ctx context.Context, node *v1.Node, taint v1.Taint, why string) error {
-	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "taint", taint.Key)
-	if a.DryRun {
-		logger.Info("Dry run: would taint node", "why", why)
-		a.Recorder.Eventf(node, v1.EventTypeWarning, EventTainted, "Dry run: would add taint %s: %s", taint.ToString(), why)
-		return nil
-	}
-	changed := false
-	err := a.updateNode(ctx, node.Name, func(n *v1.Node) bool {
-		if nodeutil.HasTaint(n, taint.Key) {
-			return false
+// deleteChecked deletes the pod with grace period 0, preconditioned on its
+// UID and on the resourceVersion the decision was made on. If the pod
+// changed since, it is read again and the decision made again before the
+// next attempt. gone reports that the pod vanished or was replaced first.
+func (a *Actuator) deleteChecked(ctx context.Context, pod *v1.Pod, check PodCheck) (gone bool, err error) {
+	cur := pod
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rv := cur.ResourceVersion
+		pre := &metav1.Preconditions{UID: &pod.UID}
+		if rv != "" {
+			pre.ResourceVersion = &rv
 		}
-		t := taint
-		if t.TimeAdded == nil {
-			now := metav1.NewTime(a.now())
-			t.TimeAdded = &now
-		}
-		n.Spec.Taints = append(n.Spec.Taints, t)
-		changed = true
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("adding taint %s to node %s: %w", taint.Key, node.Name, err)
-	}
-	if changed {
-		logger.Info("Tainted node", "why", why)
-		a.Recorder.Eventf(node, v1.EventTypeWarning, EventTainted, "Added taint %s: %s", taint.ToString(), why)
-	}
-	return nil
-}
-
-// RemoveTaint removes every taint with the key from the node.
-func (a *Actuator) RemoveTaint(ctx context.Context, node *v1.Node, key, why string) error {
-	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "taint", key)
-	if a.DryRun {
-		logger.Info("Dry run: would remove taint", "why", why)
-		a.Recorder.Eventf(node, v1.EventTypeNormal, EventUntainted, "Dry run: would remove taint %s: %s", key, why)
-		return nil
-	}
-	changed := false
-	err := a.updateNode(ctx, node.Name, func(n *v1.Node) bool {
-		before := len(n.Spec.Taints)
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
-		changed = len(n.Spec.Taints) != before
-		return changed
-	})
-	if err != nil {
-		return fmt.Errorf("removing taint %s from node %s: %w", key, node.Name, err)
-	}
-	if changed {
-		logger.Info("Removed taint", "why", why)
-		a.Recorder.Eventf(node, v1.EventTypeNormal, EventUntainted, "Removed taint %s: %s", key, why)
-	}
-	return nil
-}
-
-// SetNodeAnnotation sets (value non-nil) or removes (nil) one annotation.
-func (a *Actuator) SetNodeAnnotation(ctx context.Context, node *v1.Node, key string, value *string) error {
-	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "annotation", key)
-	if a.DryRun {
-		logger.Info("Dry run: would set node annotation", "value", value)
-		return nil
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{key: value}}})
-	if err != nil {
-		return fmt.Errorf("encoding annotation patch: %w", err)
-	}
-	if _, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("annotating node %s: %w", node.Name, err)
-	}
-	logger.V(2).Info("Set node annotation", "value", value)
-	return nil
-}
-
-// ReleaseVolumes removes the named volumes from node.status.volumesInUse
-// (and, when alsoAttached, from node.status.volumesAttached). The
-// attach/detach controller then no longer waits for the dead kubelet to
-// report them unmounted and detaches at once. It returns the names it
-// removed.
-func (a *Actuator) ReleaseVolumes(ctx context.Context, node *v1.Node, vols []v1.UniqueVolumeName, alsoAttached bool, why string) ([]v1.UniqueVolumeName, error) {
-	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
-	if len(vols) == 0 {
-		return nil, nil
-	}
-	if a.DryRun {
-		logger.Info("Dry run: would release volumes from node status", "volumes", vols, "why", why)
-		a.Recorder.Eventf(node, v1.EventTypeNormal, EventVolumesReleased, "Dry run: would release volumes %v: %s", vols, why)
-		return nil, nil
-	}
-	var removed []v1.UniqueVolumeName
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		removed = nil
-		n, err := a.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if n.UID != node.UID {
-			return nil // node was recreated: nothing of ours to release
-		}
-		n.Status.VolumesInUse = slices.DeleteFunc(n.Status.VolumesInUse, func(v v1.UniqueVolumeName) bool {
-			if slices.Contains(vols, v) {
-				removed = append(removed, v)
-				return true
-			}
-			return false
+		derr := a.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: new(int64),
+			Preconditions:      pre,
 		})
-		if alsoAttached {
-			n.Status.VolumesAttached = slices.DeleteFunc(n.Status.VolumesAttached, func(v v1.AttachedVolume) bool {
-				if slices.Contains(vols, v.Name) {
-					if !slices.Contains(removed, v.Name) {
-						removed = append(removed, v.Name)
-					}
-					return true
-				}
-				return false
-			})
+		if !apierrors.IsConflict(derr) {
+			return derr
 		}
-		if len(removed) == 0 {
-			return nil
+		fresh, gerr := a.freshPod(ctx, pod)
+		if gerr != nil {
+			return gerr
 		}
-		_, err = a.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("releasing volumes from node %s status: %w", node.Name, err)
-	}
-	if len(removed) > 0 {
-		logger.Info("Released volumes from node status", "volumes", removed, "why", why)
-		a.Recorder.Eventf(node, v1.EventTypeNormal, EventVolumesReleased, "Released volumes %v from node status: %s", removed, why)
-	}
-	return removed, nil
-}
-
-// updateNode applies mutate to the latest node and writes it back, retrying
-// on conflicts. mutate returns false when nothing needs to change.
-func (a *Actuator) updateNode(ctx context.Context, name string, mutate func(*v1.Node) bool) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := a.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		if err := a.recheckPod(ctx, fresh, check); err != nil {
 			return err
 		}
-		if !mutate(n) {
-			return nil
-		}
-		_, err = a.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		return err
+		cur = fresh
+		return derr
 	})
+	if apierrors.IsNotFound(err) || errors.Is(err, errReplaced) {
+		return true, nil
+	}
+	return false, err
 }
+
+// freshPod reads the pod again; errReplaced when a new pod took its name.
+func (a *Actuator) freshPod(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
+	fresh, err := a.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if fresh.UID != pod.UID {
+		return nil, errReplaced
+	}
+	return fresh, nil
+}
+
+// recheckPod reads the pod's node fresh and runs the decision on it and the
+// pod. A missing check refuses: without a decision nothing is written.
+func (a *Actuator) recheckPod(ctx context.Context, pod *v1.Pod, check PodCheck) error {
+	const what = "force-delete pod"
+	if check == nil {
+		return &DecisionChangedError{What: what, Why: "no decision to re-check at write time"}
+	}
+	var node *v1.Node
+	if pod.Spec.NodeName != "" {
+		n, err := a.Client.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("reading node %s to re-check the decision: %w", pod.Spec.NodeName, err)
+		default:
+			node = n
+		}
+	}
+	if ok, why := check(node, pod); !ok {
+		return &DecisionChangedError{What: what, Why: why}
+	}
+	return nil
+}
+
+var errReplaced = errors.New("pod was replaced by a new one with the same name")
 
 // PodEvent records an Event on a pod (also in dry-run mode: it changes no
 // state the controllers act on).

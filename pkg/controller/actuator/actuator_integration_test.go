@@ -47,7 +47,7 @@ func TestForceDeletePodIntegration(t *testing.T) {
 		}
 		// A StatefulSet controller recreates the pod under the same name.
 		replacement := newPod(t, a, "sts-0")
-		if err := a.ForceDeletePod(ctx, old, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: "test"}); err != nil {
+		if err := a.ForceDeletePod(ctx, old, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: "test", Recheck: always}); err != nil {
 			t.Fatalf("ForceDeletePod of a replaced pod must succeed, got %v", err)
 		}
 		cur, err := pods.Get(ctx, "sts-0", metav1.GetOptions{})
@@ -64,14 +64,14 @@ func TestForceDeletePodIntegration(t *testing.T) {
 		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.ForceDeletePod(ctx, p, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: "test"}); err != nil {
+		if err := a.ForceDeletePod(ctx, p, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: "test", Recheck: always}); err != nil {
 			t.Fatalf("got %v, want nil", err)
 		}
 	})
 
 	t.Run("force deletion removes the pod at once", func(t *testing.T) {
 		p := newPod(t, a, "victim")
-		if err := a.ForceDeletePod(ctx, p, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: "test", Trigger: time.Now()}); err != nil {
+		if err := a.ForceDeletePod(ctx, p, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: "test", Trigger: time.Now(), Recheck: always}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := pods.Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -83,7 +83,7 @@ func TestForceDeletePodIntegration(t *testing.T) {
 		dry := *a
 		dry.DryRun = true
 		p := newPod(t, a, "dry")
-		if err := dry.ForceDeletePod(ctx, p, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: "test"}); err != nil {
+		if err := dry.ForceDeletePod(ctx, p, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: "test", Recheck: always}); err != nil {
 			t.Fatal(err)
 		}
 		node := testobj.Node("dry-node", testobj.VolumesInUse(nodeutil.CSIUniqueVolumeName("d", "h")))
@@ -92,7 +92,7 @@ func TestForceDeletePodIntegration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := dry.AddTaint(ctx, created, v1.Taint{Key: "example.com/x", Effect: v1.TaintEffectNoSchedule}, "test"); err != nil {
+		if err := dry.AddTaint(ctx, created, v1.Taint{Key: "example.com/x", Effect: v1.TaintEffectNoSchedule}, "test", func(*v1.Node) (bool, string) { return true, "" }); err != nil {
 			t.Fatal(err)
 		}
 		cur, err := pods.Get(ctx, p.Name, metav1.GetOptions{})

@@ -19,6 +19,9 @@ import (
 
 var podsResource = schema.GroupResource{Resource: "pods"}
 
+// always is a re-check that still holds on fresh data.
+func always(*v1.Node, *v1.Pod) (bool, string) { return true, "still holds" }
+
 // otherClientDeletesFirst makes the pod vanish just before our delete
 // reaches the API server, as when another client's graceful delete of the
 // Failed pod becomes immediate.
@@ -99,7 +102,7 @@ func TestForceDeletePodOutcomes(t *testing.T) {
 			}
 			rec := record.NewFakeRecorder(10)
 			a := &actuator.Actuator{Client: client, Recorder: rec}
-			err := a.ForceDeletePod(t.Context(), tc.pod, actuator.Deletion{Reason: metrics.ReasonForceEviction, Message: "node is down"})
+			err := a.ForceDeletePod(t.Context(), tc.pod, actuator.Deletion{Reason: metrics.ReasonForceEviction, Message: "node is down", Recheck: always})
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error = %v, wantErr %v", err, tc.wantErr)
 			}
@@ -114,5 +117,28 @@ func TestForceDeletePodOutcomes(t *testing.T) {
 				t.Errorf("events = %q, want one starting with %q", events, tc.wantEvent)
 			}
 		})
+	}
+}
+
+// TestWritesRequireARecheck: a write without a decision to re-check is
+// refused, never made blindly.
+func TestWritesRequireARecheck(t *testing.T) {
+	pod := testobj.Pod("ns", "db-0", testobj.OnNode("n1"))
+	node := testobj.Node("n1", testobj.VolumesInUse("v"))
+	client := fake.NewClientset(pod.DeepCopy(), node.DeepCopy())
+	a := &actuator.Actuator{Client: client, Recorder: record.NewFakeRecorder(10)}
+	if err := a.ForceDeletePod(t.Context(), pod, actuator.Deletion{Reason: metrics.ReasonForceEviction}); !actuator.IsDecisionChanged(err) {
+		t.Errorf("ForceDeletePod without Recheck: error %v, want a DecisionChangedError", err)
+	}
+	if _, err := a.ReleaseVolumes(t.Context(), node, []v1.UniqueVolumeName{"v"}, false, "test", nil); !actuator.IsDecisionChanged(err) {
+		t.Errorf("ReleaseVolumes without a check: error %v, want a DecisionChangedError", err)
+	}
+	if len(client.Actions()) == 0 {
+		t.Fatal("no API call at all")
+	}
+	for _, act := range client.Actions() {
+		if act.GetVerb() != "get" {
+			t.Errorf("unexpected write %s %s", act.GetVerb(), act.GetResource().Resource)
+		}
 	}
 }

@@ -214,6 +214,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 func runControllers(ctx context.Context, client kubernetes.Interface, act *actuator.Actuator, opts Options, enabled map[string]bool) error {
 	logger := klog.FromContext(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithTransform(dropManagedFields))
+	// Node Leases live in one namespace; watching only that one keeps the
+	// cache (and the RBAC) to what force-eviction reads.
+	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
+		informers.WithNamespace(v1.NamespaceNodeLease), informers.WithTransform(dropManagedFields))
 	var ctrls []runner
 	for _, name := range KnownControllers {
 		if !enabled[name] {
@@ -229,7 +233,7 @@ func runControllers(ctx context.Context, client kubernetes.Interface, act *actua
 		case quarantine.Name:
 			c, err = quarantine.New(factory, act, opts.QuarantineDelay, opts.QuarantineLiftDelay)
 		case forceeviction.Name:
-			c, err = forceeviction.New(factory, act, opts.ForceEvictionReadyGrace)
+			c, err = forceeviction.New(factory, leaseFactory, act, opts.ForceEvictionReadyGrace)
 		case outofservice.Name:
 			c, err = outofservice.New(factory, act)
 		}
@@ -242,14 +246,18 @@ func runControllers(ctx context.Context, client kubernetes.Interface, act *actua
 	if len(ctrls) == 0 {
 		return errors.New("no controller enabled")
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			if ctx.Err() != nil {
-				return nil
+	for _, f := range []informers.SharedInformerFactory{factory, leaseFactory} {
+		f.Start(ctx.Done())
+		defer f.Shutdown()
+	}
+	for _, f := range []informers.SharedInformerFactory{factory, leaseFactory} {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("informer cache for %v did not sync", typ)
 			}
-			return fmt.Errorf("informer cache for %v did not sync", typ)
 		}
 	}
 	logger.Info("Caches synced; controllers running")

@@ -3,10 +3,15 @@ package forceeviction
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -15,6 +20,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/nodequeue"
 	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -24,7 +30,7 @@ const Name = "force-eviction"
 
 // DefaultReadyGrace is the default --force-eviction-ready-grace: upstream's
 // node-monitor grace period, the time the node controller takes to mark a
-// dead node NotReady.
+// dead node NotReady, and how recent a Lease renewal proves a live kubelet.
 const DefaultReadyGrace = 50 * time.Second
 
 // Controller force-evicts pods from tainted NotReady nodes.
@@ -33,32 +39,45 @@ type Controller struct {
 	readyGrace time.Duration
 	now        func() time.Time
 	nodes      corelisters.NodeLister
+	leases     coordinationlisters.LeaseNamespaceLister
+	pvcs       corelisters.PersistentVolumeClaimLister
 	pods       cache.Indexer
 	vas        cache.Indexer
 	queue      *nodequeue.Queue
 	clock      *nodequeue.TaintClock
 }
 
-// New wires the controller to the shared informers. Call it before the
-// factory is started.
-func New(f informers.SharedInformerFactory, act *actuator.Actuator, readyGrace time.Duration) (*Controller, error) {
+// New wires the controller to the shared informers; leaseFactory must be
+// restricted to the kube-node-lease namespace. Call it before the factories
+// are started.
+//
+// Lease renewals (every node, every 10 s) enqueue nothing: a sync that finds
+// a fresh Lease on a NotReady node looks again when that Lease would go
+// stale, so the cost of a Lease event does not grow with the cluster.
+func New(f, leaseFactory informers.SharedInformerFactory, act *actuator.Actuator, readyGrace time.Duration) (*Controller, error) {
 	podInf, vaInf, err := nodeutil.NodeIndexedInformers(f)
 	if err != nil {
 		return nil, err
 	}
+	leaseInf := leaseFactory.Coordination().V1().Leases()
+	leaseInf.Informer()
 	c := &Controller{
 		act:        act,
 		readyGrace: readyGrace,
 		now:        time.Now,
 		nodes:      f.Core().V1().Nodes().Lister(),
+		leases:     leaseInf.Lister().Leases(v1.NamespaceNodeLease),
+		pvcs:       f.Core().V1().PersistentVolumeClaims().Lister(),
 		pods:       podInf.GetIndexer(),
 		vas:        vaInf.GetIndexer(),
 		clock:      nodequeue.NewTaintClock(names.ForceEvictionTaint),
 	}
+	f.Core().V1().PersistentVolumeClaims().Informer()
 	c.queue = nodequeue.New(Name, c.sync)
 	if err := nodequeue.AddHandler(f.Core().V1().Nodes().Informer(), "node", c.queue.ClockedNodeHandler(c.clock, func(old, cur *v1.Node) bool {
 		return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
-			nodeutil.HasTaint(old, names.ForceEvictionTaint) != nodeutil.HasTaint(cur, names.ForceEvictionTaint) ||
+			cutoff.HasForceEvictionTaint(old) != cutoff.HasForceEvictionTaint(cur) ||
+			old.Annotations[EvictedVolumesAnnotation] != cur.Annotations[EvictedVolumesAnnotation] ||
 			len(old.Status.VolumesInUse) != len(cur.Status.VolumesInUse) ||
 			len(old.Status.VolumesAttached) != len(cur.Status.VolumesAttached)
 	})); err != nil {
@@ -78,52 +97,192 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, readyGrace t
 // Run processes events until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
+// lease returns the node's Lease from the cache, nil when there is none.
+func (c *Controller) lease(name string) (*coordinationv1.Lease, error) {
+	l, err := c.leases.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up node Lease %s: %w", name, err)
+	}
+	return l, nil
+}
+
+// freshLease reads the node's Lease from the API server for a write-time
+// re-check: a kubelet renewing it between decision and write must count.
+func (c *Controller) freshLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	l, err := c.act.Client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading node Lease %s: %w", name, err)
+	}
+	return l, nil
+}
+
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
 	node, err := nodeutil.Lookup(c.nodes, nodeName)
 	if node == nil || err != nil {
 		return 0, err
 	}
-	if !nodeutil.HasTaint(node, names.ForceEvictionTaint) {
+	if !cutoff.HasForceEvictionTaint(node) && !ParseEvicted(node).Present {
 		return 0, nil
 	}
-	logger := klog.FromContext(ctx)
+	lease, err := c.lease(nodeName)
+	if err != nil {
+		return 0, err
+	}
 	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
 	if err != nil {
 		return 0, err
 	}
-	var errs []error
+	remaining, err := c.evict(ctx, node, lease, pods)
+	if err != nil {
+		return 0, err
+	}
+	return c.syncNode(ctx, node, lease, remaining)
+}
+
+// evict force-deletes the pods DecidePod selects, after recording their
+// volumes on the node. It returns how many pods do not tolerate the taint.
+func (c *Controller) evict(ctx context.Context, node *v1.Node, lease *coordinationv1.Lease, pods []*v1.Pod) (int, error) {
+	logger := klog.FromContext(ctx)
+	taint := evictionTaint(node)
+	now := c.now()
 	remaining := 0
+	var todo []*v1.Pod
+	var whys []string
 	for _, pod := range pods {
-		// Re-read the node before every deletion: a kubelet that comes
-		// back mid-eviction stops it at once.
-		if cur, err := c.nodes.Get(nodeName); err == nil {
-			node = cur
-		}
-		if podutil.ToleratesTaint(pod, nodeutil.FindTaint(node, names.ForceEvictionTaint)) {
+		if taint == nil || podutil.ToleratesTaint(pod, taint) {
 			continue
 		}
 		remaining++
-		d := DecidePod(node, pod)
+		d := DecidePod(node, pod, lease, now, c.readyGrace)
 		if !d.Delete {
 			logger.V(5).Info("Not deleting pod", "pod", klog.KObj(pod), "why", d.Why)
 			continue
 		}
-		if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonForceEviction, Message: d.Why, Trigger: c.clock.Since(nodeName)}); err != nil {
+		todo, whys = append(todo, pod), append(whys, d.Why)
+	}
+	if len(todo) == 0 {
+		return remaining, nil
+	}
+	// The record goes first: a kubelet that returns mid-eviction must find
+	// the taint kept for every volume of a pod that was deleted.
+	if err := c.recordVolumes(ctx, node, todo); err != nil {
+		return remaining, err
+	}
+	var errs []error
+	for i, pod := range todo {
+		err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonForceEviction, Message: whys[i], Trigger: c.clock.Since(node.Name), Recheck: c.podCheck(ctx)})
+		if err != nil {
 			errs = append(errs, err)
+			if actuator.IsDecisionChanged(err) {
+				break // the kubelet is back: stop evicting more pods
+			}
 		}
 	}
-	if len(errs) > 0 {
-		return 0, errors.Join(errs...)
+	return remaining, errors.Join(errs...)
+}
+
+// podCheck re-decides a deletion on the fresh node, pod and Lease.
+func (c *Controller) podCheck(ctx context.Context) actuator.PodCheck {
+	return func(node *v1.Node, pod *v1.Pod) (bool, string) {
+		lease, err := c.freshLease(ctx, pod.Spec.NodeName)
+		if err != nil {
+			return false, err.Error()
+		}
+		d := DecidePod(node, pod, lease, c.now(), c.readyGrace)
+		return d.Delete, d.Why
 	}
-	vas, err := nodeutil.VAsOnNode(c.vas, nodeName)
+}
+
+// recordVolumes adds the PVs of the pods about to be deleted to the node's
+// EvictedVolumesAnnotation, re-checking on the fresh node and Lease that
+// the first of them may still be deleted.
+func (c *Controller) recordVolumes(ctx context.Context, node *v1.Node, todo []*v1.Pod) error {
+	var pvs []string
+	all := false
+	for _, pod := range todo {
+		p, unknown := c.podPVs(pod)
+		pvs, all = append(pvs, p...), all || unknown
+	}
+	if _, adds := ParseEvicted(node).With(pvs, all); !adds {
+		return nil
+	}
+	check := c.podCheck(ctx)
+	return c.act.UpdateNode(ctx, node, "record evicted volumes", func(fresh *v1.Node) (bool, string) {
+		return check(fresh, todo[0])
+	}, func(n *v1.Node) bool {
+		rec, adds := ParseEvicted(n).With(pvs, all)
+		if !adds {
+			return false
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[EvictedVolumesAnnotation] = rec.String()
+		return true
+	})
+}
+
+// podPVs returns the PVs of the pod's claims; unknown is true when a
+// volume may have a VolumeAttachment that cannot be matched by PV name.
+func (c *Controller) podPVs(pod *v1.Pod) (pvs []string, unknown bool) {
+	for _, vol := range pod.Spec.Volumes {
+		src := vol.VolumeSource
+		claim := ""
+		switch {
+		case src.PersistentVolumeClaim != nil:
+			claim = src.PersistentVolumeClaim.ClaimName
+		case src.Ephemeral != nil:
+			claim = pod.Name + "-" + vol.Name
+		case src.ConfigMap != nil, src.Secret != nil, src.DownwardAPI != nil, src.Projected != nil,
+			src.EmptyDir != nil, src.HostPath != nil, src.CSI != nil:
+			continue // no VolumeAttachment
+		default:
+			unknown = true // an in-tree volume may be attached without a PV
+			continue
+		}
+		pvc, err := c.pvcs.PersistentVolumeClaims(pod.Namespace).Get(claim)
+		switch {
+		case err != nil:
+			unknown = true
+		case pvc.Spec.VolumeName != "":
+			pvs = append(pvs, pvc.Spec.VolumeName)
+		}
+	}
+	return pvs, unknown
+}
+
+// syncNode decides on the node itself and writes, re-checking on the fresh
+// node and Lease.
+func (c *Controller) syncNode(ctx context.Context, node *v1.Node, lease *coordinationv1.Lease, remaining int) (time.Duration, error) {
+	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
 	if err != nil {
 		return 0, err
 	}
-	since := c.clock.Since(nodeName)
+	since := c.clock.Since(node.Name)
 	if since.IsZero() {
 		since = c.now()
 	}
-	nd := DecideNode(node, remaining, len(vas), since, c.now(), c.readyGrace)
+	decide := func(n *v1.Node, l *coordinationv1.Lease) NodeDecision {
+		ev := ParseEvicted(n)
+		return DecideNode(NodeState{Node: n, Lease: l, Remaining: remaining, VAs: len(vas), Evicted: ev.Present, EvictedVAs: EvictedVAs(vas, ev), TaintSince: since}, c.now(), c.readyGrace)
+	}
+	check := func(want func(NodeDecision) bool) actuator.NodeCheck {
+		return func(fresh *v1.Node) (bool, string) {
+			l, err := c.freshLease(ctx, fresh.Name)
+			if err != nil {
+				return false, err.Error()
+			}
+			fd := decide(fresh, l)
+			return want(fd), fd.Why
+		}
+	}
+	nd := decide(node, lease)
 	switch {
 	case nd.ReleaseVolumes:
 		all := make([]v1.UniqueVolumeName, 0, len(node.Status.VolumesInUse)+len(node.Status.VolumesAttached))
@@ -131,11 +290,22 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		for _, a := range node.Status.VolumesAttached {
 			all = append(all, a.Name)
 		}
-		_, err := c.act.ReleaseVolumes(ctx, node, all, true, nd.Why)
+		_, err := c.act.ReleaseVolumes(ctx, node, all, true, nd.Why, check(func(d NodeDecision) bool { return d.ReleaseVolumes }))
 		return 0, err
 	case nd.Untaint:
-		return 0, c.act.RemoveTaint(ctx, node, names.ForceEvictionTaint, nd.Why)
+		if err := c.act.RemoveTaint(ctx, node, names.ForceEvictionTaint, v1.TaintEffectNoExecute, nd.Why, check(func(d NodeDecision) bool { return d.Untaint })); err != nil {
+			return 0, err
+		}
 	}
-	logger.V(4).Info("Force eviction in progress", "why", nd.Why)
+	if nd.ClearRecord {
+		return 0, c.act.UpdateNode(ctx, node, "clear evicted volumes", check(func(d NodeDecision) bool { return d.ClearRecord }), func(n *v1.Node) bool {
+			if _, ok := n.Annotations[EvictedVolumesAnnotation]; !ok {
+				return false
+			}
+			delete(n.Annotations, EvictedVolumesAnnotation)
+			return true
+		})
+	}
+	klog.FromContext(ctx).V(4).Info("Force eviction node decision", "why", nd.Why)
 	return nd.After, nil
 }

@@ -29,6 +29,11 @@ type Metrics struct {
 	ForceDeleteLatency *prometheus.HistogramVec
 	// QuarantinedNodes is the number of nodes carrying the quarantine taint.
 	QuarantinedNodes prometheus.Gauge
+	// DecisionChanged counts writes abandoned because the decision, made
+	// again on fresh data at write time, no longer held (e.g. the node
+	// turned Ready after the cached decision). A steady rate means the
+	// caches lag far behind the API server.
+	DecisionChanged *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them with reg (when not nil).
@@ -57,9 +62,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name:      "quarantined_nodes",
 			Help:      "Number of nodes that carry the fenceline.io/quarantine taint.",
 		}),
+		DecisionChanged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "fenceline",
+			Subsystem: "controller",
+			Name:      "decision_changed_total",
+			Help:      "Writes not made because the decision, re-checked on fresh data at write time, no longer held.",
+		}, []string{"write"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.ForceDeletes, m.ForceDeleteErrors, m.ForceDeleteLatency, m.QuarantinedNodes} {
+		for _, c := range []prometheus.Collector{m.ForceDeletes, m.ForceDeleteErrors, m.ForceDeleteLatency, m.QuarantinedNodes, m.DecisionChanged} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering metrics: %w", err)
 			}
@@ -89,4 +100,12 @@ func (m *Metrics) ObserveForceDeleteError(namespace, reason string) {
 		return
 	}
 	m.ForceDeleteErrors.WithLabelValues(namespace, reason).Inc()
+}
+
+// ObserveDecisionChanged records one write abandoned at write time.
+func (m *Metrics) ObserveDecisionChanged(write string) {
+	if m == nil {
+		return
+	}
+	m.DecisionChanged.WithLabelValues(write).Inc()
 }

@@ -2,6 +2,7 @@ package outofservice
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -11,8 +12,11 @@ import (
 
 func TestDecide(t *testing.T) {
 	t0 := testobj.Epoch
-	oos := testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)
-	rec := testobj.Annotation(names.BootIDAnnotation, "boot-1")
+	episode := t0.Add(time.Minute)
+	oos := testobj.TaintAt(names.OutOfServiceTaint, v1.TaintEffectNoExecute, episode)
+	rec := testobj.Annotation(names.BootIDAnnotation, Record("boot-1", episode))
+	earlier := testobj.Annotation(names.BootIDAnnotation, Record("boot-1", t0))
+	legacy := testobj.Annotation(names.BootIDAnnotation, "boot-1")
 	up := testobj.ReadySince(t0)
 	rebooted := testobj.BootID("boot-2")
 
@@ -24,11 +28,16 @@ func TestDecide(t *testing.T) {
 		want             want
 	}{
 		{"taint seen while down: record boot ID", testobj.Node("n1", testobj.NotReadySince(t0), oos), 0, 0, want{record: true}},
+		{"taint without timeAdded seen while down: record (the taint gets one)", testobj.Node("n1", testobj.NotReadySince(t0), testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoSchedule)), 0, 0, want{record: true}},
 		{"still down, already recorded", testobj.Node("n1", testobj.NotReadySince(t0), oos, rec), 0, 0, want{}},
+		{"still down, record of an earlier taint: record again", testobj.Node("n1", testobj.NotReadySince(t0), oos, earlier), 0, 0, want{record: true}},
 		{"rebooted, Ready, clean: untaint", testobj.Node("n1", up, oos, rec, rebooted), 0, 0, want{untaint: true, clear: true}},
+		{"rebooted, Ready, but the record is of an earlier taint: no proof", testobj.Node("n1", up, oos, earlier, rebooted), 0, 0, want{}},
+		{"record without a time (older format): no proof", testobj.Node("n1", up, oos, legacy, rebooted), 0, 0, want{}},
+		{"taint lost its timeAdded: no proof", testobj.Node("n1", up, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute), rec, rebooted), 0, 0, want{}},
 		{"Ready but same boot ID: no proven power cycle", testobj.Node("n1", up, oos, rec), 0, 0, want{}},
 		{"Ready, rebooted, empty boot ID reported", testobj.Node("n1", up, oos, rec, testobj.BootID("")), 0, 0, want{}},
-		{"recorded boot ID empty", testobj.Node("n1", up, oos, testobj.Annotation(names.BootIDAnnotation, ""), rebooted), 0, 0, want{}},
+		{"recorded boot ID empty", testobj.Node("n1", up, oos, testobj.Annotation(names.BootIDAnnotation, Record("", episode)), rebooted), 0, 0, want{}},
 		{"taint never seen while down: never removed", testobj.Node("n1", up, oos, rebooted), 0, 0, want{}},
 		{"pod still terminating", testobj.Node("n1", up, oos, rec, rebooted), 1, 0, want{}},
 		{"VolumeAttachment remains", testobj.Node("n1", up, oos, rec, rebooted), 0, 1, want{}},

@@ -2,9 +2,11 @@ package outofservice
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -27,6 +29,7 @@ type Controller struct {
 	pods  cache.Indexer
 	vas   cache.Indexer
 	queue *nodequeue.Queue
+	now   func() time.Time
 }
 
 // New wires the controller to the shared informers. Call it before the
@@ -41,6 +44,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 		nodes: f.Core().V1().Nodes().Lister(),
 		pods:  podInf.GetIndexer(),
 		vas:   vaInf.GetIndexer(),
+		now:   time.Now,
 	}
 	c.queue = nodequeue.New(Name, c.sync)
 	if err := nodequeue.AddHandler(f.Core().V1().Nodes().Informer(), "node", c.queue.NodeHandler(func(old, cur *v1.Node) bool {
@@ -89,17 +93,48 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	}
 	d := Decide(node, terminating, len(vas))
 	klog.FromContext(ctx).V(4).Info("Out-of-service decision", "why", d.Why)
+	// Each write re-checks its part of the decision on the fresh node.
+	recheck := func(want func(Decision) bool) actuator.NodeCheck {
+		return func(fresh *v1.Node) (bool, string) {
+			fd := Decide(fresh, terminating, len(vas))
+			return want(fd), fd.Why
+		}
+	}
 	if d.RecordBootID {
-		boot := node.Status.NodeInfo.BootID
-		return 0, c.act.SetNodeAnnotation(ctx, node, names.BootIDAnnotation, &boot)
+		return 0, c.act.UpdateNode(ctx, node, "record boot ID", recheck(func(d Decision) bool { return d.RecordBootID }), c.record)
 	}
 	if d.Untaint {
-		if err := c.act.RemoveTaint(ctx, node, names.OutOfServiceTaint, d.Why); err != nil {
+		if err := c.act.RemoveTaint(ctx, node, names.OutOfServiceTaint, "", d.Why, recheck(func(d Decision) bool { return d.Untaint })); err != nil {
 			return 0, err
 		}
 	}
 	if d.ClearRecord {
-		return 0, c.act.SetNodeAnnotation(ctx, node, names.BootIDAnnotation, nil)
+		return 0, c.act.UpdateNode(ctx, node, "clear boot ID record", recheck(func(d Decision) bool { return d.ClearRecord }), func(n *v1.Node) bool {
+			if _, ok := n.Annotations[names.BootIDAnnotation]; !ok {
+				return false
+			}
+			delete(n.Annotations, names.BootIDAnnotation)
+			return true
+		})
 	}
 	return 0, nil
+}
+
+// record writes the boot ID for the current taint. A taint without
+// timeAdded (kubectl sets none for NoSchedule) gets it now, in the same
+// update, so that the record names the episode it belongs to.
+func (c *Controller) record(n *v1.Node) bool {
+	i := slices.IndexFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == names.OutOfServiceTaint })
+	if i < 0 {
+		return false
+	}
+	if n.Spec.Taints[i].TimeAdded == nil {
+		now := metav1.NewTime(c.now())
+		n.Spec.Taints[i].TimeAdded = &now
+	}
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[names.BootIDAnnotation] = Record(n.Status.NodeInfo.BootID, n.Spec.Taints[i].TimeAdded.Time)
+	return true
 }

@@ -45,3 +45,10 @@ func Decide(node *v1.Node, pod *v1.Pod) Decision {
 	}
 	return Decision{Delete: true, Why: fmt.Sprintf("fenceline: node %s out of service (taint %s) and not Ready", node.Name, names.OutOfServiceTaint)}
 }
+
+// Recheck is Decide in the form the actuator runs again on fresh data at
+// write time.
+func Recheck(node *v1.Node, pod *v1.Pod) (bool, string) {
+	d := Decide(node, pod)
+	return d.Delete, d.Why
+}

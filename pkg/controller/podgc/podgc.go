@@ -95,7 +95,7 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		pod := todo[i]
 		requested, _ := podutil.DeletionRequestedAt(pod)
 		trigger := nodequeue.Latest(c.clock.Since(nodeName), requested, nodeutil.NotReadySince(node))
-		errs[i] = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: whys[i], Trigger: trigger})
+		errs[i] = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: whys[i], Trigger: trigger, Recheck: Recheck})
 	})
 	return 0, errors.Join(errs...)
 }

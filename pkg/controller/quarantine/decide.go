@@ -6,7 +6,7 @@
 // attach/detach controller detaches at once. The detach is safe because the
 // attacher fences the volume (ControllerUnpublishVolume with fence=true) for
 // a quarantined node. The taint is lifted once the node is Ready again and
-// no VolumeAttachment of a safe-detach driver is left for it.
+// no VolumeAttachment of a released volume is left for it.
 package quarantine
 
 import (
@@ -15,8 +15,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -77,7 +79,7 @@ func DecidePod(node *v1.Node, pod *v1.Pod, vols []Volume, now time.Time, delay t
 	if why := refusal(vols); why != "" {
 		return PodDecision{Action: Refuse, Why: why}
 	}
-	if !nodeutil.HasTaint(node, names.QuarantineTaint) {
+	if !cutoff.IsQuarantined(node) {
 		return PodDecision{Action: TaintFirst, Why: "node must be quarantined before pods are deleted"}
 	}
 	return PodDecision{Action: Delete, Why: fmt.Sprintf("fenceline: node %s not Ready for %s and every volume is from a safe-detach driver that fences on detach", node.Name, down.Round(time.Second))}
@@ -127,18 +129,19 @@ type NodeDecision struct {
 }
 
 // DecideUntaint is the single place that states when the quarantine taint is
-// lifted: the node carries it and has been Ready for at least liftDelay (so
-// that its kubelet has reported the volumes it still has mounted), no
-// VolumeAttachment of a safe-detach driver remains for it (every fenced
-// volume went through a full detach), and staleVolumes is 0: the kubelet no
-// longer lists a volume of a safe-detach driver that no pod on the node uses,
-// i.e. its node-side clean-up (NodeUnpublish/NodeUnstage), which lifts the
-// fence, is done.
-func DecideUntaint(node *v1.Node, safeDetachVAs, staleVolumes int, now time.Time, liftDelay time.Duration) NodeDecision {
+// lifted: the node carries it (key and effect NoSchedule) and has been Ready
+// for at least liftDelay (so that its kubelet has reported the volumes it
+// still has mounted), releasedVAs is 0: no VolumeAttachment of a volume
+// quarantine released remains for it (every fenced volume went through a
+// full detach; see ReleasedVAs, which leaves out the volumes of pods that
+// stayed), and staleVolumes is 0: the kubelet no longer lists a volume of a
+// safe-detach driver that no pod on the node uses, i.e. its node-side
+// clean-up (NodeUnpublish/NodeUnstage), which lifts the fence, is done.
+func DecideUntaint(node *v1.Node, releasedVAs, staleVolumes int, now time.Time, liftDelay time.Duration) NodeDecision {
 	switch {
 	case node == nil:
 		return NodeDecision{Why: "node does not exist"}
-	case !nodeutil.HasTaint(node, names.QuarantineTaint):
+	case !cutoff.IsQuarantined(node):
 		return NodeDecision{Why: "node is not quarantined"}
 	case !nodeutil.IsReady(node):
 		return NodeDecision{Why: "node is not Ready"}
@@ -149,25 +152,61 @@ func DecideUntaint(node *v1.Node, safeDetachVAs, staleVolumes int, now time.Time
 		}
 	}
 	switch {
-	case safeDetachVAs > 0:
-		return NodeDecision{Why: fmt.Sprintf("%d VolumeAttachment(s) of safe-detach drivers remain", safeDetachVAs)}
+	case releasedVAs > 0:
+		return NodeDecision{Why: fmt.Sprintf("%d VolumeAttachment(s) of released safe-detach volumes remain", releasedVAs)}
 	case staleVolumes > 0:
 		return NodeDecision{Why: fmt.Sprintf("the kubelet still lists %d fenced volume(s) in use; waiting for its node-side clean-up", staleVolumes)}
 	}
-	return NodeDecision{Untaint: true, Why: "node is Ready again, cleaned up its fenced volumes, and no VolumeAttachment of a safe-detach driver remains"}
+	return NodeDecision{Untaint: true, Why: "node is Ready again, cleaned up its fenced volumes, and no VolumeAttachment of a released volume remains"}
+}
+
+// ReleasedVAs counts the node's VolumeAttachments that the quarantine lift
+// must wait for: those of safe-detach drivers whose PV no live pod on the
+// node uses (livePVs), i.e. the volumes quarantine released and the attacher
+// fences on detach. A pod that stayed keeps its volume attached, and its
+// VolumeAttachment must not hold the quarantine forever. A VolumeAttachment
+// without a PV name cannot be matched to a pod and is counted.
+func ReleasedVAs(vas []*storagev1.VolumeAttachment, isSafeDriver func(string) bool, livePVs map[string]bool) int {
+	n := 0
+	for _, va := range vas {
+		if !isSafeDriver(va.Spec.Attacher) {
+			continue
+		}
+		if pv := va.Spec.Source.PersistentVolumeName; pv != nil && livePVs[*pv] {
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // VolumesToRelease is the single place that states which volumes are removed
-// from a node's status.volumesInUse: only on a quarantined node that is not
-// Ready, only volumes of safe-detach drivers (the attacher fences them on
-// detach), and only those no live pod on the node still uses (inUse), so the
-// attach/detach controller never detaches a volume from under a pod it still
-// wants there.
-func VolumesToRelease(node *v1.Node, isSafeDriver func(string) bool, inUse map[v1.UniqueVolumeName]bool) []v1.UniqueVolumeName {
-	if node == nil || nodeutil.IsReady(node) || !nodeutil.HasTaint(node, names.QuarantineTaint) {
-		return nil
+// from a node's status.volumesInUse: only on a quarantined node whose Ready
+// condition has not been True for at least delay (the same delay as for
+// deleting pods, so that a quarantine taint left from an earlier episode
+// never lets a short NotReady blip release anything), only volumes of
+// safe-detach drivers (the attacher fences them on detach), and only those
+// no live pod on the node still uses (inUse), so the attach/detach
+// controller never detaches a volume from under a pod it still wants there.
+// why says why nothing (or what) is released.
+func VolumesToRelease(node *v1.Node, isSafeDriver func(string) bool, inUse map[v1.UniqueVolumeName]bool, now time.Time, delay time.Duration) (vols []v1.UniqueVolumeName, why string) {
+	if node == nil {
+		return nil, "node does not exist"
 	}
-	return UnusedSafeVolumes(node, isSafeDriver, inUse)
+	down, notReady := nodeutil.NotReadyFor(node, now)
+	switch {
+	case !notReady:
+		return nil, "node is Ready: its kubelet owns volumesInUse"
+	case !cutoff.IsQuarantined(node):
+		return nil, "node is not quarantined"
+	case down < delay:
+		return nil, fmt.Sprintf("node not Ready for only %s, less than the quarantine delay %s", down.Round(time.Second), delay)
+	}
+	vols = UnusedSafeVolumes(node, isSafeDriver, inUse)
+	if len(vols) == 0 {
+		return nil, "no unused volume of a safe-detach driver is listed"
+	}
+	return vols, "no pod on the quarantined node uses them; the attacher fences them on detach"
 }
 
 // UnusedSafeVolumes returns the entries of node.status.volumesInUse that

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	"fenceline.io/fenceline/pkg/controller/testobj"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
@@ -37,6 +38,7 @@ func TestDecidePod(t *testing.T) {
 		{"safe-detach pod on quarantined node", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data")}, late, Delete, "safe-detach"},
 		{"Ready=Unknown counts", testobj.Node("n1", testobj.UnknownSince(t0), quarantined), stuck, []Volume{safeVol("data")}, late, Delete, ""},
 		{"taint before delete", testobj.Node("n1", down), stuck, []Volume{safeVol("data")}, late, TaintFirst, "quarantined before"},
+		{"our key with another effect is no quarantine: taint first", testobj.Node("n1", down, testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoExecute)), stuck, []Volume{safeVol("data")}, late, TaintFirst, "quarantined before"},
 		{"delay not yet expired", testobj.Node("n1", down), stuck, []Volume{safeVol("data")}, t0.Add(10 * time.Second), Wait, "quarantine after"},
 		{"Ready node: never", testobj.Node("n1", testobj.ReadySince(t0), quarantined), stuck, []Volume{safeVol("data")}, late, Skip, "Ready"},
 		{"pod not terminating", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1")), []Volume{safeVol("data")}, late, Skip, "not terminating"},
@@ -91,6 +93,7 @@ func TestDecideUntaint(t *testing.T) {
 		{"Ready, kubelet still lists a fenced volume", testobj.Node("n1", testobj.ReadySince(t0), quarantined), 0, 1, later, false, false},
 		{"not Ready", testobj.Node("n1", testobj.NotReadySince(t0), quarantined), 0, 0, later, false, false},
 		{"not quarantined", testobj.Node("n1", testobj.ReadySince(t0)), 0, 0, later, false, false},
+		{"taint with our key but another effect is not ours", testobj.Node("n1", testobj.ReadySince(t0), testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoExecute)), 0, 0, later, false, false},
 		{"node deleted", nil, 0, 0, later, false, false},
 	}
 	for _, tc := range tests {
@@ -105,6 +108,8 @@ func TestDecideUntaint(t *testing.T) {
 
 func TestVolumesToRelease(t *testing.T) {
 	t0 := testobj.Epoch
+	delay := 40 * time.Second
+	late := t0.Add(delay)
 	quarantined := testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
 	a := nodeutil.CSIUniqueVolumeName("safe.example", "a")
 	b := nodeutil.CSIUniqueVolumeName("safe.example", "b")
@@ -116,13 +121,16 @@ func TestVolumesToRelease(t *testing.T) {
 		name  string
 		node  *v1.Node
 		inUse []v1.UniqueVolumeName
+		now   time.Time
 		want  []v1.UniqueVolumeName
 	}{
-		{"unused safe volumes go", testobj.Node("n1", testobj.NotReadySince(t0), quarantined, testobj.VolumesInUse(a, b, other, intree)), nil, []v1.UniqueVolumeName{a, b}},
-		{"volume still used by a live pod stays", testobj.Node("n1", testobj.NotReadySince(t0), quarantined, testobj.VolumesInUse(a, b)), []v1.UniqueVolumeName{b}, []v1.UniqueVolumeName{a}},
-		{"not quarantined: nothing", testobj.Node("n1", testobj.NotReadySince(t0), testobj.VolumesInUse(a)), nil, nil},
-		{"Ready node: nothing, its kubelet owns the list", testobj.Node("n1", testobj.ReadySince(t0), quarantined, testobj.VolumesInUse(a)), nil, nil},
-		{"node deleted", nil, nil, nil},
+		{"unused safe volumes go", testobj.Node("n1", testobj.NotReadySince(t0), quarantined, testobj.VolumesInUse(a, b, other, intree)), nil, late, []v1.UniqueVolumeName{a, b}},
+		{"volume still used by a live pod stays", testobj.Node("n1", testobj.NotReadySince(t0), quarantined, testobj.VolumesInUse(a, b)), []v1.UniqueVolumeName{b}, late, []v1.UniqueVolumeName{a}},
+		{"leftover taint, short NotReady blip: nothing before the delay", testobj.Node("n1", testobj.NotReadySince(t0), quarantined, testobj.VolumesInUse(a)), nil, t0.Add(2 * time.Second), nil},
+		{"not quarantined: nothing", testobj.Node("n1", testobj.NotReadySince(t0), testobj.VolumesInUse(a)), nil, late, nil},
+		{"our key with another effect: not quarantined", testobj.Node("n1", testobj.NotReadySince(t0), testobj.Taint(names.QuarantineTaint, v1.TaintEffectPreferNoSchedule), testobj.VolumesInUse(a)), nil, late, nil},
+		{"Ready node: nothing, its kubelet owns the list", testobj.Node("n1", testobj.ReadySince(t0), quarantined, testobj.VolumesInUse(a)), nil, late, nil},
+		{"node deleted", nil, nil, late, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,9 +138,9 @@ func TestVolumesToRelease(t *testing.T) {
 			for _, v := range tc.inUse {
 				inUse[v] = true
 			}
-			got := VolumesToRelease(tc.node, safe, inUse)
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("VolumesToRelease() = %v, want %v", got, tc.want)
+			got, why := VolumesToRelease(tc.node, safe, inUse, tc.now, delay)
+			if !slices.Equal(got, tc.want) || why == "" {
+				t.Errorf("VolumesToRelease() = %v (%q), want %v with a reason", got, why, tc.want)
 			}
 		})
 	}
@@ -141,5 +149,38 @@ func TestVolumesToRelease(t *testing.T) {
 	ready := testobj.Node("n1", testobj.ReadySince(t0), quarantined, testobj.VolumesInUse(a, b, other))
 	if got := UnusedSafeVolumes(ready, safe, map[v1.UniqueVolumeName]bool{b: true}); !slices.Equal(got, []v1.UniqueVolumeName{a}) {
 		t.Errorf("UnusedSafeVolumes() = %v, want [%s]", got, a)
+	}
+}
+
+func TestReleasedVAs(t *testing.T) {
+	safe := func(d string) bool { return d == "safe.example" }
+	released := testobj.VA("va-a", "safe.example", "pv-a", "n1")
+	stayed := testobj.VA("va-b", "safe.example", "pv-b", "n1")
+	plain := testobj.VA("va-c", "other.example", "pv-c", "n1")
+	inline := testobj.VA("va-d", "safe.example", "", "n1")
+	inline.Spec.Source.PersistentVolumeName = nil
+	tests := []struct {
+		name string
+		vas  []*storagev1.VolumeAttachment
+		live []string
+		want int
+	}{
+		{"released volume still attached: counted", []*storagev1.VolumeAttachment{released}, nil, 1},
+		{"volume of a pod that stayed: not counted", []*storagev1.VolumeAttachment{released, stayed}, []string{"pv-b"}, 1},
+		{"only a surviving pod's volume: nothing holds the lift", []*storagev1.VolumeAttachment{stayed}, []string{"pv-b"}, 0},
+		{"driver without safe detach: not ours", []*storagev1.VolumeAttachment{plain}, nil, 0},
+		{"no PV name: cannot be matched to a pod, counted", []*storagev1.VolumeAttachment{inline}, nil, 1},
+		{"none", nil, nil, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			live := map[string]bool{}
+			for _, pv := range tc.live {
+				live[pv] = true
+			}
+			if got := ReleasedVAs(tc.vas, safe, live); got != tc.want {
+				t.Errorf("ReleasedVAs() = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package quarantine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/nodequeue"
 	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -83,7 +85,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 	if err := nodequeue.AddHandler(f.Core().V1().Nodes().Informer(), "node", c.queue.NodeHandler(func(old, cur *v1.Node) bool {
 		// volumesInUse changes when a returning kubelet cleans up.
 		return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
-			nodeutil.HasTaint(old, names.QuarantineTaint) != nodeutil.HasTaint(cur, names.QuarantineTaint) ||
+			cutoff.IsQuarantined(old) != cutoff.IsQuarantined(cur) ||
 			!slices.Equal(old.Status.VolumesInUse, cur.Status.VolumesInUse)
 	})); err != nil {
 		return nil, err
@@ -134,6 +136,10 @@ func (c *Controller) isSafeDriver(name string) bool {
 	return safe
 }
 
+// quarantineTaint is the taint quarantine adds, lifts and looks for (key
+// and effect: a taint with the key and another effect is not ours).
+var quarantineTaint = v1.Taint{Key: names.QuarantineTaint, Effect: v1.TaintEffectNoSchedule}
+
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
 	node, err := nodeutil.Lookup(c.nodes, nodeName)
 	if err != nil {
@@ -143,7 +149,7 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		c.setQuarantined(nodeName, false)
 		return 0, nil
 	}
-	c.setQuarantined(nodeName, nodeutil.HasTaint(node, names.QuarantineTaint))
+	c.setQuarantined(nodeName, cutoff.IsQuarantined(node))
 	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
 	if err != nil {
 		return 0, err
@@ -153,33 +159,92 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	}
 	now := c.now()
 	r := c.handlePods(ctx, node, pods, now)
-	if r.needTaint {
+	if r.taintFor != nil {
 		// The pods are deleted on the next sync, which the taint's own
 		// update event triggers: deletion never precedes the taint.
-		err := c.act.AddTaint(ctx, node, v1.Taint{Key: names.QuarantineTaint, Effect: v1.TaintEffectNoSchedule},
-			"node not Ready for "+c.delay.String()+" with pods of safe-detach CSI drivers stuck terminating")
+		err := c.act.AddTaint(ctx, node, quarantineTaint,
+			"node not Ready for "+c.delay.String()+" with pods of safe-detach CSI drivers stuck terminating",
+			c.nodeCheck(r.taintFor, TaintFirst))
 		if err != nil || !c.act.DryRun {
 			return r.requeue, errors.Join(append(r.errs, err)...)
 		}
 		// Dry run: no taint was written and no update event follows;
 		// carry on as if it had been, to show the rest of the plan.
 		node = node.DeepCopy()
-		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: names.QuarantineTaint, Effect: v1.TaintEffectNoSchedule})
+		node.Spec.Taints = append(node.Spec.Taints, quarantineTaint)
 		r = c.handlePods(ctx, node, pods, now)
 	}
-	if rel := VolumesToRelease(node, c.isSafeDriver, r.inUse); len(rel) > 0 {
-		if _, err := c.act.ReleaseVolumes(ctx, node, rel, false, "no pod on the quarantined node uses them; the attacher fences them on detach"); err != nil {
-			r.errs = append(r.errs, err)
-		}
+	if err := c.release(ctx, node, r.inUse, now); err != nil {
+		r.errs = append(r.errs, err)
+	}
+	if down, _ := nodeutil.NotReadyFor(node, now); cutoff.IsQuarantined(node) && down < c.delay {
+		r.requeue = minAfter(r.requeue, c.delay-down) // release is due then
 	}
 	return r.requeue, errors.Join(r.errs...)
 }
 
+// release removes from volumesInUse what VolumesToRelease allows, and
+// re-checks that on the fresh node at write time.
+func (c *Controller) release(ctx context.Context, node *v1.Node, inUse map[v1.UniqueVolumeName]bool, now time.Time) error {
+	rel, why := VolumesToRelease(node, c.isSafeDriver, inUse, now, c.delay)
+	if len(rel) == 0 {
+		klog.FromContext(ctx).V(5).Info("Releasing no volume", "why", why)
+		return nil
+	}
+	_, err := c.act.ReleaseVolumes(ctx, node, rel, false, why, func(fresh *v1.Node) (bool, string) {
+		ok, fwhy := VolumesToRelease(fresh, c.isSafeDriver, inUse, c.now(), c.delay)
+		for _, v := range rel {
+			if slices.Contains(fresh.Status.VolumesInUse, v) && !slices.Contains(ok, v) {
+				return false, fmt.Sprintf("volume %s may no longer be released: %s", v, fwhy)
+			}
+		}
+		return true, fwhy
+	})
+	return err
+}
+
+func minAfter(cur, d time.Duration) time.Duration {
+	if cur == 0 || d < cur {
+		return d
+	}
+	return cur
+}
+
+// podVolumes is a pod with its classified volumes, as decided on.
+type podVolumes struct {
+	pod  *v1.Pod
+	vols []Volume
+}
+
+// decidePod is DecidePod with this controller's delay: the one decision
+// that both the sync and the write-time re-checks run.
+func (c *Controller) decidePod(node *v1.Node, pv podVolumes, now time.Time) PodDecision {
+	return DecidePod(node, pv.pod, pv.vols, now, c.delay)
+}
+
+// nodeCheck re-decides a node write (the taint) for the pod that asked for
+// it, on the fresh node.
+func (c *Controller) nodeCheck(pv *podVolumes, want Action) actuator.NodeCheck {
+	return func(fresh *v1.Node) (bool, string) {
+		d := c.decidePod(fresh, *pv, c.now())
+		return d.Action == want, d.Why
+	}
+}
+
+// podCheck re-decides a force deletion on the fresh node and pod.
+func (c *Controller) podCheck(vols []Volume) actuator.PodCheck {
+	return func(node *v1.Node, pod *v1.Pod) (bool, string) {
+		d := c.decidePod(node, podVolumes{pod: pod, vols: vols}, c.now())
+		return d.Action == Delete, d.Why
+	}
+}
+
 // podsResult is what one pass over a node's pods found and did.
 type podsResult struct {
-	errs      []error
-	requeue   time.Duration
-	needTaint bool
+	errs    []error
+	requeue time.Duration
+	// taintFor is the first pod that needs the node quarantined first.
+	taintFor *podVolumes
 	// inUse holds the CSI volumes that live pods on the node still use.
 	inUse map[v1.UniqueVolumeName]bool
 }
@@ -196,19 +261,19 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 			continue
 		}
 		deleted := false
-		d := DecidePod(node, pod, vols, now, c.delay)
+		d := c.decidePod(node, podVolumes{pod, vols}, now)
 		switch d.Action {
 		case Wait:
-			if r.requeue == 0 || d.After < r.requeue {
-				r.requeue = d.After
-			}
+			r.requeue = minAfter(r.requeue, d.After)
 		case Refuse:
 			c.reportRefusal(pod, d.Why)
 		case TaintFirst:
-			r.needTaint = true
+			if r.taintFor == nil {
+				r.taintFor = &podVolumes{pod, vols}
+			}
 		case Delete:
 			trigger := nodequeue.Latest(nodeutil.NotReadySince(node).Add(c.delay), deletionRequested(pod))
-			if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonSafeDetach, Message: d.Why, Trigger: trigger}); err != nil {
+			if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonSafeDetach, Message: d.Why, Trigger: trigger, Recheck: c.podCheck(vols)}); err != nil {
 				r.errs = append(r.errs, err)
 			} else {
 				deleted = true
@@ -228,20 +293,15 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 }
 
 func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node, pods []*v1.Pod) (time.Duration, error) {
-	if !nodeutil.HasTaint(node, names.QuarantineTaint) {
+	if !cutoff.IsQuarantined(node) {
 		return 0, nil
 	}
 	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
 	if err != nil {
 		return 0, err
 	}
-	safe := 0
-	for _, va := range vas {
-		if c.isSafeDriver(va.Spec.Attacher) {
-			safe++
-		}
-	}
 	inUse := map[v1.UniqueVolumeName]bool{}
+	livePVs := map[string]bool{}
 	for _, pod := range pods {
 		if podutil.IsForceDeleted(pod) {
 			continue
@@ -251,18 +311,27 @@ func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node, pods []*v1
 			return 0, err
 		}
 		for _, v := range vols {
+			if v.PV != "" {
+				livePVs[v.PV] = true
+			}
 			if v.Kind == KindCSI {
 				inUse[v.UniqueName()] = true
 			}
 		}
 	}
-	stale := len(UnusedSafeVolumes(node, c.isSafeDriver, inUse))
-	d := DecideUntaint(node, safe, stale, c.now(), c.liftDelay)
+	released := ReleasedVAs(vas, c.isSafeDriver, livePVs)
+	decide := func(n *v1.Node) NodeDecision {
+		return DecideUntaint(n, released, len(UnusedSafeVolumes(n, c.isSafeDriver, inUse)), c.now(), c.liftDelay)
+	}
+	d := decide(node)
 	if !d.Untaint {
 		klog.FromContext(ctx).V(4).Info("Keeping quarantine", "why", d.Why)
 		return d.After, nil
 	}
-	return 0, c.act.RemoveTaint(ctx, node, names.QuarantineTaint, d.Why)
+	return 0, c.act.RemoveTaint(ctx, node, quarantineTaint.Key, quarantineTaint.Effect, d.Why, func(fresh *v1.Node) (bool, string) {
+		fd := decide(fresh)
+		return fd.Untaint, fd.Why
+	})
 }
 
 // reportRefusal records an Event on the pod once per distinct reason.

@@ -47,6 +47,8 @@ type Volume struct {
 	// Driver and Handle are set for KindCSI.
 	Driver string
 	Handle string
+	// PV is the PersistentVolume's name, for PVC-backed volumes.
+	PV string
 	// SafeDetach says the driver's CSIDriver has the safe-detach annotation.
 	SafeDetach bool
 	// RWX says the PV allows ReadWriteMany.
@@ -136,6 +138,7 @@ func (r *resolver) fromClaim(namespace, claim string, v *Volume) error {
 	if err != nil {
 		return fmt.Errorf("looking up PV %s: %w", pvc.Spec.VolumeName, err)
 	}
+	v.PV = pv.Name
 	v.RWX = slices.Contains(pv.Spec.AccessModes, v1.ReadWriteMany)
 	switch {
 	case pv.Spec.CSI != nil:

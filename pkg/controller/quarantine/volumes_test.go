@@ -55,13 +55,13 @@ func TestPodVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]Volume{
-		"data":    {Name: "data", Kind: KindCSI, Driver: "safe.example", Handle: "h1", SafeDetach: true},
-		"shared":  {Name: "shared", Kind: KindCSI, Driver: "safe.example", Handle: "h2", SafeDetach: true, RWX: true},
-		"logs":    {Name: "logs", Kind: KindCSI, Driver: "other.example", Handle: "h3"},
-		"scratch": {Name: "scratch", Kind: KindCSI, Driver: "safe.example", Handle: "h4", SafeDetach: true},
+		"data":    {Name: "data", Kind: KindCSI, Driver: "safe.example", Handle: "h1", PV: "pv-data", SafeDetach: true},
+		"shared":  {Name: "shared", Kind: KindCSI, Driver: "safe.example", Handle: "h2", PV: "pv-shared", SafeDetach: true, RWX: true},
+		"logs":    {Name: "logs", Kind: KindCSI, Driver: "other.example", Handle: "h3", PV: "pv-logs"},
+		"scratch": {Name: "scratch", Kind: KindCSI, Driver: "safe.example", Handle: "h4", PV: "pv-scratch", SafeDetach: true},
 		"pending": {Name: "pending", Kind: KindUnresolved, Detail: "PVC ns/pending is not bound"},
 		"missing": {Name: "missing", Kind: KindUnresolved, Detail: "PVC ns/missing not found"},
-		"local":   {Name: "local", Kind: KindNodeLocal, Detail: "PV pv-local is node-local"},
+		"local":   {Name: "local", Kind: KindNodeLocal, PV: "pv-local", Detail: "PV pv-local is node-local"},
 		"tmp":     {Name: "tmp", Kind: KindHarmless},
 		"host":    {Name: "host", Kind: KindNodeLocal, Detail: "hostPath"},
 		"inline":  {Name: "inline", Kind: KindInlineCSI, Driver: "safe.example"},

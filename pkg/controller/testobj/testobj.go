@@ -8,6 +8,7 @@ package testobj
 import (
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -55,6 +56,15 @@ func readyCond(s v1.ConditionStatus, t time.Time) NodeOption {
 // Taint adds a taint.
 func Taint(key string, effect v1.TaintEffect) NodeOption {
 	return func(n *v1.Node) { n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: effect}) }
+}
+
+// TaintAt adds a taint with timeAdded t, as the API server and kubectl set
+// it for NoExecute taints.
+func TaintAt(key string, effect v1.TaintEffect, t time.Time) NodeOption {
+	return func(n *v1.Node) {
+		at := metav1.NewTime(t)
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: effect, TimeAdded: &at})
+	}
 }
 
 // BootID sets status.nodeInfo.bootID.
@@ -214,6 +224,15 @@ func VA(name, attacher, pv, node string) *storagev1.VolumeAttachment {
 			NodeName: node,
 			Source:   storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv},
 		},
+	}
+}
+
+// Lease returns the node's Lease in kube-node-lease, last renewed at renew.
+func Lease(node string, renew time.Time) *coordinationv1.Lease {
+	at := metav1.NewMicroTime(renew)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: v1.NamespaceNodeLease, Name: node},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &node, RenewTime: &at},
 	}
 }
 
