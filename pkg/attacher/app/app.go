@@ -31,6 +31,7 @@ import (
 
 	"fenceline.io/fenceline/pkg/attacher/controller"
 	"fenceline.io/fenceline/pkg/attacher/csiclient"
+	"fenceline.io/fenceline/pkg/attacher/heartbeat"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -84,6 +85,11 @@ type Options struct {
 	MetricsAddress string
 	// MetricsPath is --metrics-path.
 	MetricsPath string
+	// HeartbeatInterval and HeartbeatDuration time the heartbeat Lease
+	// (pkg/attacher/heartbeat). They are not flags, so the command line
+	// stays upstream's; zero means the leader lease duration, renewed
+	// three times within it.
+	HeartbeatInterval, HeartbeatDuration time.Duration
 	// ExitOnConnectionLoss makes the process exit when the CSI socket
 	// connection is lost, as upstream does; in-process users leave it off
 	// and the connection is re-established.
@@ -217,9 +223,16 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create controller: %w", err)
 	}
+	hb, err := heartbeatConfig(opts, config, driverName, caps, cmm.GetRegistry())
+	if err != nil {
+		return err
+	}
+	// run runs only while this replica leads, and the heartbeat only while
+	// the controller runs.
 	run := func(ctx context.Context) error {
 		factory.Start(ctx.Done())
 		defer factory.Shutdown()
+		defer heartbeat.Start(ctx, hb)()
 		return ctrl.Run(ctx, opts.WorkerThreads)
 	}
 
