@@ -1,0 +1,196 @@
+package attacherevidence
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"fenceline.io/fenceline/pkg/names"
+)
+
+const testDriver = "disk.example.com"
+
+var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func heartbeat(namespace, driver, fence string, renewed time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace, Name: names.AttacherHeartbeatLeaseName(driver),
+			Labels:      map[string]string{names.DriverLabel: names.SanitizeDriverName(driver)},
+			Annotations: map[string]string{names.HeartbeatDriverAnnotation: driver, names.HeartbeatUnpublishFenceAnnotation: fence},
+		},
+		Spec: coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(renewed)), LeaseDurationSeconds: ptr.To[int32](15)},
+	}
+}
+
+// recorder collects handler calls.
+type recorder struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *recorder) record(driver string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, driver)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
+}
+
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	client  *fake.Clientset
+	clock   *clocktesting.FakeClock
+	tracker *Tracker
+	calls   *recorder
+}
+
+func newEnv(t *testing.T, objs ...runtime.Object) *env {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	client := fake.NewClientset(objs...)
+	clk := clocktesting.NewFakeClock(start)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	tr, err := newTracker(client, factory.Storage().V1().CSIDrivers(), 0, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, client: client, clock: clk, tracker: tr, calls: &recorder{}}
+	tr.AddHandler(e.calls.record)
+	factory.Start(ctx.Done())
+	tr.Start(ctx)
+	factory.WaitForCacheSync(ctx.Done())
+	if !tr.WaitForCacheSync(ctx) {
+		t.Fatal("Lease cache never synced")
+	}
+	return e
+}
+
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	if err := wait.PollUntilContextTimeout(e.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		e.t.Fatalf("never %s: %v", what, err)
+	}
+}
+
+func (e *env) serving() bool {
+	ok, _ := e.tracker.Serving(testDriver, e.clock.Now())
+	return ok
+}
+
+// settled reports whether the Tracker's last verdict for testDriver is want
+// and nothing is waiting to be evaluated now.
+func (e *env) settled(want bool) func() bool {
+	return func() bool {
+		e.tracker.mu.Lock()
+		got, seen := e.tracker.verdicts[testDriver]
+		e.tracker.mu.Unlock()
+		return seen && got == want && e.tracker.queue.Len() == 0
+	}
+}
+
+func TestServingFollowsTheHeartbeat(t *testing.T) {
+	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}})
+	if ok, missing := e.tracker.Serving(testDriver, start); ok || !strings.Contains(missing, "no fenceline-attacher heartbeat Lease") {
+		t.Fatalf("Serving without a Lease = %v, %q", ok, missing)
+	}
+	if _, err := e.client.CoordinationV1().Leases("kube-system").Create(e.ctx, heartbeat("kube-system", testDriver, "true", start), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("serving once the Lease appears", e.serving)
+	e.waitFor("handler told of the new evidence", e.settled(true))
+	before := e.calls.count()
+
+	// No API event announces staleness: the Tracker's own timer must.
+	e.clock.Step(16 * time.Second)
+	e.waitFor("handler told of the stale evidence", func() bool { return e.calls.count() > before })
+	if ok, missing := e.tracker.Serving(testDriver, e.clock.Now()); ok || !strings.Contains(missing, "stale since") {
+		t.Errorf("Serving after expiry = %v, %q; want stale", ok, missing)
+	}
+}
+
+func TestRenewalsDoNotCallHandlers(t *testing.T) {
+	l := heartbeat("kube-system", testDriver, "true", start)
+	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}}, l)
+	e.waitFor("first verdict", e.settled(true))
+	before := e.calls.count()
+	for i := range 3 {
+		l = l.DeepCopy()
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(start.Add(time.Duration(i+1) * time.Second)))
+		if _, err := e.client.CoordinationV1().Leases("kube-system").Update(e.ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitFor("last renewal cached", func() bool {
+		got := e.tracker.cachedLeases(testDriver)
+		return len(got) == 1 && got[0].Spec.RenewTime.Time.Equal(start.Add(3*time.Second))
+	})
+	// The CSIDriver going away is a change, and the barrier: its handler
+	// call comes after every renewal's evaluation.
+	if err := e.client.StorageV1().CSIDrivers().Delete(e.ctx, testDriver, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("CSIDriver deletion reported", e.settled(false))
+	if n := e.calls.count() - before; n != 1 {
+		t.Errorf("%d handler calls after the first verdict, want 1 (CSIDriver gone), none for renewals", n)
+	}
+}
+
+func TestLookupIsByExactDriver(t *testing.T) {
+	other := heartbeat("kube-system", "disk-example.com", "true", start) // same sanitized name
+	other.Namespace = "other"
+	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}}, other,
+		heartbeat("storage", testDriver, "false", start))
+	e.waitFor("both Leases cached", func() bool { return len(e.tracker.leases.GetStore().List()) == 2 })
+	got := e.tracker.cachedLeases(testDriver)
+	if len(got) != 1 || got[0].Namespace != "storage" {
+		t.Fatalf("cachedLeases(%s) = %v, want only the Lease in namespace storage", testDriver, got)
+	}
+	if ok, missing := e.tracker.Serving(testDriver, start); ok || !strings.Contains(missing, "does not advertise UNPUBLISH_FENCE") {
+		t.Errorf("Serving = %v, %q; want the non-fencing attacher reported", ok, missing)
+	}
+}
+
+func TestServingFreshReadsTheAPI(t *testing.T) {
+	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}}, heartbeat("kube-system", testDriver, "true", start))
+	e.waitFor("serving from the cache", e.serving)
+	// The API server now holds an older renewal than the cache: the fresh
+	// variant must use what the API says.
+	stale := heartbeat("kube-system", testDriver, "true", start.Add(-time.Hour))
+	e.client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) { return true, stale, nil })
+	ok, missing, err := e.tracker.ServingFresh(e.ctx, testDriver)
+	if err != nil || ok || !strings.Contains(missing, "stale since") {
+		t.Errorf("ServingFresh = %v, %q, %v; want stale from the API", ok, missing, err)
+	}
+	gets := 0
+	for _, a := range e.client.Actions() {
+		if a.GetVerb() == "get" {
+			gets++
+		}
+	}
+	if gets != 2 {
+		t.Errorf("%d GETs, want 2 (CSIDriver and Lease)", gets)
+	}
+}
