@@ -66,7 +66,8 @@ type Options struct {
 	// event-driven reactions.
 	Resync time.Duration
 	// KubeAPIQPS and KubeAPIBurst limit the client. A node's worth of
-	// force deletions costs two requests per pod (status, delete), so the
+	// force deletions costs three requests per pod (the node re-read for
+	// the write-time re-check, status, delete), so the
 	// burst is sized for a couple of full nodes at once; Events go through
 	// a second client with the same limits, so they never delay a deletion.
 	// The API server's priority and fairness still protects the server.

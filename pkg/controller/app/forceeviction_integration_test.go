@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
@@ -27,6 +29,31 @@ func (e *env) evictionBarrier() {
 	p := e.createPod(name, name)
 	e.addTaint(name, names.ForceEvictionTaint, v1.TaintEffectNoExecute)
 	e.waitPodGone(p)
+}
+
+// renewLease plays a live kubelet's heartbeat: it creates the node's Lease
+// in kube-node-lease and renews it every 200 ms until the test ends.
+func (e *env) renewLease(node string) {
+	e.t.Helper()
+	leases := e.admin.CoordinationV1().Leases(v1.NamespaceNodeLease)
+	l := testobj.Lease(node, time.Now())
+	if _, err := leases.Create(e.ctx, l, metav1.CreateOptions{}); err != nil {
+		e.t.Fatalf("creating Lease of %s: %v", node, err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	e.t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, false, func(ctx context.Context) (bool, error) {
+			cur, err := leases.Get(ctx, node, metav1.GetOptions{})
+			if err == nil {
+				cur.Spec.RenewTime = ptr.To(metav1.NowMicro())
+				_, _ = leases.Update(ctx, cur, metav1.UpdateOptions{})
+			}
+			return false, nil
+		})
+	}()
 }
 
 func TestForceEvictionIntegration(t *testing.T) {
@@ -118,6 +145,72 @@ func TestForceEvictionIntegration(t *testing.T) {
 		}
 		if n := e.node("fe-3"); len(n.Status.VolumesInUse) != 1 {
 			t.Errorf("volumesInUse changed although the eviction never completed: %v", n.Status.VolumesInUse)
+		}
+	})
+
+	t.Run("kubelet posts a short NotReady while its Lease renews: nothing evicted", func(t *testing.T) {
+		e.createNode("fe-5", true)
+		e.renewLease("fe-5")
+		p := e.createPod("fe-5-a", "fe-5")
+		evict("fe-5")
+		e.setReady("fe-5", false) // the kubelet itself reports NotReady
+		notReadyAt := time.Now()
+		e.evictionBarrier()
+		if !e.podExists(p) {
+			t.Fatal("pod evicted although the kubelet renews its Lease")
+		}
+		// Still alive once a heartbeat from before the NotReady would be stale.
+		e.waitFor("a Lease renewal past the grace period", func(ctx context.Context) (bool, error) {
+			l, err := e.admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, "fe-5", metav1.GetOptions{})
+			return err == nil && l.Spec.RenewTime.After(notReadyAt.Add(o.ForceEvictionReadyGrace)), err
+		})
+		e.evictionBarrier()
+		if !e.podExists(p) {
+			t.Fatal("pod evicted although the kubelet kept renewing its Lease")
+		}
+		if !nodeutil.HasTaint(e.node("fe-5"), names.ForceEvictionTaint) {
+			t.Error("taint removed while the kubelet still reports NotReady")
+		}
+		e.setReady("fe-5", true) // the blip ends: nothing was evicted, the taint goes
+		e.waitTaint("fe-5", names.ForceEvictionTaint, false)
+		if !e.podExists(p) {
+			t.Error("pod evicted after the blip")
+		}
+	})
+
+	t.Run("node returns mid-eviction: no more evictions, taint kept until the evicted pods' volumes are detached", func(t *testing.T) {
+		claim, _ := e.volume("fe6", "mock.fenceline.io", v1.ReadWriteOnce)
+		kept, _ := e.volume("fe6-kept", "mock.fenceline.io", v1.ReadWriteOnce)
+		e.createNode("fe-6", false)
+		evicted := e.createPod("fe-6-data", "fe-6", testobj.Claim("data", claim))
+		// A finalizer holds a second pod, so the eviction cannot complete.
+		held := e.createPod("fe-6-held", "fe-6", withFinalizer())
+		t.Cleanup(func() { e.removeFinalizers(held) })
+		tolerating := e.createPod("fe-6-tolerating", "fe-6", testobj.Tolerate(names.ForceEvictionTaint), testobj.Claim("data", kept))
+		va := e.createVA("va-fe-6", "mock.fenceline.io", "pv-"+claim, "fe-6")
+		e.createVA("va-fe-6-kept", "mock.fenceline.io", "pv-"+kept, "fe-6")
+		evict("fe-6")
+		e.waitPodGone(evicted)
+		e.setReady("fe-6", true) // the kubelet is back mid-eviction
+		late := e.createPod("fe-6-late", "fe-6")
+		e.evictionBarrier()
+		if !e.podExists(late) || !e.podExists(tolerating) {
+			t.Error("a pod was deleted after the node returned")
+		}
+		if !nodeutil.HasTaint(e.node("fe-6"), names.ForceEvictionTaint) {
+			t.Fatal("taint removed while the evicted pod's VolumeAttachment remains")
+		}
+		// Only the evicted pod's detach matters, not the tolerating pod's.
+		if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitTaint("fe-6", names.ForceEvictionTaint, false)
+		e.waitFor("evicted-volumes record cleared", func(context.Context) (bool, error) {
+			_, ok := e.node("fe-6").Annotations[forceeviction.EvictedVolumesAnnotation]
+			return !ok, nil
+		})
+		if !e.podExists(late) {
+			t.Error("pod created after the node returned was deleted")
 		}
 	})
 }

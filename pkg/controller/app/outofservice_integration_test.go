@@ -3,9 +3,11 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -44,7 +46,7 @@ func TestOutOfServiceTaintRemovalIntegration(t *testing.T) {
 		oos("oos-1")
 		e.waitFor("boot ID recorded", func(context.Context) (bool, error) {
 			v, ok := recorded("oos-1")
-			return ok && v == "boot-a", nil
+			return ok && strings.HasPrefix(v, "boot-a@"), nil
 		})
 		// Ready again with the same boot ID: no proven power cycle.
 		e.setReady("oos-1", true)
@@ -88,4 +90,54 @@ func TestOutOfServiceTaintRemovalIntegration(t *testing.T) {
 			t.Error("boot ID recorded for a Ready node")
 		}
 	})
+}
+
+// TestOutOfServiceStaleBootRecordIntegration: the boot ID recorded in one
+// out-of-service episode proves nothing about a later one. The controller
+// is down while the first taint is removed, so the record outlives it; the
+// node then reboots and gets a new taint while Ready: no proof of a reboot
+// for this taint, so it stays.
+func TestOutOfServiceStaleBootRecordIntegration(t *testing.T) {
+	opts := testOptions("podgc")
+	opts.RemoveOutOfServiceTaint = true
+	e := newEnv(t)
+	stop := e.runController(opts)
+
+	e.createNode("oos-3", false, testobj.BootID("boot-a"))
+	e.addTaint("oos-3", names.OutOfServiceTaint, v1.TaintEffectNoExecute)
+	var record string
+	e.waitFor("boot ID recorded for the first taint", func(context.Context) (bool, error) {
+		record = e.node("oos-3").Annotations[names.BootIDAnnotation]
+		return strings.HasPrefix(record, "boot-a"), nil
+	})
+	stop()
+
+	// While the controller is down: a human removes the taint, the node
+	// reboots and comes back, and a second taint is added while it is Ready.
+	e.updateNode("oos-3", false, func(n *v1.Node) { n.Spec.Taints = nil })
+	e.updateNode("oos-3", true, func(n *v1.Node) {
+		testobj.ReadySince(time.Now())(n)
+		n.Status.NodeInfo.BootID = "boot-b"
+	})
+	// timeAdded has one-second resolution: the second taint is added in a
+	// later second than the first, as any real second episode is.
+	_, at, _ := strings.Cut(record, "@")
+	first, _ := time.Parse(time.RFC3339, at)
+	e.waitFor("a later second than the first taint", func(context.Context) (bool, error) {
+		return time.Now().Truncate(time.Second).After(first), nil
+	})
+	e.updateNode("oos-3", false, func(n *v1.Node) {
+		now := metav1.Now()
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: names.OutOfServiceTaint, Effect: v1.TaintEffectNoExecute, TimeAdded: &now})
+	})
+	if got := e.node("oos-3").Annotations[names.BootIDAnnotation]; got != record {
+		t.Fatalf("setup: record %q changed to %q while the controller was down", record, got)
+	}
+
+	opts.Registry = prometheus.NewRegistry()
+	e.runController(opts)
+	e.removalBarrier()
+	if !nodeutil.HasTaint(e.node("oos-3"), names.OutOfServiceTaint) {
+		t.Fatal("out-of-service taint removed on the strength of a boot ID recorded for an earlier taint")
+	}
 }
