@@ -147,6 +147,9 @@ func BenchmarkFailover(b *testing.B) {
 		runs := map[string][]failoverRun{}
 		for rep := 1; rep <= s.Reps; rep++ {
 			for _, cfg := range failoverConfigs {
+				if !s.runs(cfg.Name) {
+					continue
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), repetitionDeadline)
 				start := time.Now()
 				run, err := runFailover(ctx, cfg, s, upstream)

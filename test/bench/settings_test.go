@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +40,14 @@ type settings struct {
 	FailoverQPS     int           `json:"failover_kube_api_qps,omitempty"`
 	Latency         time.Duration `json:"latency_ns"`
 	QuarantineDelay time.Duration `json:"quarantine_delay_ns"`
+	// Configs limits the failover benchmark to these configurations
+	// (comma-separated names, e.g. "F,F-auto"); empty runs all.
+	Configs string `json:"configs,omitempty"`
+}
+
+// runs reports whether the failover configuration name is selected.
+func (s settings) runs(name string) bool {
+	return s.Configs == "" || slices.Contains(strings.Split(s.Configs, ","), name)
 }
 
 // loadSettings resolves every setting, failing on a malformed environment
@@ -78,6 +88,7 @@ func loadSettings() (settings, error) {
 		{&s.Latency, *flagLatency, "FENCELINE_BENCH_LATENCY", 50 * time.Millisecond},
 		{&s.QuarantineDelay, *flagQuarantineDelay, "FENCELINE_BENCH_QUARANTINE_DELAY", 5 * time.Second},
 	}
+	s.Configs = os.Getenv("FENCELINE_BENCH_CONFIGS")
 	for _, d := range durs {
 		v, err := durationSetting(d.flag, d.env, d.def)
 		if err != nil {
