@@ -64,7 +64,7 @@ var failoverConfigs = []failoverConfig{
 				AttacherPath:  upstream,
 				AttacherArgs:  attacherRateArgs(s),
 				NoController:  true,
-				Driver:        world.DriverOptions{NoFence: true, NoForceUnpublish: true, UnsafeUnpublish: true},
+				Driver:        world.DriverOptions{NoFence: true, NoForceUnpublish: true},
 				WriteInterval: benchWriteInterval,
 			}
 		},

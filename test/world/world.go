@@ -7,7 +7,6 @@ package world
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -50,10 +49,6 @@ type DriverOptions struct {
 	// data instead of being hidden by the driver. Only a scenario about a
 	// driver that protects itself should opt in.
 	StrictUnpublish bool
-	// UnsafeUnpublish asked for real-array mode before it became the
-	// default; it is kept so that older callers compile, changes nothing,
-	// and contradicts StrictUnpublish.
-	UnsafeUnpublish bool
 	// SafeDetach annotates the CSIDriver object with fenceline.io/safe-detach.
 	SafeDetach bool
 	// Args are extra flags for bin/mock-driver.
@@ -225,9 +220,6 @@ func (o DriverOptions) unpublishMode() array.UnpublishMode {
 }
 
 func (w *World) startDriver(ctx context.Context, o DriverOptions) error {
-	if o.StrictUnpublish && o.UnsafeUnpublish {
-		return errors.New("driver options: StrictUnpublish and UnsafeUnpublish contradict each other")
-	}
 	bin, err := cluster.Binary("mock-driver")
 	if err != nil {
 		return err

@@ -241,9 +241,9 @@ type ControllerUnpublishVolumeFence struct {
 	//   - The SP refuses to make the volume accessible to that node again
 	//     (ControllerPublishVolume for the same volume and node returns an
 	//     error) until node-side clean-up has run on the node: NodeUnpublishVolume
-	//     and, if the driver has STAGE_UNSTAGE_VOLUME, NodeUnstageVolume, with
-	//     force = true when FORCE_UNPUBLISH is advertised. This keeps a node that
-	//     comes back from writing through stale mounts.
+	//     and, if the driver has STAGE_UNSTAGE_VOLUME, NodeUnstageVolume of that
+	//     volume on that node, forced or not (the kubelet never sends force).
+	//     This keeps a node that comes back from writing through stale mounts.
 	//
 	// A CO sends fence = true only when it believes the node is down or
 	// unreachable and cannot run node-side clean-up itself; it therefore MUST
