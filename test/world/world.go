@@ -185,6 +185,9 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		}
 		p, err := w.startComponent(ctx, binary, "attacher", AttacherServiceAccount, append([]string{
 			"--csi-address=" + w.ControllerSocket,
+			// As in a Pod: the heartbeat Lease goes to the attacher's own
+			// namespace, where its RBAC allows Leases.
+			"--leader-election-namespace=" + Namespace,
 			"--timeout=10s",
 			"--retry-interval-start=500ms",
 			"--retry-interval-max=5s",
