@@ -120,11 +120,14 @@ func decideUnpublish(v *Volume, node string, fence bool, sem Semantics) (unpubli
 	case fenced && !attached:
 		// Already cut off; repeating the unpublish (fenced or not) is a no-op.
 		return unpublishNothing, nil
-	case fence && sem.Fence:
-		if !attached && !use.InUse() {
-			return unpublishNothing, nil
-		}
+	case fence && sem.Fence && use.InUse():
 		return unpublishFence, nil
+	case fence && sem.Fence && attached:
+		// The node already ran its node-side clean-up (it holds nothing of
+		// the volume): there is nothing left to cut off, and no clean-up
+		// would ever come to lift a quarantine, so the volume could never
+		// return to this node. Detach without one.
+		return unpublishDetach, nil
 	case !attached && !use.InUse():
 		return unpublishNothing, nil
 	case use.InUse() && sem.Unpublish == UnpublishRealArray:

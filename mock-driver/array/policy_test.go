@@ -71,7 +71,7 @@ func TestDecideUnpublish(t *testing.T) {
 		{name: "strict: published on node is refused", vol: newVol().attached("a", rwo).staged("a", "/s").published("a", "/t").build(), sem: strict, wantCode: codes.FailedPrecondition},
 		{name: "unsafe: in use detaches and keeps access", vol: newVol().attached("a", rwo).staged("a", "/s").build(), sem: unsafe, want: unpublishUnsafe},
 		{name: "fence while in use", vol: newVol().attached("a", rwo).staged("a", "/s").published("a", "/t").build(), fence: true, sem: strict, want: unpublishFence},
-		{name: "fence while attached only", vol: newVol().attached("a", rwo).build(), fence: true, sem: strict, want: unpublishFence},
+		{name: "fence while attached only: nothing to cut off, detach", vol: newVol().attached("a", rwo).build(), fence: true, sem: strict, want: unpublishDetach},
 		{name: "fence after unsafe detach still cuts off", vol: newVol().staged("a", "/s").build(), fence: true, sem: unsafe, want: unpublishFence},
 		{name: "fence of a node without access", vol: newVol().build(), fence: true, sem: strict, want: unpublishNothing},
 		{name: "repeated fence is a no-op", vol: newVol().fenced("a").staged("a", "/s").build(), fence: true, sem: strict, want: unpublishNothing},

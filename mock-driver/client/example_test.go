@@ -56,6 +56,12 @@ func Example() {
 	if _, err := ctrl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: id, NodeId: "node-a", VolumeCapability: rwo}); err != nil {
 		log.Fatal(err)
 	}
+	// The node stages the volume, as a kubelet does before it starts a pod.
+	if _, err := csi.NewNodeClient(nodeConn).NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+		VolumeId: id, StagingTargetPath: filepath.Join(dir, "stage"), VolumeCapability: rwo,
+	}); err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("write before fence:", status.Code(client.Write(ctx, nodeConn, id, []byte("data"))))
 
 	req := &csi.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "node-a"}
@@ -77,6 +83,7 @@ func Example() {
 	// write after fence: PermissionDenied
 	// CreateVolume  fence: false OK
 	// ControllerPublishVolume node-a fence: false OK
+	// NodeStageVolume node-a fence: false OK
 	// Write node-a fence: false OK
 	// ControllerUnpublishVolume node-a fence: true OK
 	// Write node-a fence: false PermissionDenied
