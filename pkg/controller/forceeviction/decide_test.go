@@ -168,16 +168,27 @@ func TestEvictedRecord(t *testing.T) {
 
 	va := func(pv string) *storagev1.VolumeAttachment { return testobj.VA("va-"+pv, "d", pv, "n1") }
 	vas := []*storagev1.VolumeAttachment{va("pv-a"), va("pv-b"), va("pv-c")}
+	noPV := va("x")
+	noPV.Spec.Source.PersistentVolumeName = nil
 	for _, tc := range []struct {
 		name string
+		vas  []*storagev1.VolumeAttachment
 		e    Evicted
+		live []string
 		want int
 	}{
-		{"recorded PV only", Evicted{Present: true, PVs: []string{"pv-a"}}, 1},
-		{"unknown volumes: every VA counts", Evicted{Present: true, All: true}, 3},
-		{"no record", Evicted{}, 0},
+		{"recorded PV only", vas, Evicted{Present: true, PVs: []string{"pv-a"}}, nil, 1},
+		{"unknown volumes: every VA counts", vas, Evicted{Present: true, All: true}, nil, 3},
+		{"unknown volumes, but a live pod's VA does not", vas, Evicted{Present: true, All: true}, []string{"pv-c"}, 2},
+		{"recorded, but its pod was never deleted (re-check stopped it)", vas, Evicted{Present: true, PVs: []string{"pv-a"}}, []string{"pv-a"}, 0},
+		{"VA without a PV name cannot be matched: counts", []*storagev1.VolumeAttachment{noPV}, Evicted{Present: true}, nil, 1},
+		{"no record", vas, Evicted{}, nil, 0},
 	} {
-		if got := EvictedVAs(vas, tc.e); got != tc.want {
+		live := map[string]bool{}
+		for _, pv := range tc.live {
+			live[pv] = true
+		}
+		if got := EvictedVAs(tc.vas, tc.e, live); got != tc.want {
 			t.Errorf("%s: EvictedVAs() = %d, want %d", tc.name, got, tc.want)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -138,16 +139,17 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	remaining, err := c.evict(ctx, node, lease, pods)
+	remaining, deleted, err := c.evict(ctx, node, lease, pods)
 	if err != nil {
 		return 0, err
 	}
-	return c.syncNode(ctx, node, lease, remaining)
+	return c.syncNode(ctx, node, lease, remaining, c.livePVs(pods, deleted))
 }
 
 // evict force-deletes the pods DecidePod selects, after recording their
-// volumes on the node. It returns how many pods do not tolerate the taint.
-func (c *Controller) evict(ctx context.Context, node *v1.Node, lease *coordinationv1.Lease, pods []*v1.Pod) (int, error) {
+// volumes on the node. It returns how many pods do not tolerate the taint
+// and which it deleted.
+func (c *Controller) evict(ctx context.Context, node *v1.Node, lease *coordinationv1.Lease, pods []*v1.Pod) (int, map[types.UID]bool, error) {
 	logger := klog.FromContext(ctx)
 	taint := evictionTaint(node)
 	now := c.now()
@@ -167,24 +169,27 @@ func (c *Controller) evict(ctx context.Context, node *v1.Node, lease *coordinati
 		todo, whys = append(todo, pod), append(whys, d.Why)
 	}
 	if len(todo) == 0 {
-		return remaining, nil
+		return remaining, nil, nil
 	}
 	// The record goes first: a kubelet that returns mid-eviction must find
 	// the taint kept for every volume of a pod that was deleted.
 	if err := c.recordVolumes(ctx, node, todo); err != nil {
-		return remaining, err
+		return remaining, nil, err
 	}
 	var errs []error
+	deleted := map[types.UID]bool{}
 	for i, pod := range todo {
 		err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonForceEviction, Message: whys[i], Trigger: c.clock.Since(node.Name), Recheck: c.podCheck(ctx)})
-		if err != nil {
-			errs = append(errs, err)
-			if actuator.IsDecisionChanged(err) {
-				break // the kubelet is back: stop evicting more pods
-			}
+		if err == nil {
+			deleted[pod.UID] = true
+			continue
+		}
+		errs = append(errs, err)
+		if actuator.IsDecisionChanged(err) {
+			break // the kubelet is back: stop evicting more pods
 		}
 	}
-	return remaining, errors.Join(errs...)
+	return remaining, deleted, errors.Join(errs...)
 }
 
 // podCheck re-decides a deletion on the fresh node, pod and Lease.
@@ -257,9 +262,26 @@ func (c *Controller) podPVs(pod *v1.Pod) (pvs []string, unknown bool) {
 	return pvs, unknown
 }
 
+// livePVs returns the PVs of the pods on the node that were not
+// force-deleted, by an earlier sync (as the cache shows) or by this one
+// (deleted, not in the cache yet).
+func (c *Controller) livePVs(pods []*v1.Pod, deleted map[types.UID]bool) map[string]bool {
+	live := map[string]bool{}
+	for _, pod := range pods {
+		if podutil.IsForceDeleted(pod) || deleted[pod.UID] {
+			continue
+		}
+		pvs, _ := c.podPVs(pod)
+		for _, pv := range pvs {
+			live[pv] = true
+		}
+	}
+	return live
+}
+
 // syncNode decides on the node itself and writes, re-checking on the fresh
 // node and Lease.
-func (c *Controller) syncNode(ctx context.Context, node *v1.Node, lease *coordinationv1.Lease, remaining int) (time.Duration, error) {
+func (c *Controller) syncNode(ctx context.Context, node *v1.Node, lease *coordinationv1.Lease, remaining int, livePVs map[string]bool) (time.Duration, error) {
 	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
 	if err != nil {
 		return 0, err
@@ -270,13 +292,22 @@ func (c *Controller) syncNode(ctx context.Context, node *v1.Node, lease *coordin
 	}
 	decide := func(n *v1.Node, l *coordinationv1.Lease) NodeDecision {
 		ev := ParseEvicted(n)
-		return DecideNode(NodeState{Node: n, Lease: l, Remaining: remaining, VAs: len(vas), Evicted: ev.Present, EvictedVAs: EvictedVAs(vas, ev), TaintSince: since}, c.now(), c.readyGrace)
+		return DecideNode(NodeState{Node: n, Lease: l, Remaining: remaining, VAs: len(vas), Evicted: ev.Present, EvictedVAs: EvictedVAs(vas, ev, livePVs), TaintSince: since}, c.now(), c.readyGrace)
 	}
 	check := func(want func(NodeDecision) bool) actuator.NodeCheck {
 		return func(fresh *v1.Node) (bool, string) {
 			l, err := c.freshLease(ctx, fresh.Name)
 			if err != nil {
 				return false, err.Error()
+			}
+			if ParseEvicted(fresh).Present {
+				// Which evicted volumes still hold the taint depends on
+				// which pods are really gone: ask the API, not the cache.
+				pods, err := c.act.FreshPodsOnNode(ctx, fresh.Name)
+				if err != nil {
+					return false, err.Error()
+				}
+				livePVs = c.livePVs(pods, nil)
 			}
 			fd := decide(fresh, l)
 			return want(fd), fd.Why

@@ -75,14 +75,22 @@ func (e Evicted) String() string {
 
 // EvictedVAs counts the VolumeAttachments that belong to the recorded
 // volumes: the detaches a returning kubelet's node keeps the taint for.
-func EvictedVAs(vas []*storagev1.VolumeAttachment, e Evicted) int {
+// livePVs are the PVs of pods still on the node and not force-deleted: the
+// record is written before the deletions, and a pod whose deletion the
+// write-time re-check stopped (its kubelet came back) was not evicted, so
+// its volume does not hold the taint.
+func EvictedVAs(vas []*storagev1.VolumeAttachment, e Evicted, livePVs map[string]bool) int {
 	if !e.Present {
 		return 0
 	}
 	n := 0
 	for _, va := range vas {
 		pv := va.Spec.Source.PersistentVolumeName
-		if e.All || pv == nil || slices.Contains(e.PVs, *pv) {
+		switch {
+		case pv == nil:
+			n++ // cannot be matched to a pod: counts
+		case livePVs[*pv]:
+		case e.All || slices.Contains(e.PVs, *pv):
 			n++
 		}
 	}

@@ -300,15 +300,47 @@ func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node, pods []*v1
 	if err != nil {
 		return 0, err
 	}
-	inUse := map[v1.UniqueVolumeName]bool{}
-	livePVs := map[string]bool{}
+	decide := func(n *v1.Node, pods []*v1.Pod) (NodeDecision, error) {
+		inUse, livePVs, err := c.liveVolumes(pods)
+		if err != nil {
+			return NodeDecision{}, err
+		}
+		return DecideUntaint(n, ReleasedVAs(vas, c.isSafeDriver, livePVs), len(UnusedSafeVolumes(n, c.isSafeDriver, inUse)), c.now(), c.liftDelay), nil
+	}
+	d, err := decide(node, pods)
+	if err != nil {
+		return 0, err
+	}
+	if !d.Untaint {
+		klog.FromContext(ctx).V(4).Info("Keeping quarantine", "why", d.Why)
+		return d.After, nil
+	}
+	return 0, c.act.RemoveTaint(ctx, node, quarantineTaint.Key, quarantineTaint.Effect, d.Why, func(fresh *v1.Node) (bool, string) {
+		// Which pods stayed decides which VolumeAttachments count: read
+		// them from the API, a lagging cache may still hold a deleted pod.
+		pods, err := c.act.FreshPodsOnNode(ctx, fresh.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		fd, err := decide(fresh, pods)
+		if err != nil {
+			return false, err.Error()
+		}
+		return fd.Untaint, fd.Why
+	})
+}
+
+// liveVolumes returns the CSI volumes (by unique name) and the PVs that the
+// pods on the node which were not force-deleted use.
+func (c *Controller) liveVolumes(pods []*v1.Pod) (inUse map[v1.UniqueVolumeName]bool, livePVs map[string]bool, err error) {
+	inUse, livePVs = map[v1.UniqueVolumeName]bool{}, map[string]bool{}
 	for _, pod := range pods {
 		if podutil.IsForceDeleted(pod) {
 			continue
 		}
 		vols, err := c.resolver.podVolumes(pod)
 		if err != nil {
-			return 0, err
+			return nil, nil, err
 		}
 		for _, v := range vols {
 			if v.PV != "" {
@@ -319,19 +351,7 @@ func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node, pods []*v1
 			}
 		}
 	}
-	released := ReleasedVAs(vas, c.isSafeDriver, livePVs)
-	decide := func(n *v1.Node) NodeDecision {
-		return DecideUntaint(n, released, len(UnusedSafeVolumes(n, c.isSafeDriver, inUse)), c.now(), c.liftDelay)
-	}
-	d := decide(node)
-	if !d.Untaint {
-		klog.FromContext(ctx).V(4).Info("Keeping quarantine", "why", d.Why)
-		return d.After, nil
-	}
-	return 0, c.act.RemoveTaint(ctx, node, quarantineTaint.Key, quarantineTaint.Effect, d.Why, func(fresh *v1.Node) (bool, string) {
-		fd := decide(fresh)
-		return fd.Untaint, fd.Why
-	})
+	return inUse, livePVs, nil
 }
 
 // reportRefusal records an Event on the pod once per distinct reason.
