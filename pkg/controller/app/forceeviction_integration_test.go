@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/app"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/testobj"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
@@ -148,69 +149,77 @@ func TestForceEvictionIntegration(t *testing.T) {
 		}
 	})
 
-	t.Run("kubelet posts a short NotReady while its Lease renews: nothing evicted", func(t *testing.T) {
-		e.createNode("fe-5", true)
-		e.renewLease("fe-5")
-		p := e.createPod("fe-5-a", "fe-5")
-		evict("fe-5")
-		e.setReady("fe-5", false) // the kubelet itself reports NotReady
-		notReadyAt := time.Now()
-		e.evictionBarrier()
-		if !e.podExists(p) {
-			t.Fatal("pod evicted although the kubelet renews its Lease")
-		}
-		// Still alive once a heartbeat from before the NotReady would be stale.
-		e.waitFor("a Lease renewal past the grace period", func(ctx context.Context) (bool, error) {
-			l, err := e.admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, "fe-5", metav1.GetOptions{})
-			return err == nil && l.Spec.RenewTime.After(notReadyAt.Add(o.ForceEvictionReadyGrace)), err
-		})
-		e.evictionBarrier()
-		if !e.podExists(p) {
-			t.Fatal("pod evicted although the kubelet kept renewing its Lease")
-		}
-		if !nodeutil.HasTaint(e.node("fe-5"), names.ForceEvictionTaint) {
-			t.Error("taint removed while the kubelet still reports NotReady")
-		}
-		e.setReady("fe-5", true) // the blip ends: nothing was evicted, the taint goes
-		e.waitTaint("fe-5", names.ForceEvictionTaint, false)
-		if !e.podExists(p) {
-			t.Error("pod evicted after the blip")
-		}
-	})
+	t.Run("kubelet posts a short NotReady while its Lease renews: nothing evicted", func(t *testing.T) { testLeaseKeepsAlive(t, e, o, evict) })
 
-	t.Run("node returns mid-eviction: no more evictions, taint kept until the evicted pods' volumes are detached", func(t *testing.T) {
-		claim, _ := e.volume("fe6", "mock.fenceline.io", v1.ReadWriteOnce)
-		kept, _ := e.volume("fe6-kept", "mock.fenceline.io", v1.ReadWriteOnce)
-		e.createNode("fe-6", false)
-		evicted := e.createPod("fe-6-data", "fe-6", testobj.Claim("data", claim))
-		// A finalizer holds a second pod, so the eviction cannot complete.
-		held := e.createPod("fe-6-held", "fe-6", withFinalizer())
-		t.Cleanup(func() { e.removeFinalizers(held) })
-		tolerating := e.createPod("fe-6-tolerating", "fe-6", testobj.Tolerate(names.ForceEvictionTaint), testobj.Claim("data", kept))
-		va := e.createVA("va-fe-6", "mock.fenceline.io", "pv-"+claim, "fe-6")
-		e.createVA("va-fe-6-kept", "mock.fenceline.io", "pv-"+kept, "fe-6")
-		evict("fe-6")
-		e.waitPodGone(evicted)
-		e.setReady("fe-6", true) // the kubelet is back mid-eviction
-		late := e.createPod("fe-6-late", "fe-6")
-		e.evictionBarrier()
-		if !e.podExists(late) || !e.podExists(tolerating) {
-			t.Error("a pod was deleted after the node returned")
-		}
-		if !nodeutil.HasTaint(e.node("fe-6"), names.ForceEvictionTaint) {
-			t.Fatal("taint removed while the evicted pod's VolumeAttachment remains")
-		}
-		// Only the evicted pod's detach matters, not the tolerating pod's.
-		if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		e.waitTaint("fe-6", names.ForceEvictionTaint, false)
-		e.waitFor("evicted-volumes record cleared", func(context.Context) (bool, error) {
-			_, ok := e.node("fe-6").Annotations[forceeviction.EvictedVolumesAnnotation]
-			return !ok, nil
-		})
-		if !e.podExists(late) {
-			t.Error("pod created after the node returned was deleted")
-		}
+	t.Run("node returns mid-eviction: no more evictions, taint kept until the evicted pods' volumes are detached", func(t *testing.T) { testReturnMidEviction(t, e, evict) })
+}
+
+// testLeaseKeepsAlive: a kubelet that reports NotReady itself but keeps
+// renewing its Lease is alive; nothing is evicted.
+func testLeaseKeepsAlive(t *testing.T, e *env, o app.Options, evict func(string)) {
+	e.createNode("fe-5", true)
+	e.renewLease("fe-5")
+	p := e.createPod("fe-5-a", "fe-5")
+	evict("fe-5")
+	e.setReady("fe-5", false) // the kubelet itself reports NotReady
+	notReadyAt := time.Now()
+	e.evictionBarrier()
+	if !e.podExists(p) {
+		t.Fatal("pod evicted although the kubelet renews its Lease")
+	}
+	// Still alive once a heartbeat from before the NotReady would be stale.
+	e.waitFor("a Lease renewal past the grace period", func(ctx context.Context) (bool, error) {
+		l, err := e.admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, "fe-5", metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime.After(notReadyAt.Add(o.ForceEvictionReadyGrace)), err
 	})
+	e.evictionBarrier()
+	if !e.podExists(p) {
+		t.Fatal("pod evicted although the kubelet kept renewing its Lease")
+	}
+	if !nodeutil.HasTaint(e.node("fe-5"), names.ForceEvictionTaint) {
+		t.Error("taint removed while the kubelet still reports NotReady")
+	}
+	e.setReady("fe-5", true) // the blip ends: nothing was evicted, the taint goes
+	e.waitTaint("fe-5", names.ForceEvictionTaint, false)
+	if !e.podExists(p) {
+		t.Error("pod evicted after the blip")
+	}
+}
+
+// testReturnMidEviction: a kubelet back mid-eviction stops it; the taint
+// stays until the evicted pods' VolumeAttachments are gone.
+func testReturnMidEviction(t *testing.T, e *env, evict func(string)) {
+	claim, _ := e.volume("fe6", "mock.fenceline.io", v1.ReadWriteOnce)
+	kept, _ := e.volume("fe6-kept", "mock.fenceline.io", v1.ReadWriteOnce)
+	e.createNode("fe-6", false)
+	evicted := e.createPod("fe-6-data", "fe-6", testobj.Claim("data", claim))
+	// A finalizer holds a second pod, so the eviction cannot complete.
+	held := e.createPod("fe-6-held", "fe-6", withFinalizer())
+	t.Cleanup(func() { e.removeFinalizers(held) })
+	tolerating := e.createPod("fe-6-tolerating", "fe-6", testobj.Tolerate(names.ForceEvictionTaint), testobj.Claim("data", kept))
+	va := e.createVA("va-fe-6", "mock.fenceline.io", "pv-"+claim, "fe-6")
+	e.createVA("va-fe-6-kept", "mock.fenceline.io", "pv-"+kept, "fe-6")
+	evict("fe-6")
+	e.waitPodGone(evicted)
+	e.setReady("fe-6", true) // the kubelet is back mid-eviction
+	late := e.createPod("fe-6-late", "fe-6")
+	e.evictionBarrier()
+	if !e.podExists(late) || !e.podExists(tolerating) {
+		t.Error("a pod was deleted after the node returned")
+	}
+	if !nodeutil.HasTaint(e.node("fe-6"), names.ForceEvictionTaint) {
+		t.Fatal("taint removed while the evicted pod's VolumeAttachment remains")
+	}
+	// Only the evicted pod's detach matters, not the tolerating pod's.
+	if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitTaint("fe-6", names.ForceEvictionTaint, false)
+	e.waitFor("evicted-volumes record cleared", func(context.Context) (bool, error) {
+		_, ok := e.node("fe-6").Annotations[forceeviction.EvictedVolumesAnnotation]
+		return !ok, nil
+	})
+	if !e.podExists(late) {
+		t.Error("pod created after the node returned was deleted")
+	}
 }

@@ -204,54 +204,62 @@ func TestQuarantineIntegration(t *testing.T) {
 		}
 	})
 
-	t.Run("lift with a surviving pod, then a short NotReady blip: nothing released", func(t *testing.T) {
-		gone, goneUnique := e.volume("q5-gone", safeDriver, v1.ReadWriteOnce)
-		kept, keptUnique := e.volume("q5-kept", safeDriver, v1.ReadWriteOnce)
-		e.createNode("q-5", false, testobj.VolumesInUse(goneUnique, keptUnique))
-		p := e.createStuckPod("q-5-a", "q-5", testobj.Claim("data", gone))
-		survivor := e.createPod("q-5-survivor", "q-5", testobj.Claim("data", kept))
-		va := e.createVA("va-q5-gone", safeDriver, "pv-"+gone, "q-5")
-		e.createVA("va-q5-kept", safeDriver, "pv-"+kept, "q-5")
-		e.waitPodGone(p)
-		e.waitFor("released volume gone from volumesInUse", func(context.Context) (bool, error) {
-			return !slices.Contains(e.node("q-5").Status.VolumesInUse, goneUnique), nil
-		})
-		// Back: the released volume is detached and cleaned up; the
-		// survivor's stays attached and in use.
-		e.updateNode("q-5", true, func(n *v1.Node) {
-			testobj.ReadySince(time.Now())(n)
-			n.Status.VolumesInUse = []v1.UniqueVolumeName{keptUnique}
-		})
-		if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		// The survivor's VolumeAttachment must not hold the quarantine.
-		e.waitTaint("q-5", names.QuarantineTaint, false)
-		// The survivor finishes; its kubelet still lists the volume while
-		// it unmounts, and misses a few heartbeats.
-		if err := e.admin.CoreV1().Pods(ns).Delete(e.ctx, survivor.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-			t.Fatal(err)
-		}
-		e.waitPodGone(survivor)
-		e.blip("q-5")
-		if n := e.node("q-5"); !slices.Contains(n.Status.VolumesInUse, keptUnique) {
-			t.Errorf("a NotReady blip released %s: volumesInUse = %v", keptUnique, n.Status.VolumesInUse)
-		}
-	})
+	t.Run("lift with a surviving pod, then a short NotReady blip: nothing released", func(t *testing.T) { testLiftWithSurvivor(t, e) })
 
-	t.Run("leftover quarantine and a short NotReady blip: nothing released before the delay", func(t *testing.T) {
-		_, unique := e.volume("q6", safeDriver, v1.ReadWriteOnce)
-		// Quarantined, Ready, and its kubelet has not finished the clean-up
-		// of a fenced volume, so the quarantine stays.
-		e.createNode("q-6", true, testobj.VolumesInUse(unique))
-		e.addTaint("q-6", names.QuarantineTaint, v1.TaintEffectNoSchedule)
-		e.liftBarrier()
-		if !nodeutil.HasTaint(e.node("q-6"), names.QuarantineTaint) {
-			t.Fatal("setup: quarantine lifted before the kubelet's clean-up")
-		}
-		e.blip("q-6")
-		if n := e.node("q-6"); !slices.Contains(n.Status.VolumesInUse, unique) {
-			t.Errorf("a NotReady blip shorter than the quarantine delay released %s: volumesInUse = %v", unique, n.Status.VolumesInUse)
-		}
+	t.Run("leftover quarantine and a short NotReady blip: nothing released before the delay", func(t *testing.T) { testBlipOnLeftoverQuarantine(t, e) })
+}
+
+// testLiftWithSurvivor: a pod that stayed does not hold the quarantine,
+// and once lifted a NotReady blip releases nothing.
+func testLiftWithSurvivor(t *testing.T, e *env) {
+	gone, goneUnique := e.volume("q5-gone", safeDriver, v1.ReadWriteOnce)
+	kept, keptUnique := e.volume("q5-kept", safeDriver, v1.ReadWriteOnce)
+	e.createNode("q-5", false, testobj.VolumesInUse(goneUnique, keptUnique))
+	p := e.createStuckPod("q-5-a", "q-5", testobj.Claim("data", gone))
+	survivor := e.createPod("q-5-survivor", "q-5", testobj.Claim("data", kept))
+	va := e.createVA("va-q5-gone", safeDriver, "pv-"+gone, "q-5")
+	e.createVA("va-q5-kept", safeDriver, "pv-"+kept, "q-5")
+	e.waitPodGone(p)
+	e.waitFor("released volume gone from volumesInUse", func(context.Context) (bool, error) {
+		return !slices.Contains(e.node("q-5").Status.VolumesInUse, goneUnique), nil
 	})
+	// Back: the released volume is detached and cleaned up; the
+	// survivor's stays attached and in use.
+	e.updateNode("q-5", true, func(n *v1.Node) {
+		testobj.ReadySince(time.Now())(n)
+		n.Status.VolumesInUse = []v1.UniqueVolumeName{keptUnique}
+	})
+	if err := e.admin.StorageV1().VolumeAttachments().Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The survivor's VolumeAttachment must not hold the quarantine.
+	e.waitTaint("q-5", names.QuarantineTaint, false)
+	// The survivor finishes; its kubelet still lists the volume while
+	// it unmounts, and misses a few heartbeats.
+	if err := e.admin.CoreV1().Pods(ns).Delete(e.ctx, survivor.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPodGone(survivor)
+	e.blip("q-5")
+	if n := e.node("q-5"); !slices.Contains(n.Status.VolumesInUse, keptUnique) {
+		t.Errorf("a NotReady blip released %s: volumesInUse = %v", keptUnique, n.Status.VolumesInUse)
+	}
+}
+
+// testBlipOnLeftoverQuarantine: a quarantine still on the node does not let
+// a NotReady blip shorter than the delay release a volume.
+func testBlipOnLeftoverQuarantine(t *testing.T, e *env) {
+	_, unique := e.volume("q6", safeDriver, v1.ReadWriteOnce)
+	// Quarantined, Ready, and its kubelet has not finished the clean-up
+	// of a fenced volume, so the quarantine stays.
+	e.createNode("q-6", true, testobj.VolumesInUse(unique))
+	e.addTaint("q-6", names.QuarantineTaint, v1.TaintEffectNoSchedule)
+	e.liftBarrier()
+	if !nodeutil.HasTaint(e.node("q-6"), names.QuarantineTaint) {
+		t.Fatal("setup: quarantine lifted before the kubelet's clean-up")
+	}
+	e.blip("q-6")
+	if n := e.node("q-6"); !slices.Contains(n.Status.VolumesInUse, unique) {
+		t.Errorf("a NotReady blip shorter than the quarantine delay released %s: volumesInUse = %v", unique, n.Status.VolumesInUse)
+	}
 }
