@@ -205,10 +205,19 @@ func Run(ctx context.Context, opts Options) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "fenceline-attacher", Host: hostname()})
 
+	// Fence records get a client of their own too: at most one write per
+	// fenced detach, which must not wait behind a failover's attaches on
+	// --kube-api-qps (see docs/attacher.md, "Cost of the record").
+	recordClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("create Kubernetes client for fence records: %w", err)
+	}
+
 	factory := informers.NewSharedInformerFactory(client, opts.Resync)
 	ctrl, err := controller.New(controller.Config{
 		DriverName:         driverName,
 		Client:             client,
+		RecordClient:       recordClient,
 		CSI:                csi,
 		Capabilities:       caps,
 		Timeout:            opts.Timeout,

@@ -44,6 +44,12 @@ type Config struct {
 	DriverName string
 	// Client writes VolumeAttachments, PVs and reads Secrets.
 	Client kubernetes.Interface
+	// RecordClient writes the fence records (fencing.Record) on
+	// VolumeAttachments; nil means Client. A client of its own keeps the
+	// one write a fenced detach adds from queueing behind the attaches and
+	// detaches of a failover on --kube-api-qps; there is at most one per
+	// fenced detach.
+	RecordClient kubernetes.Interface
 	// CSI is the driver connection.
 	CSI CSI
 	// Capabilities were discovered once at start-up.
@@ -98,6 +104,9 @@ func New(cfg Config, factory informers.SharedInformerFactory) (*Controller, erro
 	}
 	if cfg.RetryIntervalStart <= 0 || cfg.RetryIntervalMax < cfg.RetryIntervalStart {
 		return nil, fmt.Errorf("invalid retry intervals: start %v, max %v", cfg.RetryIntervalStart, cfg.RetryIntervalMax)
+	}
+	if cfg.RecordClient == nil {
+		cfg.RecordClient = cfg.Client
 	}
 	c := &Controller{
 		cfg:       cfg,

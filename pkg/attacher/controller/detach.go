@@ -124,7 +124,7 @@ func (c *Controller) writeRecord(ctx context.Context, va *storagev1.VolumeAttach
 		clone.Annotations = map[string]string{}
 	}
 	clone.Annotations[names.FenceRecordAnnotation] = rec.Encode()
-	out, err := c.patchVA(ctx, va, clone, false)
+	out, err := c.patchVAWith(ctx, c.cfg.RecordClient, va, clone, false)
 	if err != nil {
 		return va, fmt.Errorf("record the fence decision before unpublishing: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
 
@@ -21,6 +22,11 @@ import (
 // Callers whose write will come back as an update event that re-queues the
 // item mark the old version superseded (see tracker.superseded).
 func (c *Controller) patchVA(ctx context.Context, oldVA, newVA *storagev1.VolumeAttachment, status bool) (*storagev1.VolumeAttachment, error) {
+	return c.patchVAWith(ctx, c.cfg.Client, oldVA, newVA, status)
+}
+
+// patchVAWith is patchVA through the given client.
+func (c *Controller) patchVAWith(ctx context.Context, client kubernetes.Interface, oldVA, newVA *storagev1.VolumeAttachment, status bool) (*storagev1.VolumeAttachment, error) {
 	patch, err := twoWayPatch(oldVA, newVA, storagev1.VolumeAttachment{})
 	if err != nil {
 		return nil, fmt.Errorf("VolumeAttachment %s: %w", oldVA.Name, err)
@@ -29,7 +35,7 @@ func (c *Controller) patchVA(ctx context.Context, oldVA, newVA *storagev1.Volume
 	if status {
 		sub = []string{"status"}
 	}
-	out, err := c.cfg.Client.StorageV1().VolumeAttachments().Patch(ctx, oldVA.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, sub...)
+	out, err := client.StorageV1().VolumeAttachments().Patch(ctx, oldVA.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, sub...)
 	if err != nil {
 		return nil, fmt.Errorf("patch VolumeAttachment %s: %w", oldVA.Name, err)
 	}
