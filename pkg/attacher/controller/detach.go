@@ -35,7 +35,6 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 	if !needsDetach(va, c.cfg.DriverName, c.finalizer) {
 		return nil
 	}
-	logger := klog.FromContext(ctx)
 	volumeID, secrets, err := c.detachVolume(ctx, va)
 	if err != nil {
 		c.detachFailed(ctx, va, EventDetachFailed, err)
@@ -52,7 +51,9 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 		c.detachFailed(ctx, va, EventDetachFailed, err)
 		return err
 	}
-	logger = logger.WithValues("volumeID", volumeID, "nodeID", nodeID, "mode", decision.Action, "reason", decision.Reason)
+	// Every log line of this detach, including those of detachFailed and
+	// finishDetach, names what it acts on.
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("volumeID", volumeID, "nodeID", nodeID, "mode", decision.Action, "reason", decision.Reason))
 	switch {
 	case decision.Action == fencing.ActionRefuse:
 		c.cfg.Metrics.Detach(string(fencing.ActionFenced), string(decision.Reason), metrics.ResultRefused)
