@@ -56,7 +56,7 @@ func main() {
 	fs.DurationVar(&opts.QuarantineLiftDelay, "quarantine-lift-delay", opts.QuarantineLiftDelay,
 		"How long a quarantined node must be Ready before the quarantine may be lifted, so that its kubelet has reported the volumes it still has mounted.")
 	fs.DurationVar(&opts.ForceEvictionReadyGrace, "force-eviction-ready-grace", opts.ForceEvictionReadyGrace,
-		"How long a force-eviction taint on a node that is still Ready waits for the node to be noticed dead before it is removed as unneeded (match kube-controller-manager's --node-monitor-grace-period).")
+		"How long a force-eviction taint on a node that is still Ready waits for the node to be noticed dead before it is removed as unneeded, and how recently the node's Lease (kube-node-lease) must have been renewed for its kubelet to count as alive: a NotReady node whose Lease renews within it is not evicted (match kube-controller-manager's --node-monitor-grace-period).")
 	fs.BoolVar(&opts.DryRun, "dry-run", false, "Decide and log (and record Events), but change nothing.")
 	fs.IntVar(&opts.Workers, "workers", opts.Workers, "Workers per controller.")
 	fs.DurationVar(&opts.Resync, "resync", opts.Resync, "Informer resync period: a safety net behind the event-driven reactions.")

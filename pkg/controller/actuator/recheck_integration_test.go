@@ -203,8 +203,8 @@ func testReleaseRedecides(t *testing.T, e *rcEnv) {
 	cachedNode := e.deadNode("rc-3", testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule), testobj.VolumesInUse(vol))
 	safe := func(string) bool { return true }
 	decide := func(n *v1.Node) (bool, string) {
-		vols, why := quarantine.VolumesToRelease(n, safe, nil, time.Now(), time.Second)
-		return len(vols) > 0, why
+		r := quarantine.VolumesToRelease(n, safe, quarantine.Attachers{"safe.example": {Serving: true}}, func(v1.UniqueVolumeName) string { return "" }, nil, time.Now(), time.Second)
+		return len(r.Volumes) > 0, r.Why
 	}
 	if ok, why := decide(cachedNode); !ok {
 		t.Fatalf("setup: the cached decision must be to release, got %s", why)

@@ -51,10 +51,8 @@ func TestBesideKubeControllerManagerIntegration(t *testing.T) {
 }
 
 func testReleaseToADC(t *testing.T, e *env) {
-
-	if _, err := e.admin.StorageV1().CSIDrivers().Create(e.ctx, testobj.CSIDriver(safeDriver, map[string]string{names.SafeDetachAnnotation: "true"}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.safeDetachDriver(safeDriver, true)
+	e.heartbeat(safeDriver, time.Now())
 	const node = "adc-1"
 	e.createNode(node, true, testobj.Annotation(names.ControllerManagedAttachAnnotation, "true"))
 	if _, err := e.admin.StorageV1().CSINodes().Create(e.ctx, &storagev1.CSINode{

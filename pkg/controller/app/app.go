@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/attacherevidence"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
@@ -56,7 +57,8 @@ type Options struct {
 	// before the quarantine may be lifted.
 	QuarantineLiftDelay time.Duration
 	// ForceEvictionReadyGrace is how long a force-eviction taint on a node
-	// that is still Ready waits for the node to be noticed dead.
+	// that is still Ready waits for the node to be noticed dead, and how
+	// recent a node Lease renewal must be to count as a live kubelet.
 	ForceEvictionReadyGrace time.Duration
 	// DryRun decides and logs but changes nothing.
 	DryRun bool
@@ -219,7 +221,10 @@ func runControllers(ctx context.Context, client kubernetes.Interface, act *actua
 	// cache (and the RBAC) to what force-eviction reads.
 	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
 		informers.WithNamespace(v1.NamespaceNodeLease), informers.WithTransform(dropManagedFields))
-	var ctrls []runner
+	var (
+		ctrls    []runner
+		evidence *attacherevidence.Tracker
+	)
 	for _, name := range KnownControllers {
 		if !enabled[name] {
 			continue
@@ -232,7 +237,7 @@ func runControllers(ctx context.Context, client kubernetes.Interface, act *actua
 		case podgc.Name:
 			c, err = podgc.New(factory, act)
 		case quarantine.Name:
-			c, err = quarantine.New(factory, act, opts.QuarantineDelay, opts.QuarantineLiftDelay)
+			c, evidence, err = newQuarantine(client, factory, act, opts)
 		case forceeviction.Name:
 			c, err = forceeviction.New(factory, leaseFactory, act, opts.ForceEvictionReadyGrace)
 		case outofservice.Name:
@@ -261,12 +266,40 @@ func runControllers(ctx context.Context, client kubernetes.Interface, act *actua
 			}
 		}
 	}
+	if evidence != nil {
+		if err := startEvidence(ctx, evidence); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
 	logger.Info("Caches synced; controllers running")
 	var wg sync.WaitGroup
 	for _, c := range ctrls {
 		wg.Go(func() { c.Run(ctx, opts.Workers) })
 	}
 	wg.Wait()
+	return nil
+}
+
+// newQuarantine creates the quarantine controller and the attacher evidence
+// it acts on: the heartbeat Leases of fenceline-attachers, without which it
+// neither force-deletes nor releases anything.
+func newQuarantine(client kubernetes.Interface, factory informers.SharedInformerFactory, act *actuator.Actuator, opts Options) (runner, *attacherevidence.Tracker, error) {
+	evidence, err := attacherevidence.New(client, factory.Storage().V1().CSIDrivers(), opts.Resync)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := quarantine.New(factory, act, opts.QuarantineDelay, opts.QuarantineLiftDelay, evidence)
+	return c, evidence, err
+}
+
+// startEvidence starts the heartbeat Lease cache and waits for it to sync:
+// quarantine must not report "no heartbeat" for one that is merely not
+// cached yet. A sync cut short by ctx is no error.
+func startEvidence(ctx context.Context, evidence *attacherevidence.Tracker) error {
+	evidence.Start(ctx)
+	if !evidence.WaitForCacheSync(ctx) && ctx.Err() == nil {
+		return errors.New("heartbeat Lease cache did not sync")
+	}
 	return nil
 }
 

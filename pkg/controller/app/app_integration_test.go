@@ -128,9 +128,8 @@ func TestDryRunIntegration(t *testing.T) {
 	}
 
 	// Quarantine shows its whole plan: taint, then deletion.
-	if _, err := e.admin.StorageV1().CSIDrivers().Create(e.ctx, testobj.CSIDriver(safeDriver, map[string]string{names.SafeDetachAnnotation: "true"}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.safeDetachDriver(safeDriver, true)
+	e.heartbeat(safeDriver, time.Now())
 	claim, unique := e.volume("dry-q", safeDriver, v1.ReadWriteOnce)
 	e.createNode("dry-2", false, testobj.VolumesInUse(unique))
 	q := e.createStuckPod("dry-2-a", "dry-2", testobj.Claim("data", claim))

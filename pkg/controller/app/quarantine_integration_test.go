@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/testobj"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
+	"fenceline.io/fenceline/test/world"
 )
 
 const (
@@ -42,6 +44,30 @@ func (e *env) volume(name, driver string, mode v1.PersistentVolumeAccessMode) (s
 		e.t.Fatalf("creating PVC: %v", err)
 	}
 	return name, nodeutil.CSIUniqueVolumeName(driver, "handle-"+name)
+}
+
+// heartbeat writes the heartbeat Lease of the driver's fenceline-attacher
+// as pkg/attacher/heartbeat does (label, exact driver name, UNPUBLISH_FENCE
+// "true", testobj.HeartbeatDuration unless opts say otherwise), last renewed
+// at renew, in the namespace the attacher is deployed to. Quarantine acts
+// for a safe-detach driver only while it sees one fresh.
+func (e *env) heartbeat(driver string, renew time.Time, opts ...testobj.HeartbeatOption) *coordinationv1.Lease {
+	e.t.Helper()
+	l, err := e.admin.CoordinationV1().Leases(world.Namespace).Create(e.ctx, testobj.Heartbeat(world.Namespace, driver, renew, opts...), metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating the heartbeat Lease of %s: %v", driver, err)
+	}
+	return l
+}
+
+// safeDetachDriver creates a CSIDriver annotated safe-detach, with
+// attachRequired as given.
+func (e *env) safeDetachDriver(name string, attachRequired bool) {
+	e.t.Helper()
+	d := testobj.AttachRequired(testobj.CSIDriver(name, map[string]string{names.SafeDetachAnnotation: "true"}), attachRequired)
+	if _, err := e.admin.StorageV1().CSIDrivers().Create(e.ctx, d, metav1.CreateOptions{}); err != nil {
+		e.t.Fatalf("creating CSIDriver %s: %v", name, err)
+	}
 }
 
 func (e *env) createVA(name, driver, pv, node string) *storagev1.VolumeAttachment {
@@ -95,10 +121,10 @@ func TestQuarantineIntegration(t *testing.T) {
 	opts.QuarantineLiftDelay = time.Second
 	opts.Resync = time.Second // exercise "one Event, not one per resync"
 	e := startEnv(t, opts)
-	for name, ann := range map[string]map[string]string{safeDriver: {names.SafeDetachAnnotation: "true"}, plainDriver: nil} {
-		if _, err := e.admin.StorageV1().CSIDrivers().Create(e.ctx, testobj.CSIDriver(name, ann), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	e.safeDetachDriver(safeDriver, true)
+	e.heartbeat(safeDriver, time.Now())
+	if _, err := e.admin.StorageV1().CSIDrivers().Create(e.ctx, testobj.CSIDriver(plainDriver, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	t.Run("safe-detach pod: taint, force-delete, release volume, lift once Ready and detached", func(t *testing.T) {

@@ -5,12 +5,14 @@
 // and releases their volumes from node.status.volumesInUse so that the
 // attach/detach controller detaches at once. The detach is safe because the
 // attacher fences the volume (ControllerUnpublishVolume with fence=true) for
-// a quarantined node. The taint is lifted once the node is Ready again and
+// a quarantined node, so quarantine acts only while it sees the heartbeat of
+// a fence-capable fenceline-attacher serving the driver (Attachers). The taint is lifted once the node is Ready again and
 // no VolumeAttachment of a released volume is left for it.
 package quarantine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,14 +51,39 @@ type PodDecision struct {
 	After  time.Duration
 }
 
+// Attachers is the attacher evidence a decision uses: per CSI driver, the
+// verdict of cutoff.AttacherServes (whether a fence-capable
+// fenceline-attacher currently serves it, and if not what is missing).
+// A driver absent from the map has no evidence: quarantine acts only on
+// positive evidence, so a caller that forgot to look a driver up gets a
+// refusal, never a deletion or a release.
+type Attachers map[string]cutoff.Evidence
+
+// Missing returns what is missing for driver to count as served, or "".
+func (a Attachers) Missing(driver string) string {
+	ev, ok := a[driver]
+	switch {
+	case ok && ev.Serving:
+		return ""
+	case ok && ev.Missing != "":
+		return ev.Missing
+	}
+	return fmt.Sprintf("no evidence looked up that a fence-capable fenceline-attacher serves driver %s", driver)
+}
+
 // DecidePod is the single place that states when quarantine force-deletes a
 // pod: the node exists and its Ready condition has not been True for at least
 // delay; the pod is terminating and not yet force-deleted; it has at least
 // one volume from a safe-detach CSI driver and every other volume is either
 // harmless (emptyDir, configMap, secret, downwardAPI, projected) or from a
-// safe-detach driver, and none is ReadWriteMany; and the node already
-// carries the quarantine taint.
-func DecidePod(node *v1.Node, pod *v1.Pod, vols []Volume, now time.Time, delay time.Duration) PodDecision {
+// safe-detach driver, and none is ReadWriteMany; attachers shows, for every
+// safe-detach driver of the pod, positive and fresh evidence that a
+// fence-capable fenceline-attacher serves it (the deletion is safe only
+// because that attacher fences the detach that follows); and the node
+// already carries the quarantine taint. Without the evidence the pod is
+// refused, not tainted for: the taint would only lead to a deletion that is
+// not allowed.
+func DecidePod(node *v1.Node, pod *v1.Pod, vols []Volume, attachers Attachers, now time.Time, delay time.Duration) PodDecision {
 	switch {
 	case pod == nil:
 		return PodDecision{Why: "pod is gone"}
@@ -76,7 +103,7 @@ func DecidePod(node *v1.Node, pod *v1.Pod, vols []Volume, now time.Time, delay t
 	case down < delay:
 		return PodDecision{Action: Wait, Why: fmt.Sprintf("node not Ready for %s, quarantine after %s", down.Round(time.Second), delay), After: delay - down}
 	}
-	if why := refusal(vols); why != "" {
+	if why := refusal(vols, attachers); why != "" {
 		return PodDecision{Action: Refuse, Why: why}
 	}
 	if !cutoff.IsQuarantined(node) {
@@ -85,10 +112,11 @@ func DecidePod(node *v1.Node, pod *v1.Pod, vols []Volume, now time.Time, delay t
 	return PodDecision{Action: Delete, Why: fmt.Sprintf("fenceline: node %s not Ready for %s and every volume is from a safe-detach driver that fences on detach", node.Name, down.Round(time.Second))}
 }
 
-// refusal returns why the pod's volumes rule out a safe detach, or "".
-func refusal(vols []Volume) string {
+// refusal returns why the pod's volumes, or the evidence about their
+// attachers, rule out a safe detach, or "".
+func refusal(vols []Volume, attachers Attachers) string {
 	safe := 0
-	var reasons []string
+	var reasons, unserved []string
 	for _, v := range vols {
 		switch v.Kind {
 		case KindHarmless:
@@ -98,6 +126,11 @@ func refusal(vols []Volume) string {
 				reasons = append(reasons, fmt.Sprintf("volume %q: CSI driver %s is not annotated %s=true", v.Name, v.Driver, names.SafeDetachAnnotation))
 			case v.RWX:
 				reasons = append(reasons, fmt.Sprintf("volume %q is ReadWriteMany", v.Name))
+			case attachers.Missing(v.Driver) != "":
+				if !slices.Contains(unserved, v.Driver) { // once per driver
+					unserved = append(unserved, v.Driver)
+					reasons = append(reasons, attachers.Missing(v.Driver))
+				}
 			default:
 				safe++
 			}
@@ -180,33 +213,69 @@ func ReleasedVAs(vas []*storagev1.VolumeAttachment, isSafeDriver func(string) bo
 	return n
 }
 
+// Release is the outcome of VolumesToRelease.
+type Release struct {
+	// Volumes are the entries to remove from status.volumesInUse.
+	Volumes []v1.UniqueVolumeName
+	// Withheld says why unused volumes of safe-detach drivers stay listed
+	// (missing attacher evidence, ReadWriteMany), or "".
+	Withheld string
+	// Why says why nothing (or what) is released.
+	Why string
+}
+
 // VolumesToRelease is the single place that states which volumes are removed
 // from a node's status.volumesInUse: only on a quarantined node whose Ready
 // condition has not been True for at least delay (the same delay as for
 // deleting pods, so that a quarantine taint left from an earlier episode
 // never lets a short NotReady blip release anything), only volumes of
-// safe-detach drivers (the attacher fences them on detach), and only those
-// no live pod on the node still uses (inUse), so the attach/detach
-// controller never detaches a volume from under a pod it still wants there.
-// why says why nothing (or what) is released.
-func VolumesToRelease(node *v1.Node, isSafeDriver func(string) bool, inUse map[v1.UniqueVolumeName]bool, now time.Time, delay time.Duration) (vols []v1.UniqueVolumeName, why string) {
+// safe-detach drivers for which attachers shows a fence-capable
+// fenceline-attacher serving them (the release is safe only because that
+// attacher fences the detach; a driver absent from attachers is withheld),
+// never a volume for which keep gives a reason (a ReadWriteMany volume:
+// other nodes use it and a per-node fence is not what the driver promised
+// for it), and only those no live pod on the node still uses (inUse), so
+// the attach/detach controller never detaches a volume from under a pod it
+// still wants there.
+func VolumesToRelease(node *v1.Node, isSafeDriver func(string) bool, attachers Attachers, keep func(v1.UniqueVolumeName) string, inUse map[v1.UniqueVolumeName]bool, now time.Time, delay time.Duration) Release {
 	if node == nil {
-		return nil, "node does not exist"
+		return Release{Why: "node does not exist"}
 	}
 	down, notReady := nodeutil.NotReadyFor(node, now)
 	switch {
 	case !notReady:
-		return nil, "node is Ready: its kubelet owns volumesInUse"
+		return Release{Why: "node is Ready: its kubelet owns volumesInUse"}
 	case !cutoff.IsQuarantined(node):
-		return nil, "node is not quarantined"
+		return Release{Why: "node is not quarantined"}
 	case down < delay:
-		return nil, fmt.Sprintf("node not Ready for only %s, less than the quarantine delay %s", down.Round(time.Second), delay)
+		return Release{Why: fmt.Sprintf("node not Ready for only %s, less than the quarantine delay %s", down.Round(time.Second), delay)}
 	}
-	vols = UnusedSafeVolumes(node, isSafeDriver, inUse)
-	if len(vols) == 0 {
-		return nil, "no unused volume of a safe-detach driver is listed"
+	var r Release
+	var withheld []string
+	for _, v := range UnusedSafeVolumes(node, isSafeDriver, inUse) {
+		driver, _ := nodeutil.CSIVolumeDriver(v)
+		m := keep(v)
+		if m == "" {
+			m = attachers.Missing(driver)
+		}
+		if m != "" {
+			if !slices.Contains(withheld, m) {
+				withheld = append(withheld, m)
+			}
+			continue
+		}
+		r.Volumes = append(r.Volumes, v)
 	}
-	return vols, "no pod on the quarantined node uses them; the attacher fences them on detach"
+	r.Withheld = strings.Join(withheld, "; ")
+	switch {
+	case len(r.Volumes) > 0:
+		r.Why = "no pod on the quarantined node uses them; the attacher fences them on detach"
+	case r.Withheld != "":
+		r.Why = "unused volumes of safe-detach drivers are kept: " + r.Withheld
+	default:
+		r.Why = "no unused volume of a safe-detach driver is listed"
+	}
+	return r
 }
 
 // UnusedSafeVolumes returns the entries of node.status.volumesInUse that

@@ -18,6 +18,13 @@ func safeVol(name string) Volume {
 	return Volume{Name: name, Kind: KindCSI, Driver: "safe.example", Handle: "h-" + name, SafeDetach: true}
 }
 
+// served is the evidence that a fence-capable fenceline-attacher serves
+// safe.example.
+var served = Attachers{"safe.example": {Serving: true}}
+
+// keepNone keeps no volume listed for its own sake (none is ReadWriteMany).
+func keepNone(v1.UniqueVolumeName) string { return "" }
+
 func TestDecidePod(t *testing.T) {
 	t0 := testobj.Epoch
 	delay := 40 * time.Second
@@ -60,7 +67,7 @@ func TestDecidePod(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DecidePod(tc.node, tc.pod, tc.vols, tc.now, delay)
+			got := DecidePod(tc.node, tc.pod, tc.vols, served, tc.now, delay)
 			if got.Action != tc.want {
 				t.Fatalf("DecidePod() = %+v, want action %v", got, tc.want)
 			}
@@ -138,9 +145,9 @@ func TestVolumesToRelease(t *testing.T) {
 			for _, v := range tc.inUse {
 				inUse[v] = true
 			}
-			got, why := VolumesToRelease(tc.node, safe, inUse, tc.now, delay)
-			if !slices.Equal(got, tc.want) || why == "" {
-				t.Errorf("VolumesToRelease() = %v (%q), want %v with a reason", got, why, tc.want)
+			got := VolumesToRelease(tc.node, safe, served, keepNone, inUse, tc.now, delay)
+			if !slices.Equal(got.Volumes, tc.want) || got.Why == "" || got.Withheld != "" {
+				t.Errorf("VolumesToRelease() = %+v, want %v with a reason and nothing withheld", got, tc.want)
 			}
 		})
 	}

@@ -50,17 +50,21 @@ type Controller struct {
 	nodes     corelisters.NodeLister
 	pods      cache.Indexer
 	vas       cache.Indexer
-	resolver  *resolver
-	queue     *nodequeue.Queue
+	// pvsByVolume finds a volumesInUse entry's PersistentVolume.
+	pvsByVolume cache.Indexer
+	resolver    *resolver
+	queue       *nodequeue.Queue
+	evidence    AttacherEvidence
 
 	mu          sync.Mutex
 	refused     map[types.UID]string // last refusal reported per pod
+	withheld    map[string]string    // last withheld release reported per node
 	quarantined map[string]bool
 }
 
 // New wires the controller to the shared informers. Call it before the
 // factory is started.
-func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftDelay time.Duration) (*Controller, error) {
+func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftDelay time.Duration, evidence AttacherEvidence) (*Controller, error) {
 	podInf, vaInf, err := nodeutil.NodeIndexedInformers(f)
 	if err != nil {
 		return nil, err
@@ -78,10 +82,15 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 			pvs:     f.Core().V1().PersistentVolumes().Lister(),
 			drivers: f.Storage().V1().CSIDrivers().Lister(),
 		},
+		evidence:    evidence,
 		refused:     map[types.UID]string{},
+		withheld:    map[string]string{},
 		quarantined: map[string]bool{},
 	}
 	c.queue = nodequeue.New(Name, c.sync)
+	// Pods refused, and volumes kept, for want of evidence are looked at
+	// again as soon as a driver's evidence changes, not at the next resync.
+	evidence.AddHandler(c.enqueueNotReadyNodes)
 	if err := nodequeue.AddHandler(f.Core().V1().Nodes().Informer(), "node", c.queue.NodeHandler(func(old, cur *v1.Node) bool {
 		// volumesInUse changes when a returning kubelet cleans up.
 		return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
@@ -110,7 +119,11 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 	}
 	// Resolving volumes reads these caches; they must be synced too.
 	f.Core().V1().PersistentVolumeClaims().Informer()
-	f.Core().V1().PersistentVolumes().Informer()
+	pvInf := f.Core().V1().PersistentVolumes().Informer()
+	if err := pvInf.AddIndexers(cache.Indexers{pvVolumeIndex: pvUniqueName}); err != nil {
+		return nil, fmt.Errorf("adding PersistentVolume index: %w", err)
+	}
+	c.pvsByVolume = pvInf.GetIndexer()
 	f.Storage().V1().CSIDrivers().Informer()
 	return c, nil
 }
@@ -147,6 +160,7 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	}
 	if node == nil {
 		c.setQuarantined(nodeName, false)
+		c.forgetWithheld(nodeName)
 		return 0, nil
 	}
 	c.setQuarantined(nodeName, cutoff.IsQuarantined(node))
@@ -183,22 +197,28 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	return r.requeue, errors.Join(r.errs...)
 }
 
-// release removes from volumesInUse what VolumesToRelease allows, and
-// re-checks that on the fresh node at write time.
+// release removes from volumesInUse what VolumesToRelease allows, with the
+// attacher evidence from the caches, and re-checks that on the fresh node
+// and fresh evidence at write time.
 func (c *Controller) release(ctx context.Context, node *v1.Node, inUse map[v1.UniqueVolumeName]bool, now time.Time) error {
-	rel, why := VolumesToRelease(node, c.isSafeDriver, inUse, now, c.delay)
-	if len(rel) == 0 {
-		klog.FromContext(ctx).V(5).Info("Releasing no volume", "why", why)
+	r := VolumesToRelease(node, c.isSafeDriver, c.cachedAttachers(unusedSafeDrivers(node, c.isSafeDriver, inUse), now), c.keepListed, inUse, now, c.delay)
+	c.reportWithheld(node, r.Withheld)
+	if len(r.Volumes) == 0 {
+		klog.FromContext(ctx).V(5).Info("Releasing no volume", "why", r.Why)
 		return nil
 	}
-	_, err := c.act.ReleaseVolumes(ctx, node, rel, false, why, func(fresh *v1.Node) (bool, string) {
-		ok, fwhy := VolumesToRelease(fresh, c.isSafeDriver, inUse, c.now(), c.delay)
-		for _, v := range rel {
-			if slices.Contains(fresh.Status.VolumesInUse, v) && !slices.Contains(ok, v) {
-				return false, fmt.Sprintf("volume %s may no longer be released: %s", v, fwhy)
+	_, err := c.act.ReleaseVolumes(ctx, node, r.Volumes, false, r.Why, func(fresh *v1.Node) (bool, string) {
+		attachers, err := c.freshAttachers(ctx, volumeDrivers(r.Volumes))
+		if err != nil {
+			return false, err.Error()
+		}
+		fr := VolumesToRelease(fresh, c.isSafeDriver, attachers, c.keepListed, inUse, c.now(), c.delay)
+		for _, v := range r.Volumes {
+			if slices.Contains(fresh.Status.VolumesInUse, v) && !slices.Contains(fr.Volumes, v) {
+				return false, fmt.Sprintf("volume %s may no longer be released: %s", v, fr.Why)
 			}
 		}
-		return true, fwhy
+		return true, fr.Why
 	})
 	return err
 }
@@ -210,16 +230,21 @@ func minAfter(cur, d time.Duration) time.Duration {
 	return cur
 }
 
-// podVolumes is a pod with its classified volumes, as decided on.
+// podVolumes is a pod with its classified volumes and the evidence about
+// their attachers, as decided on.
 type podVolumes struct {
-	pod  *v1.Pod
-	vols []Volume
+	pod       *v1.Pod
+	vols      []Volume
+	attachers Attachers
 }
 
 // decidePod is DecidePod with this controller's delay: the one decision
-// that both the sync and the write-time re-checks run.
+// that both the sync and the write-time re-checks run. The evidence is in
+// pv: from the caches for the sync and the taint, read from the API server
+// for the force deletion. DecidePod refuses a driver missing from it, so
+// no caller can act without having looked.
 func (c *Controller) decidePod(node *v1.Node, pv podVolumes, now time.Time) PodDecision {
-	return DecidePod(node, pv.pod, pv.vols, now, c.delay)
+	return DecidePod(node, pv.pod, pv.vols, pv.attachers, now, c.delay)
 }
 
 // nodeCheck re-decides a node write (the taint) for the pod that asked for
@@ -231,10 +256,16 @@ func (c *Controller) nodeCheck(pv *podVolumes, want Action) actuator.NodeCheck {
 	}
 }
 
-// podCheck re-decides a force deletion on the fresh node and pod.
-func (c *Controller) podCheck(vols []Volume) actuator.PodCheck {
+// podCheck re-decides a force deletion on the fresh node and pod, with the
+// attachers' heartbeats and CSIDrivers read again from the API server: a
+// cache may still hold the heartbeat of an attacher that stopped.
+func (c *Controller) podCheck(ctx context.Context, vols []Volume) actuator.PodCheck {
 	return func(node *v1.Node, pod *v1.Pod) (bool, string) {
-		d := c.decidePod(node, podVolumes{pod: pod, vols: vols}, c.now())
+		attachers, err := c.freshAttachers(ctx, safeDrivers(vols))
+		if err != nil {
+			return false, err.Error()
+		}
+		d := c.decidePod(node, podVolumes{pod: pod, vols: vols, attachers: attachers}, c.now())
 		return d.Action == Delete, d.Why
 	}
 }
@@ -261,7 +292,8 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 			continue
 		}
 		deleted := false
-		d := c.decidePod(node, podVolumes{pod, vols}, now)
+		pv := podVolumes{pod, vols, c.cachedAttachers(safeDrivers(vols), now)}
+		d := c.decidePod(node, pv, now)
 		switch d.Action {
 		case Wait:
 			r.requeue = minAfter(r.requeue, d.After)
@@ -269,11 +301,11 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 			c.reportRefusal(pod, d.Why)
 		case TaintFirst:
 			if r.taintFor == nil {
-				r.taintFor = &podVolumes{pod, vols}
+				r.taintFor = &pv
 			}
 		case Delete:
 			trigger := nodequeue.Latest(nodeutil.NotReadySince(node).Add(c.delay), deletionRequested(pod))
-			if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonSafeDetach, Message: d.Why, Trigger: trigger, Recheck: c.podCheck(vols)}); err != nil {
+			if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonSafeDetach, Message: d.Why, Trigger: trigger, Recheck: c.podCheck(ctx, vols)}); err != nil {
 				r.errs = append(r.errs, err)
 			} else {
 				deleted = true

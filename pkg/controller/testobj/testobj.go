@@ -14,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"fenceline.io/fenceline/pkg/names"
 )
 
 // Epoch is the fixed instant the decision tests build their timestamps
@@ -234,6 +237,55 @@ func Lease(node string, renew time.Time) *coordinationv1.Lease {
 		ObjectMeta: metav1.ObjectMeta{Namespace: v1.NamespaceNodeLease, Name: node},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &node, RenewTime: &at},
 	}
+}
+
+// HeartbeatOption changes a heartbeat Lease under construction.
+type HeartbeatOption func(*coordinationv1.Lease)
+
+// HeartbeatDuration is the leaseDurationSeconds of Heartbeat unless an
+// option changes it: long, so that a fresh heartbeat cannot go stale while
+// a slow test runs.
+const HeartbeatDuration = time.Hour
+
+// Heartbeat returns the heartbeat Lease that a fenceline-attacher of the
+// driver, whose driver advertises UNPUBLISH_FENCE, renews in its namespace
+// (as pkg/attacher/heartbeat writes it), last renewed at renew.
+func Heartbeat(namespace, driver string, renew time.Time, opts ...HeartbeatOption) *coordinationv1.Lease {
+	at := metav1.NewMicroTime(renew)
+	holder := "attacher-0"
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace,
+			Name:      names.AttacherHeartbeatLeaseName(driver),
+			Labels:    map[string]string{names.DriverLabel: names.SanitizeDriverName(driver)},
+			Annotations: map[string]string{
+				names.HeartbeatDriverAnnotation:         driver,
+				names.HeartbeatUnpublishFenceAnnotation: "true",
+			},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &at, LeaseDurationSeconds: ptr.To(int32(HeartbeatDuration / time.Second))},
+	}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
+
+// LeaseDuration sets the heartbeat's leaseDurationSeconds.
+func LeaseDuration(d time.Duration) HeartbeatOption {
+	return func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To(int32(d / time.Second)) }
+}
+
+// NoUnpublishFence makes the heartbeat report that the driver does not
+// advertise UNPUBLISH_FENCE.
+func NoUnpublishFence() HeartbeatOption {
+	return func(l *coordinationv1.Lease) { l.Annotations[names.HeartbeatUnpublishFenceAnnotation] = "false" }
+}
+
+// AttachRequired sets the CSIDriver's spec.attachRequired.
+func AttachRequired(d *storagev1.CSIDriver, required bool) *storagev1.CSIDriver {
+	d.Spec.AttachRequired = &required
+	return d
 }
 
 var resourceGi = *resource.NewQuantity(1<<30, resource.BinarySI)
