@@ -63,6 +63,14 @@ func (w *World) CreateStorageClass(ctx context.Context) error {
 // the claim the StatefulSet will create, as a provisioner would have. It
 // returns the volume handles by ordinal.
 func (w *World) ProvisionStatefulSet(ctx context.Context, namespace, name string, replicas int) ([]string, error) {
+	return w.ProvisionStatefulSetWithAccessModes(ctx, namespace, name, replicas, corev1.ReadWriteOnce)
+}
+
+// ProvisionStatefulSetWithAccessModes is ProvisionStatefulSet with PVs
+// that allow these access modes, e.g. ReadWriteOnce and ReadWriteMany: a
+// claim of StatefulSet (ReadWriteOnce) binds to such a PV, and the PV is
+// what the controller judges a volume by.
+func (w *World) ProvisionStatefulSetWithAccessModes(ctx context.Context, namespace, name string, replicas int, modes ...corev1.PersistentVolumeAccessMode) ([]string, error) {
 	var handles []string
 	for i := range replicas {
 		claim := fmt.Sprintf("%s-%s-%d", ClaimTemplate, name, i)
@@ -74,7 +82,7 @@ func (w *World) ProvisionStatefulSet(ctx context.Context, namespace, name string
 			ObjectMeta: metav1.ObjectMeta{Name: "pv-" + namespace + "-" + claim},
 			Spec: corev1.PersistentVolumeSpec{
 				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(VolumeSize, resource.BinarySI)},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				AccessModes:                   modes,
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				StorageClassName:              StorageClassName,
 				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: namespace, Name: claim},

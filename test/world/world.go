@@ -74,6 +74,12 @@ type Options struct {
 	// ControllerArgs are extra flags for fenceline-controller; they come
 	// after the world's defaults, so they override them.
 	ControllerArgs []string
+	// ControllerReplicas runs that many fenceline-controller replicas (as
+	// the 2-replica Deployment does), each with --leader-election and
+	// short leader-election timings (ControllerLeaseDuration); 0 or 1 runs
+	// one replica without leader election. Each replica logs to
+	// fenceline-controller-<i>.log.
+	ControllerReplicas int
 	// ZombieWrites keeps a powered-off node's writers writing.
 	ZombieWrites bool
 	// ForceCleanup makes the kubelet stand-ins send force=true on the
@@ -102,10 +108,13 @@ type World struct {
 	StateDir string
 
 	// Driver, Attacher and Controller are the product's processes (nil
-	// when not started).
+	// when not started). With Options.ControllerReplicas, Controller is
+	// the first replica and Controllers holds them all.
 	Driver, Attacher, Controller *cluster.Process
+	Controllers                  []*cluster.Process
 
-	standinLog *os.File
+	standinLog     *os.File
+	controllerArgs []string // the flags every controller replica runs with
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -199,16 +208,35 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		w.Attacher = p
 	}
 	if !opts.NoController {
-		p, err := w.startComponent(ctx, "fenceline-controller", "controller", ControllerServiceAccount, append([]string{
+		args := append([]string{
 			"--v=4",
 			// Match this cluster's node-monitor grace period, as the flag
 			// asks, instead of upstream's 50 s default.
 			"--force-eviction-ready-grace=" + cluster.NodeMonitorGracePeriod.String(),
-		}, opts.ControllerArgs...))
-		if err != nil {
-			return w, err
+		}, opts.ControllerArgs...)
+		if opts.ControllerReplicas <= 1 {
+			w.controllerArgs = args
+			p, err := w.startComponent(ctx, "fenceline-controller", "controller", ControllerServiceAccount, args)
+			if err != nil {
+				return w, err
+			}
+			w.Controller, w.Controllers = p, []*cluster.Process{p}
+		} else {
+			args = append([]string{
+				"--leader-election",
+				"--leader-election-namespace=" + Namespace,
+				"--leader-election-lease-duration=" + ControllerLeaseDuration.String(),
+				"--leader-election-renew-deadline=" + (ControllerLeaseDuration * 3 / 4).String(),
+				"--leader-election-retry-period=500ms",
+			}, args...)
+			w.controllerArgs = args
+			for range opts.ControllerReplicas {
+				if _, err := w.StartControllerReplica(ctx); err != nil {
+					return w, err
+				}
+			}
+			w.Controller = w.Controllers[0]
 		}
-		w.Controller = p
 	}
 	return w, nil
 }
@@ -298,6 +326,12 @@ func (w *World) createCSIDriver(ctx context.Context, safeDetach bool) error {
 // component's ServiceAccount and runs bin/<binary> with that identity.
 // A binary given as an absolute path runs as is.
 func (w *World) startComponent(ctx context.Context, binary, component, sa string, args []string) (*cluster.Process, error) {
+	return w.startComponentAs(ctx, "", binary, component, sa, args)
+}
+
+// startComponentAs is startComponent with the process (and log file) named
+// name instead of after the binary.
+func (w *World) startComponentAs(ctx context.Context, name, binary, component, sa string, args []string) (*cluster.Process, error) {
 	bin := binary
 	if !filepath.IsAbs(binary) {
 		var err error
@@ -314,7 +348,10 @@ func (w *World) startComponent(ctx context.Context, binary, component, sa string
 	if err != nil {
 		return nil, err
 	}
-	p, err := cluster.StartProcess(binary, w.Cluster.LogDir(), bin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
+	if name == "" {
+		name = binary
+	}
+	p, err := cluster.StartProcess(name, w.Cluster.LogDir(), bin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +398,7 @@ func (w *World) Stop() {
 	for _, k := range w.Kubelets {
 		k.Stop()
 	}
-	for _, p := range []*cluster.Process{w.Controller, w.Attacher, w.Driver} {
+	for _, p := range append(slices.Clone(w.Controllers), w.Attacher, w.Driver) {
 		if p != nil {
 			p.Stop(5 * time.Second)
 		}
