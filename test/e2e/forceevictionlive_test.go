@@ -65,13 +65,13 @@ func (s *scenario) node(ctx context.Context, name string) *corev1.Node {
 // TestForceEvictionNodeReturnsDuringDetach: the force-eviction taint
 // evicts db-0 from a partitioned node, but the driver fails the fenced
 // unpublish, so the VolumeAttachment is still there when the partition
-// heals and the kubelet is back. Proves the proposal's third race: no
-// further pod is evicted from the live node (a pod created there after the
-// return is not force-deleted), the taint stays (so the attacher keeps
-// fencing) for as long as a VolumeAttachment of the evicted pod remains,
-// even across several detach retries after the return, and is removed,
-// with the evicted-volumes record, once the fenced detach went through.
-// The failover invariant holds over the driver's audit log.
+// heals and the kubelet is back. Proves the proposal's third race: no pod
+// but db-0 is force-deleted (a pod bound to the node after its return is
+// left to the taint manager and its kubelet), the taint stays (so the
+// attacher keeps fencing) for as long as a VolumeAttachment of the evicted
+// pod remains, even across several detach retries after the return, and
+// is removed, with the evicted-volumes record, once the fenced detach went
+// through. The failover invariant holds over the driver's audit log.
 func TestForceEvictionNodeReturnsDuringDetach(t *testing.T) {
 	s := newScenario(t, world.Options{ZombieWrites: true})
 	pod := s.startDB()
