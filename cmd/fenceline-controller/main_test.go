@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/cluster"
 )

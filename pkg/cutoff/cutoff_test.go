@@ -5,28 +5,22 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/names"
 )
 
-type nodeBuilder struct{ n *v1.Node }
+// node builds the test node: Ready=True unless an option says otherwise.
+func node(opts ...testobj.NodeOption) *v1.Node { return testobj.Node("node-1", opts...) }
 
-func newNode() nodeBuilder {
-	return nodeBuilder{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}}
-}
+var (
+	ready    = testobj.ReadySince(testobj.Epoch)
+	notReady = testobj.NotReadySince(testobj.Epoch)
+	unknown  = testobj.UnknownSince(testobj.Epoch)
 
-func (b nodeBuilder) taint(key string, effect v1.TaintEffect) nodeBuilder {
-	b.n.Spec.Taints = append(b.n.Spec.Taints, v1.Taint{Key: key, Effect: effect})
-	return b
-}
-
-func (b nodeBuilder) condition(t string, s v1.ConditionStatus) nodeBuilder {
-	b.n.Status.Conditions = append(b.n.Status.Conditions, v1.NodeCondition{Type: v1.NodeConditionType(t), Status: s})
-	return b
-}
-
-func (b nodeBuilder) ready(s v1.ConditionStatus) nodeBuilder { return b.condition("Ready", s) }
+	quarantine    = testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
+	forceEviction = testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute)
+)
 
 func TestNodeReason(t *testing.T) {
 	tests := []struct {
@@ -36,27 +30,25 @@ func TestNodeReason(t *testing.T) {
 		want Reason
 	}{
 		{"node gone", nil, true, ReasonNodeGone},
-		{"healthy", newNode().ready(v1.ConditionTrue).n, true, ReasonNone},
-		{"not ready alone", newNode().ready(v1.ConditionUnknown).n, true, ReasonNone},
-		{"out-of-service any effect, even Ready", newNode().ready(v1.ConditionTrue).taint(names.OutOfServiceTaint, v1.TaintEffectNoSchedule).n, false, ReasonOutOfService},
-		{"quarantine NoSchedule, opted in", newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, true, ReasonSafeDetach},
-		{"quarantine without Ready condition", newNode().taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, true, ReasonSafeDetach},
-		{"quarantine, not opted in", newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, false, ReasonNone},
-		{"quarantine key with foreign effect", newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, v1.TaintEffectNoExecute).n, true, ReasonNone},
-		{"quarantine on Ready node", newNode().ready(v1.ConditionTrue).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, true, ReasonNone},
-		{"force-eviction NoExecute on NotReady", newNode().ready(v1.ConditionUnknown).taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute).n, false, ReasonForceEviction},
-		{"force-eviction key with NoSchedule", newNode().ready(v1.ConditionUnknown).taint(names.ForceEvictionTaint, v1.TaintEffectNoSchedule).n, false, ReasonNone},
-		{"force-eviction on Ready node", newNode().ready(v1.ConditionTrue).taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute).n, false, ReasonNone},
-		{"FencingComplete=True", newNode().ready(v1.ConditionUnknown).condition(names.FencingCompleteCondition, v1.ConditionTrue).n, false, ReasonFenced},
-		{"FencingComplete=False", newNode().ready(v1.ConditionUnknown).condition(names.FencingCompleteCondition, v1.ConditionFalse).n, false, ReasonNone},
-		{"order: out-of-service first", newNode().ready(v1.ConditionFalse).
-			taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute).
-			taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).
-			taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute).
-			condition(names.FencingCompleteCondition, v1.ConditionTrue).n, true, ReasonOutOfService},
-		{"unrelated taints ignored", newNode().ready(v1.ConditionUnknown).
-			taint("node.kubernetes.io/unreachable", v1.TaintEffectNoExecute).
-			taint("node.kubernetes.io/not-ready", v1.TaintEffectNoExecute).n, true, ReasonNone},
+		{"healthy", node(ready), true, ReasonNone},
+		{"not ready alone", node(unknown), true, ReasonNone},
+		{"out-of-service any effect, even Ready", node(ready, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoSchedule)), false, ReasonOutOfService},
+		{"quarantine NoSchedule, opted in", node(notReady, quarantine), true, ReasonSafeDetach},
+		{"quarantine without Ready condition", node(testobj.NoReadyCondition(), quarantine), true, ReasonSafeDetach},
+		{"quarantine, not opted in", node(notReady, quarantine), false, ReasonNone},
+		{"quarantine key with foreign effect", node(notReady, testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoExecute)), true, ReasonNone},
+		{"quarantine on Ready node", node(ready, quarantine), true, ReasonNone},
+		{"force-eviction NoExecute on NotReady", node(unknown, forceEviction), false, ReasonForceEviction},
+		{"force-eviction key with NoSchedule", node(unknown, testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoSchedule)), false, ReasonNone},
+		{"force-eviction on Ready node", node(ready, forceEviction), false, ReasonNone},
+		{"FencingComplete=True", node(unknown, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue)), false, ReasonFenced},
+		{"FencingComplete=False", node(unknown, testobj.Condition(names.FencingCompleteCondition, v1.ConditionFalse)), false, ReasonNone},
+		{"order: out-of-service first", node(notReady, forceEviction, quarantine,
+			testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute),
+			testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue)), true, ReasonOutOfService},
+		{"unrelated taints ignored", node(unknown,
+			testobj.Taint("node.kubernetes.io/unreachable", v1.TaintEffectNoExecute),
+			testobj.Taint("node.kubernetes.io/not-ready", v1.TaintEffectNoExecute)), true, ReasonNone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,9 +72,7 @@ func TestVouched(t *testing.T) {
 }
 
 func TestSafeDetachEnabled(t *testing.T) {
-	mk := func(ann map[string]string) *storagev1.CSIDriver {
-		return &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d", Annotations: ann}}
-	}
+	mk := func(ann map[string]string) *storagev1.CSIDriver { return testobj.CSIDriver("d", ann) }
 	tests := []struct {
 		name string
 		d    *storagev1.CSIDriver

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -28,7 +29,7 @@ func (e *env) drain() {
 // backoff; the out-of-service taint arrives; the VA is re-queued at once with
 // its backoff reset, and the next sync is fenced.
 func TestNodeUpdateRequeuesFailingDetach(t *testing.T) {
-	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), nodeObj(testNode, ready(v1.ConditionTrue)))
+	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), testobj.Node(testNode))
 	volumeID := e.attached()
 	e.stage(volumeID, e.va("va-1").Status.AttachmentMetadata)
 	e.markDeleting("va-1")
@@ -42,7 +43,7 @@ func TestNodeUpdateRequeuesFailingDetach(t *testing.T) {
 		t.Fatalf("requeues = %d, want 2", n)
 	}
 
-	e.updateNode(testNode, tainted(names.OutOfServiceTaint))
+	e.updateNode(testNode, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
 	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		return e.ctrl.vaQueue.Len() == 1 && e.ctrl.vaQueue.NumRequeues("va-1") == 0, nil
 	})
@@ -70,8 +71,8 @@ func TestNodeUpdateWithoutDecisionChangeDoesNotRequeue(t *testing.T) {
 	barrierVA := vaFor("va-2", "pv-2", "node-2")
 	barrierVA.Finalizers = []string{testFinalizer}
 	barrierVA.DeletionTimestamp = ptr.To(metav1.Now())
-	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), nodeObj(testNode, ready(v1.ConditionTrue)),
-		nodeObj("node-2", ready(v1.ConditionTrue)), barrierVA)
+	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), testobj.Node(testNode),
+		testobj.Node("node-2"), barrierVA)
 	e.attached()
 	e.markDeleting("va-1")
 	e.waitCached("va-1")
@@ -79,7 +80,7 @@ func TestNodeUpdateWithoutDecisionChangeDoesNotRequeue(t *testing.T) {
 	e.ctrl.vaQueue.AddRateLimited("va-1")
 	e.ctrl.vaQueue.AddRateLimited("va-2")
 	e.updateNode(testNode, func(n *v1.Node) { n.Labels = map[string]string{"heartbeat": "1"} })
-	e.updateNode("node-2", tainted(names.OutOfServiceTaint))
+	e.updateNode("node-2", testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
 	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		return e.ctrl.vaQueue.NumRequeues("va-2") == 0, nil
 	})
@@ -148,7 +149,7 @@ func TestTrackerSupersede(t *testing.T) {
 // TestFenceUnsupportedOncePerVA: retries do not repeat the warning.
 func TestFenceUnsupportedOncePerVA(t *testing.T) {
 	e := newEnv(t, envOptions{noFence: true}, csiNodeFor(testNode, testNode),
-		nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)))
+		testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)))
 	volumeID := e.attached()
 	e.stage(volumeID, e.va("va-1").Status.AttachmentMetadata)
 	e.markDeleting("va-1")
@@ -220,7 +221,7 @@ func TestSyncPV(t *testing.T) {
 // TestReconcileRepublishesLostAttachment: the driver forgot an attachment
 // the API says exists; the reconciler forces a new ControllerPublishVolume.
 func TestReconcileRepublishesLostAttachment(t *testing.T) {
-	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), nodeObj(testNode, ready(v1.ConditionTrue)))
+	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), testobj.Node(testNode))
 	volumeID := e.attached()
 	// Unpublish behind the attacher's back.
 	if err := e.ctrl.cfg.CSI.Unpublish(e.ctx, volumeID, testNode, nil, false); err != nil {

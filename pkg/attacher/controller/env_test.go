@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/driver"
 	"fenceline.io/fenceline/pkg/attacher/csiclient"
@@ -231,7 +232,7 @@ func (e *env) updateVA(name string, mutate func(*storagev1.VolumeAttachment)) {
 }
 
 // updateNode changes the Node in the fake API.
-func (e *env) updateNode(name string, mutate nodeOpt) {
+func (e *env) updateNode(name string, mutate testobj.NodeOption) {
 	e.t.Helper()
 	node, err := e.client.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -311,32 +312,16 @@ func csiNodeFor(node, nodeID string) *storagev1.CSINode {
 	}
 }
 
-type nodeOpt func(*v1.Node)
-
-func nodeObj(name string, opts ...nodeOpt) *v1.Node {
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	for _, o := range opts {
-		o(n)
-	}
-	return n
-}
-
-func ready(s v1.ConditionStatus) nodeOpt {
-	return func(n *v1.Node) {
-		n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: v1.NodeReady, Status: s})
-	}
-}
-
-// taintedWith adds a taint with the given effect.
-func taintedWith(key string, effect v1.TaintEffect) nodeOpt {
-	return func(n *v1.Node) {
-		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: effect})
-	}
-}
+// Ready conditions of test nodes that are not Ready (testobj.Node is Ready
+// by default).
+var (
+	unknown  = testobj.UnknownSince(testobj.Epoch)
+	notReady = testobj.NotReadySince(testobj.Epoch)
+)
 
 // safeDetachDriver is the test driver's CSIDriver, opted into safe detach.
 func safeDetachDriver() *storagev1.CSIDriver {
-	return &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver, Annotations: map[string]string{names.SafeDetachAnnotation: "true"}}}
+	return testobj.CSIDriver(testDriver, map[string]string{names.SafeDetachAnnotation: "true"})
 }
 
 // waitCSINodeID waits until the cached CSINode gives the driver this ID.
@@ -347,11 +332,5 @@ func (e *env) waitCSINodeID(node, id string) {
 	})
 	if err != nil {
 		e.t.Fatalf("CSINode %s never showed node ID %s in the cache", node, id)
-	}
-}
-
-func tainted(key string) nodeOpt {
-	return func(n *v1.Node) {
-		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute})
 	}
 }

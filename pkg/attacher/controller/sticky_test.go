@@ -3,12 +3,14 @@ package controller
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/pkg/cutoff"
@@ -21,7 +23,7 @@ import (
 // call. Without the record it would be plain, and a real array would hand
 // the volume over while the old node still has it.
 func TestFenceStaysAcrossRetries(t *testing.T) {
-	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)))
+	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)))
 	volumeID := e.attached()
 	e.stage(volumeID, e.va("va-1").Status.AttachmentMetadata)
 	e.drv.Faults().Set([]faults.Fault{{Method: "ControllerUnpublishVolume", Code: codes.Unavailable, Count: 1}})
@@ -36,7 +38,7 @@ func TestFenceStaysAcrossRetries(t *testing.T) {
 	// The node comes back: Ready, taint removed (a partition that healed).
 	e.updateNode(testNode, func(n *v1.Node) {
 		n.Spec.Taints = nil
-		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+		testobj.ReadySince(time.Now())(n)
 	})
 	e.waitNodeCached(testNode)
 	if err := e.sync("va-1"); err != nil {
@@ -56,7 +58,7 @@ func TestFenceStaysAcrossRetries(t *testing.T) {
 // The detach must read the node fresh and fence, never trust the lagging
 // cache with a plain unpublish.
 func TestPlainDetachConfirmedOnFreshData(t *testing.T) {
-	healthy := nodeObj(testNode, ready(v1.ConditionTrue))
+	healthy := testobj.Node(testNode)
 	e := newEnv(t, envOptions{}, csiNodeFor(testNode, testNode), healthy.DeepCopy())
 	volumeID := e.attached()
 	// The cache lags: freeze it at the healthy node.
@@ -66,8 +68,8 @@ func TestPlainDetachConfirmedOnFreshData(t *testing.T) {
 	}
 	e.ctrl.nodeLister = corelisters.NewNodeLister(stale)
 	e.updateNode(testNode, func(n *v1.Node) {
-		tainted(names.OutOfServiceTaint)(n)
-		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionUnknown}}
+		testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)(n)
+		unknown(n)
 	})
 	e.markDeleting("va-1")
 	if err := e.sync("va-1"); err != nil {
@@ -83,10 +85,10 @@ func TestPlainDetachConfirmedOnFreshData(t *testing.T) {
 }
 
 func TestReasonAppeared(t *testing.T) {
-	healthy := nodeObj(testNode, ready(v1.ConditionTrue))
-	down := nodeObj(testNode, ready(v1.ConditionUnknown))
-	oos := nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint))
-	quarantined := nodeObj(testNode, ready(v1.ConditionFalse), taintedWith(names.QuarantineTaint, v1.TaintEffectNoSchedule))
+	healthy := testobj.Node(testNode)
+	down := testobj.Node(testNode, unknown)
+	oos := testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
+	quarantined := testobj.Node(testNode, notReady, testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule))
 	tests := []struct {
 		name     string
 		old, new *v1.Node
@@ -102,7 +104,7 @@ func TestReasonAppeared(t *testing.T) {
 		{"quarantined, driver not opted in", down, quarantined, false, false},
 		{"safe-detach becomes out-of-service", quarantined, func() *v1.Node {
 			n := quarantined.DeepCopy()
-			tainted(names.OutOfServiceTaint)(n)
+			testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)(n)
 			return n
 		}(), true, true},
 	}

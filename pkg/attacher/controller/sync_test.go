@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/pkg/attacher/fencing"
@@ -231,13 +232,13 @@ func TestSyncDetach(t *testing.T) {
 	}{
 		{
 			name:       "plain detach from a healthy node",
-			node:       nodeObj(testNode, ready(v1.ConditionTrue)),
+			node:       testobj.Node(testNode),
 			wantCode:   "OK",
 			wantEvents: []string{"Normal Attached", "Normal Detached"},
 		},
 		{
 			name:       "fenced detach from an out-of-service node",
-			node:       nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)),
+			node:       testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)),
 			stage:      true,
 			wantFence:  true,
 			wantCode:   "OK",
@@ -246,7 +247,7 @@ func TestSyncDetach(t *testing.T) {
 		},
 		{
 			name:       "fenced detach from a node with FencingComplete",
-			node:       withCondition(nodeObj(testNode, ready(v1.ConditionUnknown)), names.FencingCompleteCondition),
+			node:       testobj.Node(testNode, unknown, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue)),
 			stage:      true,
 			wantFence:  true,
 			wantCode:   "OK",
@@ -256,13 +257,13 @@ func TestSyncDetach(t *testing.T) {
 		{
 			name:       "fence reason but driver cannot fence: plain unpublish and a warning",
 			opts:       envOptions{noFence: true},
-			node:       nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)),
+			node:       testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)),
 			wantCode:   "OK",
 			wantEvents: []string{"Normal Attached", "Warning FenceUnsupported", "Normal Detached"},
 		},
 		{
 			name:       "strict driver refuses a plain detach of a staged volume",
-			node:       nodeObj(testNode, ready(v1.ConditionTrue)),
+			node:       testobj.Node(testNode),
 			stage:      true,
 			wantErr:    true,
 			wantCode:   "FailedPrecondition",
@@ -297,7 +298,7 @@ func TestSyncDetach(t *testing.T) {
 		{
 			name:        "safe-detach node, driver cannot fence: refused, finalizer kept",
 			opts:        envOptions{noFence: true},
-			node:        nodeObj(testNode, ready(v1.ConditionFalse), taintedWith(names.QuarantineTaint, v1.TaintEffectNoSchedule)),
+			node:        testobj.Node(testNode, notReady, testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)),
 			extra:       []runtime.Object{safeDetachDriver()},
 			wantErr:     true,
 			noUnpublish: true,
@@ -311,7 +312,7 @@ func TestSyncDetach(t *testing.T) {
 		},
 		{
 			name:       "safe-detach node, driver can fence: fenced",
-			node:       nodeObj(testNode, ready(v1.ConditionFalse), taintedWith(names.QuarantineTaint, v1.TaintEffectNoSchedule)),
+			node:       testobj.Node(testNode, notReady, testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)),
 			extra:      []runtime.Object{safeDetachDriver()},
 			stage:      true,
 			wantFence:  true,
@@ -321,7 +322,7 @@ func TestSyncDetach(t *testing.T) {
 		},
 		{
 			name:  "recorded fence, node Ready again and untainted: still fenced",
-			node:  nodeObj(testNode, ready(v1.ConditionTrue)),
+			node:  testobj.Node(testNode),
 			stage: true,
 			beforeDelete: func(e *env) {
 				e.updateVA("va-1", withRecord(cutoff.ReasonOutOfService, testNode))
@@ -334,7 +335,7 @@ func TestSyncDetach(t *testing.T) {
 		{
 			name: "recorded fence, driver no longer fences: refused",
 			opts: envOptions{noFence: true},
-			node: nodeObj(testNode, ready(v1.ConditionTrue)),
+			node: testobj.Node(testNode),
 			beforeDelete: func(e *env) {
 				e.updateVA("va-1", withRecord(cutoff.ReasonOutOfService, testNode))
 			},
@@ -345,7 +346,7 @@ func TestSyncDetach(t *testing.T) {
 		},
 		{
 			name:  "re-installed node with a new CSI node ID: the attach-time ID is fenced",
-			node:  nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)),
+			node:  testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)),
 			stage: true,
 			beforeDelete: func(e *env) {
 				if _, err := e.client.StorageV1().CSINodes().Update(e.ctx, csiNodeFor(testNode, "node-1-reinstalled"), metav1.UpdateOptions{}); err != nil {
@@ -360,7 +361,7 @@ func TestSyncDetach(t *testing.T) {
 		},
 		{
 			name: "CSINode gone: node ID from the annotation",
-			node: nodeObj(testNode, ready(v1.ConditionUnknown), tainted(names.OutOfServiceTaint)),
+			node: testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)),
 			beforeDelete: func(e *env) {
 				if err := e.client.StorageV1().CSINodes().Delete(e.ctx, testNode, metav1.DeleteOptions{}); err != nil {
 					t.Fatalf("delete CSINode: %v", err)
@@ -373,7 +374,7 @@ func TestSyncDetach(t *testing.T) {
 		},
 		{
 			name: "other finalizers stay and status is marked detached",
-			node: nodeObj(testNode, ready(v1.ConditionTrue)),
+			node: testobj.Node(testNode),
 			beforeDelete: func(e *env) {
 				e.updateVA("va-1", func(va *storagev1.VolumeAttachment) {
 					va.Finalizers = append(va.Finalizers, "example.com/keep")
@@ -505,11 +506,6 @@ func wantNoPublish(t *testing.T, e *env) {
 
 func withSecretRef(pv *v1.PersistentVolume, _ *storagev1.VolumeAttachment) {
 	pv.Spec.CSI.ControllerPublishSecretRef = &v1.SecretReference{Name: "creds", Namespace: "storage"}
-}
-
-func withCondition(n *v1.Node, condType string) *v1.Node {
-	n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: v1.NodeConditionType(condType), Status: v1.ConditionTrue})
-	return n
 }
 
 func wantEvents(t *testing.T, e *env, want ...string) {

@@ -8,43 +8,34 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/names"
 )
 
-// nodeBuilder builds Nodes for the decision table.
-type nodeBuilder struct{ n *v1.Node }
+// node builds the test node: Ready=True unless an option says otherwise.
+func node(opts ...testobj.NodeOption) *v1.Node { return testobj.Node("node-1", opts...) }
 
-func newNode() nodeBuilder {
-	return nodeBuilder{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}}
-}
-
-func (b nodeBuilder) taint(key string, effect v1.TaintEffect) nodeBuilder {
-	b.n.Spec.Taints = append(b.n.Spec.Taints, v1.Taint{Key: key, Effect: effect})
-	return b
-}
-
-func (b nodeBuilder) condition(t string, s v1.ConditionStatus) nodeBuilder {
-	b.n.Status.Conditions = append(b.n.Status.Conditions, v1.NodeCondition{Type: v1.NodeConditionType(t), Status: s})
-	return b
-}
-
-func (b nodeBuilder) ready(s v1.ConditionStatus) nodeBuilder { return b.condition("Ready", s) }
+var (
+	notReady   = testobj.NotReadySince(testobj.Epoch)
+	unknown    = testobj.UnknownSince(testobj.Epoch)
+	quarantine = testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)
+)
 
 func csiDriver(safe string) *storagev1.CSIDriver {
-	d := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "mock.fenceline.io"}}
+	var ann map[string]string
 	if safe != "" {
-		d.Annotations = map[string]string{names.SafeDetachAnnotation: safe}
+		ann = map[string]string{names.SafeDetachAnnotation: safe}
 	}
-	return d
+	return testobj.CSIDriver("mock.fenceline.io", ann)
 }
 
 func TestDecide(t *testing.T) {
-	healthy := newNode().ready(v1.ConditionTrue).n
-	oos := newNode().ready(v1.ConditionUnknown).taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute).n
-	quarantined := newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n
-	evicting := newNode().ready(v1.ConditionUnknown).taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute).n
-	fenced := newNode().ready(v1.ConditionUnknown).condition(names.FencingCompleteCondition, v1.ConditionTrue).n
+	healthy := node()
+	oos := node(unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
+	quarantined := node(notReady, quarantine)
+	evicting := node(unknown, testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute))
+	fenced := node(unknown, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue))
 	rec := &Record{Reason: cutoff.ReasonOutOfService, NodeID: "old-id"}
 	tests := []struct {
 		name string
@@ -55,7 +46,7 @@ func TestDecide(t *testing.T) {
 		{"healthy node, cached, driver can fence: confirm", Input{Node: healthy, DriverCanFence: true}, Decision{Action: ActionConfirm}},
 		{"healthy node, fresh, driver can fence: plain", Input{Node: healthy, DriverCanFence: true, Fresh: true}, Decision{Action: ActionPlain}},
 		{"healthy node, driver cannot fence: plain without confirming", Input{Node: healthy}, Decision{Action: ActionPlain}},
-		{"NotReady without taints, fresh: plain", Input{Node: newNode().ready(v1.ConditionUnknown).n, DriverCanFence: true, Fresh: true}, Decision{Action: ActionPlain}},
+		{"NotReady without taints, fresh: plain", Input{Node: node(unknown), DriverCanFence: true, Fresh: true}, Decision{Action: ActionPlain}},
 		// Rule 1: reasons are recorded before the first fenced unpublish.
 		{"out-of-service, cached: fenced and recorded", Input{Node: oos, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonOutOfService, WriteRecord: true}},
 		{"force-eviction", Input{Node: evicting, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonForceEviction, WriteRecord: true}},
@@ -96,8 +87,7 @@ func TestDecide(t *testing.T) {
 // TestDecideNeverPlainWithRecord checks the sticky rule over every node shape
 // and input combination: once recorded, never plain.
 func TestDecideNeverPlainWithRecord(t *testing.T) {
-	nodes := []*v1.Node{nil, newNode().ready(v1.ConditionTrue).n, newNode().ready(v1.ConditionFalse).n,
-		newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n}
+	nodes := []*v1.Node{nil, node(), node(notReady), node(notReady, quarantine)}
 	drivers := []*storagev1.CSIDriver{nil, csiDriver(""), csiDriver("true")}
 	for _, node := range nodes {
 		for _, d := range drivers {
@@ -119,10 +109,10 @@ func TestNeedsFreshDriver(t *testing.T) {
 		node *v1.Node
 		want bool
 	}{
-		{"healthy", newNode().ready(v1.ConditionTrue).n, false},
-		{"quarantined and NotReady", newNode().ready(v1.ConditionFalse).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, true},
-		{"quarantined but Ready", newNode().ready(v1.ConditionTrue).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, false},
-		{"out-of-service and quarantined", newNode().ready(v1.ConditionFalse).taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute).taint(names.QuarantineTaint, v1.TaintEffectNoSchedule).n, false},
+		{"healthy", node(), false},
+		{"quarantined and NotReady", node(notReady, quarantine), true},
+		{"quarantined but Ready", node(quarantine), false},
+		{"out-of-service and quarantined", node(notReady, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute), quarantine), false},
 		{"gone", nil, false},
 	}
 	for _, tc := range tests {

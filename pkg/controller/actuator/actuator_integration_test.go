@@ -11,7 +11,7 @@ import (
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/metrics"
-	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/test/cluster"
 )

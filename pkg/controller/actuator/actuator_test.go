@@ -14,7 +14,7 @@ import (
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/metrics"
-	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/internal/testobj"
 )
 
 var podsResource = schema.GroupResource{Resource: "pods"}

@@ -18,7 +18,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/app"
 	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
-	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/cluster"

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"fenceline.io/fenceline/pkg/controller/quarantine"
-	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )

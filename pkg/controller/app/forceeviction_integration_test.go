@@ -15,7 +15,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/app"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
-	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )

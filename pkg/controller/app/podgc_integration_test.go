@@ -12,7 +12,7 @@ import (
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/podgc"
-	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/names"
 )
 

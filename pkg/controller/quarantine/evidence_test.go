@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
-	"fenceline.io/fenceline/pkg/controller/testobj"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"

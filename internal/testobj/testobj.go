@@ -1,11 +1,13 @@
-// Package testobj builds the Nodes, Pods and storage objects that the
-// controllers' tests need, with readable options:
+// Package testobj builds the Nodes, Pods and storage objects that every
+// component's tests need (the one builder dialect of the repository), with
+// readable options:
 //
 //	node := testobj.Node("n1", testobj.NotReadySince(t0), testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
 //	pod := testobj.Pod("default", "web-0", testobj.OnNode("n1"), testobj.Terminating(t0))
 package testobj
 
 import (
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -53,6 +55,23 @@ func UnknownSince(t time.Time) NodeOption { return readyCond(v1.ConditionUnknown
 func readyCond(s v1.ConditionStatus, t time.Time) NodeOption {
 	return func(n *v1.Node) {
 		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: s, Reason: "Test", LastTransitionTime: metav1.NewTime(t), LastHeartbeatTime: metav1.NewTime(t)}}
+	}
+}
+
+// NoReadyCondition removes the Ready condition, as on a node whose kubelet
+// never reported.
+func NoReadyCondition() NodeOption {
+	return func(n *v1.Node) {
+		n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c v1.NodeCondition) bool { return c.Type == v1.NodeReady })
+	}
+}
+
+// Condition sets a node condition of the given type (e.g. FencingComplete),
+// replacing one of the same type.
+func Condition(condType string, s v1.ConditionStatus) NodeOption {
+	return func(n *v1.Node) {
+		n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c v1.NodeCondition) bool { return string(c.Type) == condType })
+		n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: v1.NodeConditionType(condType), Status: s})
 	}
 }
 
