@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
 	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/world"
@@ -22,17 +24,22 @@ const quarantineRefusal = "FencelineNotSafeToForceDelete"
 
 // TestQuarantineLiftWithSurvivor: a quarantined node runs, besides db-0,
 // a pod "keep-0" that tolerates a lost node for good and so is never
-// evicted; its safe-detach volume stays attached throughout. Proves that
-// the quarantine still lifts once the node is back and db-0's fenced
-// volume is detached and cleaned up (the survivor's VolumeAttachment does
-// not hold it), and that a short NotReady blip of the node afterwards
-// releases no volume: the survivor's volume stays in volumesInUse, is
-// never unpublished, and the survivor is not force-deleted.
+// evicted; its safe-detach volume stays attached throughout. The node comes
+// back, but its kubelet's clean-up of db-0's fenced volume fails for a
+// while, so the quarantine stays and the kubelet still lists that volume,
+// now used by no pod, in volumesInUse. Proves that a NotReady blip shorter
+// than --quarantine-delay on that still-quarantined node releases nothing
+// (the delay counts from the blip, not from the old episode); that once
+// the clean-up succeeds the quarantine lifts although keep-0's
+// VolumeAttachment remains (a pod that stayed does not hold it); and that
+// another short blip after the lift releases nothing either. keep-0 is
+// never force-deleted and its volume never unpublished.
 func TestQuarantineLiftWithSurvivor(t *testing.T) {
+	const delay = 5 * time.Second
 	s := newScenario(t, world.Options{
 		ZombieWrites:   true,
 		Driver:         world.DriverOptions{SafeDetach: true},
-		ControllerArgs: []string{"--quarantine-delay=3s", "--quarantine-lift-delay=2s"},
+		ControllerArgs: []string{"--quarantine-delay=" + delay.String(), "--quarantine-lift-delay=2s"},
 	})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName
@@ -49,6 +56,7 @@ func TestQuarantineLiftWithSurvivor(t *testing.T) {
 	survivor, err := s.w.WaitRunning(s.ctx, s.ns, "keep-0", "", startTimeout)
 	must(t, err)
 	keepUnique := nodeutil.CSIUniqueVolumeName(world.DriverName, keepHandle)
+	dbUnique := nodeutil.CSIUniqueVolumeName(world.DriverName, s.handle)
 
 	s.powerOff(nodeA)
 	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
@@ -58,8 +66,27 @@ func TestQuarantineLiftWithSurvivor(t *testing.T) {
 		t.Fatalf("quarantine released %s, which the surviving pod keep-0 still uses", keepUnique)
 	}
 
+	// Back, but the kubelet cannot clean up db-0's volume yet.
+	must(t, s.w.SetDriverFaults(s.ctx, faults.FailNext("NodeUnpublishVolume", 1000, codes.Unavailable)))
+	on := time.Now()
 	must(t, s.w.PowerOn(s.ctx, nodeA))
-	s.timeline.Add(time.Now(), "node %s powered on", nodeA)
+	s.timeline.Add(on, "node %s powered on; its clean-up fails", nodeA)
+	must(t, world.WaitFor(s.ctx, failoverTimeout, "a failed clean-up of db-0's volume listed in use", func(ctx context.Context) (bool, error) {
+		failed := audit.Count(s.audit(), audit.Method("NodeUnpublishVolume"), audit.Node(nodeA), audit.Volume(s.handle),
+			audit.Code("Unavailable"), func(r audit.Record) bool { return r.Time.After(on) }) > 0
+		return failed && slices.Contains(s.node(ctx, nodeA).Status.VolumesInUse, dbUnique), nil
+	}))
+	if has, err := s.w.HasTaint(s.ctx, nodeA, names.QuarantineTaint); err != nil || !has {
+		t.Fatalf("quarantine lifted from %s (err %v) before its kubelet cleaned up the fenced volume", nodeA, err)
+	}
+	s.shortBlip(nodeA, delay, dbUnique, keepUnique)
+	if has, err := s.w.HasTaint(s.ctx, nodeA, names.QuarantineTaint); err != nil || !has {
+		t.Fatalf("quarantine lifted from %s (err %v) before its kubelet cleaned up the fenced volume", nodeA, err)
+	}
+
+	// The clean-up goes through: the quarantine lifts, keep-0's
+	// VolumeAttachment notwithstanding.
+	must(t, s.w.SetDriverFaults(s.ctx))
 	s.waitNodeCleanedUp(nodeA)
 	must(t, world.WaitFor(s.ctx, failoverTimeout, "quarantine lifted from "+nodeA, func(ctx context.Context) (bool, error) {
 		has, err := s.w.HasTaint(ctx, nodeA, names.QuarantineTaint)
@@ -68,31 +95,68 @@ func TestQuarantineLiftWithSurvivor(t *testing.T) {
 	s.timeline.Add(time.Now(), "quarantine lifted from %s", nodeA)
 	s.assertSurvived(survivor, keepHandle)
 
-	// A short NotReady blip: the kubelet reports NotReady and, as soon as
-	// the control plane has reacted to it, Ready again.
-	ready, err := s.w.PostNotReady(s.ctx, nodeA)
-	must(t, err)
-	blip := time.Now()
-	s.timeline.Add(blip, "node %s NotReady blip", nodeA)
-	must(t, world.WaitFor(s.ctx, nodeLostTimeout, "not-ready taint on "+nodeA, func(ctx context.Context) (bool, error) {
-		return s.w.HasTaint(ctx, nodeA, corev1.TaintNodeNotReady)
-	}))
-	must(t, ready(s.ctx))
-	back := time.Now()
-	s.timeline.Add(back, "node %s Ready after the blip", nodeA)
-	// Wait until the stand-in has written to the survivor's volume after
-	// the blip: the volume is still published and not fenced.
-	must(t, world.WaitFor(s.ctx, startTimeout, "an accepted write to keep-0's volume after the blip", func(context.Context) (bool, error) {
-		return audit.Count(s.audit(), audit.Method("Write"), audit.Volume(keepHandle), audit.Node(nodeA), audit.OK(),
-			func(r audit.Record) bool { return r.Time.After(back) }) > 0, nil
-	}))
-	if !slices.Contains(s.node(s.ctx, nodeA).Status.VolumesInUse, keepUnique) {
-		t.Fatalf("the NotReady blip released %s from %s's volumesInUse", keepUnique, nodeA)
-	}
+	s.shortBlip(nodeA, delay, keepUnique)
 	if has, err := s.w.HasTaint(s.ctx, nodeA, names.QuarantineTaint); err != nil || has {
 		t.Fatalf("%s quarantined again by a short NotReady blip (err %v)", nodeA, err)
 	}
 	s.assertSurvived(survivor, keepHandle)
+}
+
+// shortBlip has node's kubelet report NotReady for one to two seconds
+// (its Lease renewing), then Ready again, well within delay. It
+// then checks that no volume was released: each of listed is still in the
+// node's volumesInUse and no FencelineVolumesReleased Event was recorded
+// for the node since the blip began.
+func (s *scenario) shortBlip(node string, delay time.Duration, listed ...corev1.UniqueVolumeName) {
+	s.t.Helper()
+	ready, err := s.w.PostNotReady(s.ctx, node)
+	must(s.t, err)
+	blip := time.Now()
+	s.timeline.Add(blip, "node %s NotReady blip", node)
+	// The blip lasts until the control plane has marked the node (the
+	// not-ready taint) and the kubelet has renewed its Lease a second
+	// later, NotReady all along: one to two seconds.
+	must(s.t, world.WaitFor(s.ctx, nodeLostTimeout, "not-ready taint on "+node+" and a Lease renewal a second into the blip", func(ctx context.Context) (bool, error) {
+		tainted, err := s.w.HasTaint(ctx, node, corev1.TaintNodeNotReady)
+		if err != nil || !tainted {
+			return false, nil //nolint:nilerr // keep polling until the deadline
+		}
+		l, err := s.w.NodeLease(ctx, node)
+		return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(blip.Add(time.Second)), nil
+	}))
+	must(s.t, ready(s.ctx))
+	back := time.Now()
+	s.timeline.Add(back, "node %s Ready after the blip", node)
+	if d := back.Sub(blip); d >= delay {
+		s.t.Fatalf("setup: the blip lasted %s, not shorter than the quarantine delay %s", d, delay)
+	}
+	n := s.node(s.ctx, node)
+	for _, v := range listed {
+		if !slices.Contains(n.Status.VolumesInUse, v) {
+			s.t.Fatalf("a NotReady blip of %s shorter than the quarantine delay released %s: volumesInUse = %v", node, v, n.Status.VolumesInUse)
+		}
+	}
+	evs, err := s.w.Cluster.Client().CoreV1().Events(corev1.NamespaceDefault).List(s.ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(
+			fields.OneTermEqualSelector("involvedObject.name", node),
+			fields.OneTermEqualSelector("reason", "FencelineVolumesReleased")).String(),
+	})
+	must(s.t, err)
+	for _, e := range evs.Items {
+		if !eventTime(e).Before(blip.Truncate(time.Second)) {
+			s.t.Fatalf("volumes released from %s during a short NotReady blip: %s", node, e.Message)
+		}
+	}
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.FirstTimestamp.Time
 }
 
 // assertSurvived checks that pod is still the same, not force-deleted, and
