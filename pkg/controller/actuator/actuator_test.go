@@ -12,9 +12,9 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/metrics"
-	"fenceline.io/fenceline/internal/testobj"
 )
 
 var podsResource = schema.GroupResource{Resource: "pods"}

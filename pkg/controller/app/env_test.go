@@ -21,8 +21,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
-	"fenceline.io/fenceline/pkg/controller/app"
 	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/controller/app"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/world"

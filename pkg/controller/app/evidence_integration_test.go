@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"fenceline.io/fenceline/pkg/controller/quarantine"
 	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/controller/quarantine"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
