@@ -301,14 +301,7 @@ func newElector(ctx context.Context, opts Options, config *rest.Config, driverNa
 	if err != nil {
 		return nil, fmt.Errorf("create leader election client: %w", err)
 	}
-	namespace := opts.LeaderElectionNamespace
-	if namespace == "" {
-		namespace = inClusterNamespace()
-	}
-	identity := opts.LeaderElectionIdentity
-	if identity == "" {
-		identity = hostname()
-	}
+	namespace, identity := electionNamespaceAndIdentity(opts)
 	lock, err := resourcelock.NewWithLabels(resourcelock.LeasesResourceLock, namespace, names.AttacherLeaseName(driverName),
 		leClient.CoreV1(), leClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: names.SanitizeDriverName(identity)}, opts.LeaderElectionLabels)
 	if err != nil {
@@ -392,4 +385,19 @@ func inClusterNamespace() string {
 		}
 	}
 	return "default"
+}
+
+// electionNamespaceAndIdentity returns the namespace of the leader election
+// Lease (and of the heartbeat Lease), and this replica's identity, with
+// upstream's defaults: the pod's namespace and the host name.
+func electionNamespaceAndIdentity(opts Options) (namespace, identity string) {
+	namespace = opts.LeaderElectionNamespace
+	if namespace == "" {
+		namespace = inClusterNamespace()
+	}
+	identity = opts.LeaderElectionIdentity
+	if identity == "" {
+		identity = hostname()
+	}
+	return namespace, identity
 }

@@ -26,14 +26,7 @@ func heartbeatConfig(opts Options, config *rest.Config, driverName string, caps 
 	if err != nil {
 		return heartbeat.Config{}, fmt.Errorf("create heartbeat client: %w", err)
 	}
-	namespace := opts.LeaderElectionNamespace
-	if namespace == "" {
-		namespace = inClusterNamespace()
-	}
-	identity := opts.LeaderElectionIdentity
-	if identity == "" {
-		identity = hostname()
-	}
+	namespace, identity := electionNamespaceAndIdentity(opts)
 	duration := opts.HeartbeatDuration
 	if duration <= 0 {
 		duration = max(opts.LeaderElectionLeaseDuration, 3*time.Second)
