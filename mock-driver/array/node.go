@@ -22,7 +22,7 @@ func (a *Array) NodeStage(node, volID, path string, mode Mode, mount func() erro
 	if err != nil {
 		return err
 	}
-	if err := checkNodeAccess(v, node); err != nil {
+	if err := checkNodeAccess(v, node, a.opts.Semantics); err != nil {
 		return err
 	}
 	if u := v.Nodes[node]; u != nil && u.StagingPath != "" {

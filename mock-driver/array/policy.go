@@ -30,6 +30,11 @@ type Semantics struct {
 	// does: refused (UnpublishStrict) or done, leaving the node write
 	// access (UnpublishRealArray).
 	Unpublish UnpublishMode
+	// NoAttach models a driver whose CSIDriver says attachRequired: false:
+	// it has no ControllerPublishVolume step, so a node stages a volume
+	// without an attachment. Nothing is ever detached, so nothing is ever
+	// fenced either.
+	NoAttach bool
 }
 
 // UnpublishMode is what the array does with a plain (unfenced)
@@ -152,12 +157,13 @@ func checkNotFenced(v *Volume, node string) error {
 }
 
 // checkNodeAccess decides whether node may stage v: it must not be fenced
-// off and the volume must be attached to it.
-func checkNodeAccess(v *Volume, node string) error {
+// off and the volume must be attached to it (unless the driver has no
+// attach step, sem.NoAttach).
+func checkNodeAccess(v *Volume, node string, sem Semantics) error {
 	if err := checkNotFenced(v, node); err != nil {
 		return err
 	}
-	if _, ok := v.Attachments[node]; !ok {
+	if _, ok := v.Attachments[node]; !ok && !sem.NoAttach {
 		return status.Errorf(codes.FailedPrecondition,
 			"volume %s is not attached to node %s; ControllerPublishVolume must come first", v.ID, node)
 	}

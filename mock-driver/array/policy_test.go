@@ -109,10 +109,20 @@ func runCodeCases(t *testing.T, rule func(v *Volume, node string) error, tests [
 }
 
 func TestCheckNodeAccess(t *testing.T) {
-	runCodeCases(t, checkNodeAccess, []codeCase{
+	withAttach := func(v *Volume, node string) error { return checkNodeAccess(v, node, strict) }
+	runCodeCases(t, withAttach, []codeCase{
 		{name: "attached", vol: newVol().attached("a", rwo).build()},
 		{name: "not attached", vol: newVol().build(), wantCode: codes.FailedPrecondition},
 		{name: "attached elsewhere only", vol: newVol().attached("b", rwo).build(), wantCode: codes.FailedPrecondition},
+		{name: "fenced", vol: newVol().fenced("a").build(), wantCode: codes.FailedPrecondition},
+	})
+}
+
+func TestCheckNodeAccessWithoutAttachStep(t *testing.T) {
+	noAttach := strict
+	noAttach.NoAttach = true
+	runCodeCases(t, func(v *Volume, node string) error { return checkNodeAccess(v, node, noAttach) }, []codeCase{
+		{name: "never published", vol: newVol().build()},
 		{name: "fenced", vol: newVol().fenced("a").build(), wantCode: codes.FailedPrecondition},
 	})
 }

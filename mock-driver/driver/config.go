@@ -40,6 +40,10 @@ type Config struct {
 	// and leaves the node write access, as real arrays do (the failure
 	// fencing exists to prevent).
 	Unpublish array.UnpublishMode
+	// NoAttach serves a driver without an attach step (attachRequired:
+	// false): no PUBLISH_UNPUBLISH_VOLUME, and nodes stage volumes that were
+	// never published to them.
+	NoAttach bool
 	// MaxVolumesPerNode is reported by NodeGetInfo and enforced by the
 	// array; zero means no limit.
 	MaxVolumesPerNode int64

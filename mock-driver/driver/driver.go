@@ -78,6 +78,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			Fence:          cfg.Fence,
 			ForceUnpublish: cfg.ForceUnpublish,
 			Unpublish:      unpublishMode(cfg.Unpublish),
+			NoAttach:       cfg.NoAttach,
 		},
 	})
 	if err != nil {

@@ -27,12 +27,27 @@ var controllerCaps = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 }
 
+// attachOnly reports whether a capability belongs to the attach step, which
+// a driver without one (attachRequired: false) does not advertise.
+func attachOnly(c csi.ControllerServiceCapability_RPC_Type) bool {
+	switch c {
+	case csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
+		csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES,
+		csi.ControllerServiceCapability_RPC_PUBLISH_READONLY:
+		return true
+	}
+	return false
+}
+
 // ControllerGetCapabilities lists the official capabilities only. The fence
 // extension's UNPUBLISH_FENCE goes through the FenceCapabilities service,
 // because csi-sanity (and other strict COs) reject unknown enum values.
 func (s *controllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
 	resp := &csi.ControllerGetCapabilitiesResponse{}
 	for _, c := range controllerCaps {
+		if s.sh.Array.Semantics().NoAttach && attachOnly(c) {
+			continue
+		}
 		resp.Capabilities = append(resp.Capabilities, &csi.ControllerServiceCapability{
 			Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: c}},
 		})

@@ -102,12 +102,17 @@ type Kubelet struct {
 	apiDone     chan struct{}
 	vols        map[string]*volume // by volume handle
 	inUse       []string           // volumesInUse last reported
-	writes      []Write
-	seq         int
-	stopped     bool
-	writersWG   sync.WaitGroup
-	baseCtx     context.Context
-	cancel      context.CancelFunc
+	// noAttach records that the driver's CSIDriver says attachRequired:
+	// false, as last seen: its volumes have no VolumeAttachment to wait
+	// for and, like every non-attachable volume, are not reported in
+	// volumesInUse.
+	noAttach  bool
+	writes    []Write
+	seq       int
+	stopped   bool
+	writersWG sync.WaitGroup
+	baseCtx   context.Context
+	cancel    context.CancelFunc
 }
 
 // Start connects to the node's driver socket and powers the node on. Stop

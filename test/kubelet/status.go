@@ -19,6 +19,9 @@ import (
 // volume manager reports in use.
 func (k *Kubelet) mountedLocked() []string {
 	out := make([]string, 0, len(k.vols))
+	if k.noAttach {
+		return out
+	}
 	for h := range k.vols {
 		out = append(out, string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h)))
 	}

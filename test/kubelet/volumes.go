@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -49,10 +50,22 @@ const vaByPVAndNode = "pvAndNode"
 
 // caches are the informer caches of one powered-on period.
 type caches struct {
-	pods corelisters.PodLister
-	pvcs corelisters.PersistentVolumeClaimLister
-	pvs  corelisters.PersistentVolumeLister
-	vas  cache.Indexer
+	pods    corelisters.PodLister
+	pvcs    corelisters.PersistentVolumeClaimLister
+	pvs     corelisters.PersistentVolumeLister
+	vas     cache.Indexer
+	drivers storagelisters.CSIDriverLister
+}
+
+// attachable reports whether the driver's volumes go through an attach
+// step, as the kubelet's CSI plugin decides it (CanAttach): unless the
+// CSIDriver object exists and says attachRequired: false.
+func attachable(drivers storagelisters.CSIDriverLister, driver string) bool {
+	d, err := drivers.Get(driver)
+	if err != nil || d.Spec.AttachRequired == nil {
+		return true
+	}
+	return *d.Spec.AttachRequired
 }
 
 func vaKey(pv, node string) string { return pv + "/" + node }
@@ -69,6 +82,7 @@ func (k *Kubelet) startAPILocked(ctx context.Context, done chan struct{}) error 
 	pvcs := factory.Core().V1().PersistentVolumeClaims()
 	pvs := factory.Core().V1().PersistentVolumes()
 	vas := factory.Storage().V1().VolumeAttachments()
+	drivers := factory.Storage().V1().CSIDrivers()
 	if err := vas.Informer().AddIndexers(cache.Indexers{vaByPVAndNode: func(obj any) ([]string, error) {
 		va, ok := obj.(*storagev1.VolumeAttachment)
 		if !ok || va.Spec.Source.PersistentVolumeName == nil {
@@ -86,19 +100,19 @@ func (k *Kubelet) startAPILocked(ctx context.Context, done chan struct{}) error 
 	}
 	// Claims and volumes kick too: a claim bound after its pod arrived
 	// makes the volume wanted.
-	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), pvcs.Informer(), pvs.Informer(), vas.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), pvcs.Informer(), pvs.Informer(), vas.Informer(), drivers.Informer()} {
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
 		}
 	}
-	c := caches{pods: pods.Lister(), pvcs: pvcs.Lister(), pvs: pvs.Lister(), vas: vas.Informer().GetIndexer()}
+	c := caches{pods: pods.Lister(), pvcs: pvcs.Lister(), pvs: pvs.Lister(), vas: vas.Informer().GetIndexer(), drivers: drivers.Lister()}
 	podFactory.Start(ctx.Done())
 	factory.Start(ctx.Done())
 	go func() {
 		defer close(done)
 		defer factory.Shutdown()
 		defer podFactory.Shutdown()
-		if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced, pvcs.Informer().HasSynced, pvs.Informer().HasSynced, vas.Informer().HasSynced) {
+		if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced, pvcs.Informer().HasSynced, pvs.Informer().HasSynced, vas.Informer().HasSynced, drivers.Informer().HasSynced) {
 			return
 		}
 		tick := time.NewTicker(k.cfg.ResyncInterval)
@@ -140,6 +154,9 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 	if err != nil {
 		return err
 	}
+	k.mu.Lock()
+	k.noAttach = !attachable(c.drivers, k.cfg.Driver)
+	k.mu.Unlock()
 	// Report in use what is wanted or still mounted.
 	if err := k.reportInUse(ctx, wanted); err != nil {
 		return err
@@ -228,11 +245,14 @@ func (k *Kubelet) wantedVolumes(c caches, pods []*corev1.Pod) (map[string]*want,
 func (k *Kubelet) reportInUse(ctx context.Context, wanted map[string]*want) error {
 	k.mu.Lock()
 	set := map[string]bool{}
-	for h := range wanted {
-		set[string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h))] = true
-	}
-	for h := range k.vols {
-		set[string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h))] = true
+	// Like the kubelet's volume manager, report only attachable volumes.
+	if !k.noAttach {
+		for h := range wanted {
+			set[string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h))] = true
+		}
+		for h := range k.vols {
+			set[string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h))] = true
+		}
 	}
 	inUse := make([]string, 0, len(set))
 	for n := range set {
@@ -276,22 +296,26 @@ func (k *Kubelet) mount(ctx context.Context, handle string, w *want, vaIndex cac
 		v = &volume{handle: handle, pv: w.pv}
 		k.vols[handle] = v
 	}
-	published := v.published
+	published, noAttach := v.published, k.noAttach
 	k.mu.Unlock()
 	if !published {
-		va := attachedVA(vaIndex, w.pv, k.cfg.NodeName)
-		if va == nil {
-			return nil // the attach/detach controller and the attacher are not done yet
+		var publishContext map[string]string
+		if !noAttach {
+			va := attachedVA(vaIndex, w.pv, k.cfg.NodeName)
+			if va == nil {
+				return nil // the attach/detach controller and the attacher are not done yet
+			}
+			publishContext = va.Status.AttachmentMetadata
 		}
 		staging, target := k.paths(handle)
 		if _, err := k.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
-			VolumeId: handle, PublishContext: va.Status.AttachmentMetadata,
+			VolumeId: handle, PublishContext: publishContext,
 			StagingTargetPath: staging, VolumeCapability: rwoCapability,
 		}); err != nil {
 			return fmt.Errorf("NodeStageVolume %s: %w", handle, err)
 		}
 		if _, err := k.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
-			VolumeId: handle, PublishContext: va.Status.AttachmentMetadata,
+			VolumeId: handle, PublishContext: publishContext,
 			StagingTargetPath: staging, TargetPath: target, VolumeCapability: rwoCapability,
 		}); err != nil {
 			return fmt.Errorf("NodePublishVolume %s: %w", handle, err)

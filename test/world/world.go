@@ -51,6 +51,10 @@ type DriverOptions struct {
 	StrictUnpublish bool
 	// SafeDetach annotates the CSIDriver object with fenceline.io/safe-detach.
 	SafeDetach bool
+	// NoAttach serves a driver without an attach step: the mock runs with
+	// --no-attach and the CSIDriver says attachRequired: false, so no
+	// VolumeAttachment is ever made for its volumes.
+	NoAttach bool
 	// Args are extra flags for bin/mock-driver.
 	Args []string
 }
@@ -165,7 +169,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 	if err := w.startDriver(ctx, opts.Driver); err != nil {
 		return w, err
 	}
-	if err := w.createCSIDriver(ctx, opts.Driver.SafeDetach); err != nil {
+	if err := w.createCSIDriver(ctx, opts.Driver); err != nil {
 		return w, err
 	}
 	for _, n := range w.Nodes {
@@ -267,6 +271,7 @@ func (w *World) startDriver(ctx context.Context, o DriverOptions) error {
 		"--fence=" + strconv.FormatBool(!o.NoFence),
 		"--force-unpublish=" + strconv.FormatBool(!o.NoForceUnpublish),
 		"--unpublish-mode=" + string(o.unpublishMode()),
+		"--no-attach=" + strconv.FormatBool(o.NoAttach),
 	}
 	for _, n := range w.Nodes {
 		w.NodeSockets[n] = "unix://" + filepath.Join(sock, n+".sock")
@@ -307,13 +312,13 @@ func WaitDriverReady(ctx context.Context, p *cluster.Process, ep string) error {
 	})
 }
 
-func (w *World) createCSIDriver(ctx context.Context, safeDetach bool) error {
-	attach := true
+func (w *World) createCSIDriver(ctx context.Context, o DriverOptions) error {
+	attach := !o.NoAttach
 	d := &storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{Name: DriverName},
 		Spec:       storagev1.CSIDriverSpec{AttachRequired: &attach},
 	}
-	if safeDetach {
+	if o.SafeDetach {
 		d.Annotations = map[string]string{names.SafeDetachAnnotation: "true"}
 	}
 	if _, err := w.Cluster.Client().StorageV1().CSIDrivers().Create(ctx, d, metav1.CreateOptions{}); err != nil {
