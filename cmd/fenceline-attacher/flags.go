@@ -3,11 +3,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/kubernetes-csi/csi-lib-utils/standardflags"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	metricsfeatures "k8s.io/component-base/metrics/features"
 	// Registers --logging-format=json and its options, as upstream does.
 	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
@@ -43,11 +45,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.StringVar(&o.DefaultFSType, "default-fstype", o.DefaultFSType, "The default filesystem type of the volume to publish. Defaults to empty string.")
 	fs.DurationVar(&o.ReconcileSync, "reconcile-sync", o.ReconcileSync, "Resync interval of the VolumeAttachment reconciler.")
 	fs.IntVar(&o.MaxGRPCLogLength, "max-grpc-log-length", o.MaxGRPCLogLength, "The maximum amount of characters logged for every grpc responses. Defaults to no limit.")
-	fs.Var(cliflag.NewMapStringBool(&c.featureGates), "feature-gates", "A set of key=value pairs that describe feature gates for alpha/experimental features. Fenceline has no gates of its own; the logging gates of component-base are honoured.")
-	c.featureGate = featuregate.NewFeatureGate()
-	if err := logsapi.AddFeatureGates(c.featureGate); err != nil {
-		return nil, fmt.Errorf("register logging feature gates: %w", err)
+	gate, err := newFeatureGate()
+	if err != nil {
+		return nil, err
 	}
+	c.featureGate = gate
+	fs.Var(cliflag.NewMapStringBool(&c.featureGates), "feature-gates", "A set of key=value pairs that describe feature gates for alpha/experimental features. Options are:\n"+strings.Join(gate.KnownFeatures(), "\n"))
 	c.logConfig = logsapi.NewLoggingConfiguration()
 	logsapi.AddGoFlags(c.logConfig, fs)
 	if err := fs.Parse(args); err != nil {
@@ -81,11 +84,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	return c, nil
 }
 
-// applyLogging applies --feature-gates, --logging-format, -v and friends.
+// applyLogging applies --feature-gates (before any metric is registered,
+// so that NativeHistograms takes effect), --logging-format, -v and friends.
 func (c *config) applyLogging() error {
 	if err := c.featureGate.SetFromMap(c.featureGates); err != nil {
 		return fmt.Errorf("--feature-gates: %w", err)
 	}
+	metricsfeatures.ApplyFeatureGates(c.featureGate)
 	if err := logsapi.ValidateAndApply(c.logConfig, c.featureGate); err != nil {
 		return fmt.Errorf("logging configuration: %w", err)
 	}
