@@ -73,7 +73,10 @@ func (s *capabilitiesServer) GetFenceCapabilities(context.Context, *fencev1.GetF
 // on s, the same gRPC server that serves the driver's CSI services, so that a
 // CO connected to the driver's endpoint can discover caps. It must be called
 // before s.Serve, like any gRPC registration.
-func RegisterCapabilitiesServer(s *grpc.Server, caps Capabilities) {
+//
+// s is any grpc.ServiceRegistrar, so that drivers whose framework owns the
+// *grpc.Server (csi-common's serve loop, for example) can register inside it.
+func RegisterCapabilitiesServer(s grpc.ServiceRegistrar, caps Capabilities) {
 	fencev1.RegisterFenceCapabilitiesServer(s, NewCapabilitiesServer(caps))
 }
 
