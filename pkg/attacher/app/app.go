@@ -18,6 +18,7 @@ import (
 	csimetrics "github.com/kubernetes-csi/csi-lib-utils/metrics"
 	"github.com/kubernetes-csi/csi-lib-utils/rpc"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -283,6 +284,11 @@ func restConfig(opts Options) (*rest.Config, error) {
 	config.QPS = float32(opts.KubeAPIQPS)
 	config.Burst = opts.KubeAPIBurst
 	config.UserAgent = "fenceline-attacher"
+	// Protobuf, as upstream's sidecar: smaller and cheaper to decode than
+	// JSON for the VolumeAttachments, PVs and Nodes it watches. Every type
+	// the attacher reads is built in, so the API server always speaks it.
+	config.ContentType = runtime.ContentTypeProtobuf
+	config.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return config, nil
 }
 

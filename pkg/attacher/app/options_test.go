@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -31,5 +33,23 @@ func TestOptionsValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want an error mentioning %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestRestConfigSpeaksProtobuf: the attacher's clients use protobuf, as
+// upstream's, with JSON accepted as a fallback, and keep the flags' QPS.
+func TestRestConfigSpeaksProtobuf(t *testing.T) {
+	opts := DefaultOptions()
+	opts.RestConfig = &rest.Config{Host: "https://127.0.0.1:6443"}
+	opts.KubeAPIQPS, opts.KubeAPIBurst = 7, 9
+	c, err := restConfig(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ContentType != "application/vnd.kubernetes.protobuf" || c.AcceptContentTypes != "application/vnd.kubernetes.protobuf,application/json" {
+		t.Errorf("content type %q, accept %q; want protobuf with a JSON fallback", c.ContentType, c.AcceptContentTypes)
+	}
+	if c.QPS != 7 || c.Burst != 9 || c.UserAgent != "fenceline-attacher" {
+		t.Errorf("QPS %v burst %d user agent %q", c.QPS, c.Burst, c.UserAgent)
 	}
 }
