@@ -240,6 +240,9 @@ func Run(ctx context.Context, opts Options) error {
 	// run runs only while this replica leads, and the heartbeat only while
 	// the controller runs.
 	run := func(ctx context.Context) error {
+		if waitForAPIServer(ctx, client.Discovery().RESTClient(), defaultAPIWait) != nil {
+			return nil // only the end of ctx (a signal, a lost lease) stops the wait
+		}
 		factory.Start(ctx.Done())
 		defer factory.Shutdown()
 		defer heartbeat.Start(ctx, hb)()

@@ -168,7 +168,9 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting attacher controller", "driver", c.cfg.DriverName, "fenceCapable", c.cfg.Capabilities.Fence.UnpublishFence)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		return fmt.Errorf("wait for informer caches: %w", ctx.Err())
+		// Only the end of ctx stops the wait: a signal is a clean stop.
+		logger.Info("Stopped before the informer caches synced")
+		return nil
 	}
 	var wg sync.WaitGroup
 	for range max(workers, 1) {
