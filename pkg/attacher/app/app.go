@@ -190,7 +190,7 @@ func Run(ctx context.Context, opts Options) error {
 		addr = opts.MetricsAddress
 	}
 	if addr != "" {
-		cmm.RegisterToServer(mux, opts.MetricsPath)
+		mux.Handle(opts.MetricsPath, metricsHandler(cmm.GetRegistry()))
 	}
 
 	// Events get their own client, and so their own rate limiter: upstream

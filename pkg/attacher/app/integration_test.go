@@ -84,6 +84,16 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 			`fenceline_attacher_detaches_total{mode="fenced",reason="out-of-service",result="success"} 1`,
 			`fenceline_attacher_detach_duration_seconds_count{mode="fenced",reason="out-of-service"} 1`,
 			`csi_sidecar_operations_seconds_count{driver_name="mock.fenceline.io",grpc_status_code="OK",method_name="/csi.v1.Controller/ControllerPublishVolume"} 1`,
+			// The standard series of every Kubernetes component.
+			"\ngo_goroutines ",
+			"\nprocess_cpu_seconds_total ",
+			"\nprocess_start_time_seconds ",
+			`workqueue_adds_total{name="fenceline-attacher-va"}`,
+			`workqueue_depth{name="fenceline-attacher-pv"}`,
+			`workqueue_retries_total{name="fenceline-attacher-va"}`,
+			`workqueue_queue_duration_seconds_count{name="fenceline-attacher-va"}`,
+			`rest_client_requests_total{code="200",host=`,
+			`leader_election_master_status{name="` + names.AttacherLeaseName(driver.DefaultName) + `"} 1`,
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)
