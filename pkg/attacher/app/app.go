@@ -233,6 +233,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create controller: %w", err)
 	}
+	metrics.RegisterState(cmm.GetRegistry(), ctrl)
 	hb, err := heartbeatConfig(opts, config, driverName, caps, cmm.GetRegistry())
 	if err != nil {
 		return err

@@ -84,6 +84,7 @@ func TestAttacherOnRealAPIServer(t *testing.T) {
 			`fenceline_attacher_detaches_total{mode="fenced",reason="out-of-service",result="success"} 1`,
 			`fenceline_attacher_detach_duration_seconds_count{mode="fenced",reason="out-of-service"} 1`,
 			`csi_sidecar_operations_seconds_count{driver_name="mock.fenceline.io",grpc_status_code="OK",method_name="/csi.v1.Controller/ControllerPublishVolume"} 1`,
+			`fenceline_attacher_driver_fence_capability{capability="UNPUBLISH_FENCE"} 1`,
 			// The standard series of every Kubernetes component.
 			"\ngo_goroutines ",
 			"\nprocess_cpu_seconds_total ",

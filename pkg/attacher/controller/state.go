@@ -1,0 +1,43 @@
+package controller
+
+import (
+	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/pkg/attacher/fencing"
+	"fenceline.io/fenceline/pkg/attacher/metrics"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+)
+
+// PendingDetaches implements metrics.State: this driver's VolumeAttachments
+// that are being deleted and still carry the finalizer, each with the mode
+// and reason fencing.Decide gives from the caches now (a recorded fence
+// first). It reads the informer cache once per scrape; on a replica that
+// does not lead, the cache is empty and so is the list.
+func (c *Controller) PendingDetaches() []metrics.PendingDetach {
+	vas, err := c.vaLister.List(everything)
+	if err != nil {
+		klog.Background().Error(err, "List VolumeAttachments from cache for metrics")
+		return nil
+	}
+	driver := c.csiDriver()
+	var out []metrics.PendingDetach
+	for _, va := range vas {
+		if !needsDetach(va, c.cfg.DriverName, c.finalizer) {
+			continue
+		}
+		rec, _ := fencing.RecordOf(va)
+		node, _ := nodeutil.Lookup(c.nodeLister, va.Spec.NodeName)
+		// Fresh stands for "as the cache says": a gauge does not confirm.
+		d := fencing.Decide(fencing.Input{Record: rec, Node: node, Driver: driver, DriverCanFence: c.cfg.Capabilities.Fence.UnpublishFence, Fresh: true})
+		out = append(out, metrics.PendingDetach{Mode: string(d.Action), Reason: string(d.Reason), Since: va.DeletionTimestamp.Time})
+	}
+	return out
+}
+
+// FenceCapabilities implements metrics.State.
+func (c *Controller) FenceCapabilities() map[string]bool {
+	return map[string]bool{
+		"UNPUBLISH_FENCE": c.cfg.Capabilities.Fence.UnpublishFence,
+		"FORCE_UNPUBLISH": c.cfg.Capabilities.Fence.ForceUnpublish,
+	}
+}

@@ -1,0 +1,85 @@
+package metrics
+
+import (
+	"time"
+
+	k8smetrics "k8s.io/component-base/metrics"
+)
+
+// PendingDetach is one VolumeAttachment being deleted whose detach has not
+// succeeded yet.
+type PendingDetach struct {
+	// Mode is how it is (or would now be) detached: fenced, plain or refused.
+	Mode string
+	// Reason is the fence reason, "" for none.
+	Reason string
+	// Since is the VolumeAttachment's deletionTimestamp.
+	Since time.Time
+}
+
+// State reports, at scrape time, what the attacher knows now.
+type State interface {
+	// PendingDetaches lists the VolumeAttachments waiting for a detach.
+	PendingDetaches() []PendingDetach
+	// FenceCapabilities maps each fence capability to whether the driver
+	// advertised it at start-up.
+	FenceCapabilities() map[string]bool
+}
+
+var (
+	pendingDesc = k8smetrics.NewDesc(subsystem+"_pending_detaches",
+		"VolumeAttachments being deleted and not yet detached, by mode and fence reason.",
+		[]string{"mode", "reason"}, nil, k8smetrics.ALPHA, "")
+	oldestDesc = k8smetrics.NewDesc(subsystem+"_oldest_pending_detach_seconds",
+		"Age of the oldest VolumeAttachment being deleted and not yet detached (since its deletionTimestamp), by mode and fence reason.",
+		[]string{"mode", "reason"}, nil, k8smetrics.ALPHA, "")
+	capabilityDesc = k8smetrics.NewDesc(subsystem+"_driver_fence_capability",
+		"1 when the CSI driver advertised the fence capability at start-up, 0 otherwise.",
+		[]string{"capability"}, nil, k8smetrics.ALPHA, "")
+)
+
+// stateCollector turns State into gauges at scrape time: nothing to keep in
+// sync with events, and a scrape costs one pass over the informer cache.
+type stateCollector struct {
+	k8smetrics.BaseStableCollector
+	state State
+	now   func() time.Time
+}
+
+// RegisterState registers the pending-detach and fence-capability gauges.
+func RegisterState(registry k8smetrics.KubeRegistry, s State) {
+	registry.CustomMustRegister(&stateCollector{state: s, now: time.Now})
+}
+
+// DescribeWithStability implements k8smetrics.StableCollector.
+func (c *stateCollector) DescribeWithStability(ch chan<- *k8smetrics.Desc) {
+	ch <- pendingDesc
+	ch <- oldestDesc
+	ch <- capabilityDesc
+}
+
+// CollectWithStability implements k8smetrics.StableCollector.
+func (c *stateCollector) CollectWithStability(ch chan<- k8smetrics.Metric) {
+	type key struct{ mode, reason string }
+	count := map[key]int{}
+	oldest := map[key]time.Time{}
+	for _, p := range c.state.PendingDetaches() {
+		k := key{p.Mode, reasonLabel(p.Reason)}
+		count[k]++
+		if o, ok := oldest[k]; !ok || p.Since.Before(o) {
+			oldest[k] = p.Since
+		}
+	}
+	now := c.now()
+	for k, n := range count {
+		ch <- k8smetrics.NewLazyConstMetric(pendingDesc, k8smetrics.GaugeValue, float64(n), k.mode, k.reason)
+		ch <- k8smetrics.NewLazyConstMetric(oldestDesc, k8smetrics.GaugeValue, now.Sub(oldest[k]).Seconds(), k.mode, k.reason)
+	}
+	for capability, on := range c.state.FenceCapabilities() {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		ch <- k8smetrics.NewLazyConstMetric(capabilityDesc, k8smetrics.GaugeValue, v, capability)
+	}
+}
