@@ -34,6 +34,7 @@ var rules = []rule{
 	{from: "pkg/kube", not: []string{"pkg/attacher", "pkg/controller", "pkg/cutoff"}},
 	{from: "pkg/names", not: []string{"pkg/"}},
 	{from: "pkg/fence", not: []string{"pkg/attacher", "pkg/controller", "pkg/cutoff", "pkg/kube"}},
+	{from: "pkg/component", not: []string{"pkg/attacher", "pkg/controller", "pkg/cutoff"}},
 	{from: "internal/testobj", not: []string{"pkg/attacher", "pkg/controller", "test", "mock-driver"}},
 	{from: "pkg", not: []string{"test", "mock-driver"}, productionOnly: true},
 }

@@ -34,6 +34,7 @@ import (
 	"fenceline.io/fenceline/pkg/attacher/csiclient"
 	"fenceline.io/fenceline/pkg/attacher/heartbeat"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
+	"fenceline.io/fenceline/pkg/component/stdmetrics"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -190,7 +191,7 @@ func Run(ctx context.Context, opts Options) error {
 		addr = opts.MetricsAddress
 	}
 	if addr != "" {
-		mux.Handle(opts.MetricsPath, metricsHandler(cmm.GetRegistry()))
+		mux.Handle(opts.MetricsPath, stdmetrics.Handler(cmm.GetRegistry()))
 	}
 
 	// Events get their own client, and so their own rate limiter: upstream

@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"fenceline.io/fenceline/pkg/component/stdmetrics"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/attacherevidence"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
@@ -384,7 +384,7 @@ func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, opt
 
 func serveHTTP(ctx context.Context, opts Options, reg *prometheus.Registry, watchdog *leaderelection.HealthzAdaptor, wg *sync.WaitGroup) (string, error) {
 	mux := http.NewServeMux()
-	mux.Handle(opts.MetricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle(opts.MetricsPath, stdmetrics.Handler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if watchdog != nil {
 			if err := watchdog.Check(r); err != nil {

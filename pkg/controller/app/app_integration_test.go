@@ -92,7 +92,10 @@ func TestLeaderElectionAndHTTPIntegration(t *testing.T) {
 			if err != nil || code != http.StatusOK {
 				t.Fatalf("GET /metrics: %d %v", code, err)
 			}
-			for _, want := range []string{`pod_gc_collector_force_delete_pods_total{namespace="default",reason="out-of-service"} 1`, "fenceline_controller_force_delete_latency_seconds_bucket"} {
+			for _, want := range []string{`pod_gc_collector_force_delete_pods_total{namespace="default",reason="out-of-service"} 1`, "fenceline_controller_force_delete_latency_seconds_bucket",
+				// The standard series of every Kubernetes component.
+				"\ngo_goroutines ", "\nprocess_cpu_seconds_total ", `workqueue_adds_total{name="podgc"}`, `workqueue_depth{name="podgc"}`,
+				`workqueue_retries_total{name="podgc"}`, `rest_client_requests_total{code="200",host=`, `leader_election_master_status{name=`} {
 				if !strings.Contains(body, want) {
 					t.Errorf("leader's /metrics lacks %q", want)
 				}

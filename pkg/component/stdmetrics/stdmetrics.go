@@ -1,4 +1,8 @@
-package app
+// Package stdmetrics serves a component's own metrics together with the
+// series every Kubernetes component exposes (component-base's registry: go,
+// process, client-go workqueue, REST client and leader election), on one
+// endpoint. It is a leaf both binaries use.
+package stdmetrics
 
 import (
 	"net/http"
@@ -15,14 +19,14 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 )
 
-// metricsHandler serves the sidecar registry (csi_sidecar_*, the fence
-// metrics) together with component-base's legacy registry: go_*, process_*,
-// workqueue_* per named queue, rest_client_*, leader_election_*, the series
-// an operator's Kubernetes dashboards expect from any component. A family
-// of the sidecar registry wins over a same-named one of the legacy registry
-// (process_start_time_seconds is in both).
-func metricsHandler(sidecar prometheus.Gatherer) http.Handler {
-	return promhttp.HandlerFor(mergedGatherer{sidecar, legacyregistry.DefaultGatherer}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+// Handler serves own (the component's registry) together with
+// component-base's legacy registry: go_*, process_*, workqueue_* per named
+// queue, rest_client_*, leader_election_*, the series an operator's
+// Kubernetes dashboards expect from any component. A family of own wins
+// over a same-named one of the legacy registry (process_start_time_seconds,
+// for example, can be in both).
+func Handler(own prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(mergedGatherer{own, legacyregistry.DefaultGatherer}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
 // mergedGatherer gathers first, then the families of rest that first does
