@@ -11,13 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
-)
 
-// matchesTaint reports whether t is the taint key+effect names; an empty
-// effect matches any effect (the out-of-service taint counts with any).
-func matchesTaint(t v1.Taint, key string, effect v1.TaintEffect) bool {
-	return t.Key == key && (effect == "" || t.Effect == effect)
-}
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+)
 
 // AddTaint adds the taint to the node unless a taint with the same key and
 // effect is already there. check re-decides on the fresh node first.
@@ -30,7 +26,7 @@ func (a *Actuator) AddTaint(ctx context.Context, node *v1.Node, taint v1.Taint, 
 	}
 	what := "add taint " + taint.ToString()
 	changed, err := a.updateNode(ctx, node, what, check, func(n *v1.Node) bool {
-		if slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return matchesTaint(t, taint.Key, taint.Effect) }) {
+		if slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return nodeutil.TaintMatches(t, taint.Key, taint.Effect) }) {
 			return false
 		}
 		t := taint
@@ -62,7 +58,7 @@ func (a *Actuator) RemoveTaint(ctx context.Context, node *v1.Node, key string, e
 	}
 	changed, err := a.updateNode(ctx, node, "remove taint "+key, check, func(n *v1.Node) bool {
 		before := len(n.Spec.Taints)
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t v1.Taint) bool { return matchesTaint(t, key, effect) })
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t v1.Taint) bool { return nodeutil.TaintMatches(t, key, effect) })
 		return len(n.Spec.Taints) != before
 	}, false)
 	if err != nil {

@@ -6,6 +6,7 @@ package nodeutil
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,13 +205,11 @@ func onNode[T any](indexer cache.Indexer, index, nodeName, what string) ([]T, er
 // HasTaintEffect reports whether the node carries a taint with the given key
 // and effect.
 func HasTaintEffect(node *v1.Node, key string, effect v1.TaintEffect) bool {
-	if node == nil {
-		return false
-	}
-	for _, t := range node.Spec.Taints {
-		if t.Key == key && t.Effect == effect {
-			return true
-		}
-	}
-	return false
+	return node != nil && effect != "" && slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return TaintMatches(t, key, effect) })
+}
+
+// TaintMatches reports whether t has the key and the effect; an empty effect
+// matches any (the out-of-service taint counts with any effect).
+func TaintMatches(t v1.Taint, key string, effect v1.TaintEffect) bool {
+	return t.Key == key && (effect == "" || t.Effect == effect)
 }

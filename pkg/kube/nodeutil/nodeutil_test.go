@@ -141,3 +141,26 @@ func TestLookup(t *testing.T) {
 		})
 	}
 }
+
+func TestTaintMatches(t *testing.T) {
+	taint := v1.Taint{Key: "k", Effect: v1.TaintEffectNoSchedule}
+	tests := []struct {
+		key    string
+		effect v1.TaintEffect
+		want   bool
+	}{
+		{"k", v1.TaintEffectNoSchedule, true},
+		{"k", "", true},
+		{"k", v1.TaintEffectNoExecute, false},
+		{"other", "", false},
+	}
+	for _, tc := range tests {
+		if got := TaintMatches(taint, tc.key, tc.effect); got != tc.want {
+			t.Errorf("TaintMatches(%v, %q, %q) = %v, want %v", taint, tc.key, tc.effect, got, tc.want)
+		}
+	}
+	node := &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{taint}}}
+	if !HasTaintEffect(node, "k", v1.TaintEffectNoSchedule) || HasTaintEffect(node, "k", v1.TaintEffectNoExecute) || HasTaintEffect(nil, "k", v1.TaintEffectNoSchedule) {
+		t.Error("HasTaintEffect does not match key and effect exactly")
+	}
+}
