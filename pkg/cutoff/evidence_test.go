@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -18,20 +19,11 @@ const evidenceDriver = "disk.example.com"
 var evidenceNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // heartbeat returns a Lease for driver renewed ago before evidenceNow, with
-// a 15 s duration.
+// a 15 s duration and the given unpublish-fence annotation.
 func heartbeat(driver string, fence string, ago time.Duration) *coordinationv1.Lease {
-	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   "kube-system",
-			Name:        names.AttacherHeartbeatLeaseName(driver),
-			Labels:      map[string]string{names.DriverLabel: names.SanitizeDriverName(driver)},
-			Annotations: map[string]string{names.HeartbeatDriverAnnotation: driver, names.HeartbeatUnpublishFenceAnnotation: fence},
-		},
-		Spec: coordinationv1.LeaseSpec{
-			RenewTime:            ptr.To(metav1.NewMicroTime(evidenceNow.Add(-ago))),
-			LeaseDurationSeconds: ptr.To[int32](15),
-		},
-	}
+	l := testobj.Heartbeat("kube-system", driver, evidenceNow.Add(-ago), testobj.LeaseDuration(15*time.Second))
+	l.Annotations[names.HeartbeatUnpublishFenceAnnotation] = fence
+	return l
 }
 
 func csiDriver(attachRequired *bool) *storagev1.CSIDriver {

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -27,14 +28,9 @@ const testDriver = "disk.example.com"
 var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func heartbeat(namespace, driver, fence string, renewed time.Time) *coordinationv1.Lease {
-	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: namespace, Name: names.AttacherHeartbeatLeaseName(driver),
-			Labels:      map[string]string{names.DriverLabel: names.SanitizeDriverName(driver)},
-			Annotations: map[string]string{names.HeartbeatDriverAnnotation: driver, names.HeartbeatUnpublishFenceAnnotation: fence},
-		},
-		Spec: coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(renewed)), LeaseDurationSeconds: ptr.To[int32](15)},
-	}
+	l := testobj.Heartbeat(namespace, driver, renewed, testobj.LeaseDuration(15*time.Second))
+	l.Annotations[names.HeartbeatUnpublishFenceAnnotation] = fence
+	return l
 }
 
 // recorder collects handler calls.
