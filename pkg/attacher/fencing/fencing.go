@@ -8,6 +8,7 @@ package fencing
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -50,6 +51,10 @@ type Input struct {
 	// Fresh is true when Node and Driver were just read from the API server
 	// rather than from the informer caches.
 	Fresh bool
+	// Blind is true when the attacher may not read Nodes or CSIDrivers
+	// (RBAC rules missing, see Blindness): Node and Driver carry nothing,
+	// so no node can be known to be cut off.
+	Blind bool
 }
 
 // Decision is the outcome of Decide.
@@ -83,6 +88,10 @@ type Decision struct {
 //   - No reason, a driver that can fence, cached inputs: confirm on fresh
 //     inputs first. No reason on fresh inputs (or a driver that cannot
 //     fence): plain.
+//   - Blind (no right to read Nodes or CSIDrivers): plain, exactly as
+//     upstream, unless a fence was recorded. The attacher then tells
+//     fenceline-controller it cannot fence (heartbeat), so that nothing
+//     relies on a fence it would not give.
 func Decide(in Input) Decision {
 	if in.Record != nil {
 		if in.DriverCanFence {
@@ -90,6 +99,9 @@ func Decide(in Input) Decision {
 		}
 		return Decision{Action: ActionRefuse, Reason: in.Record.Reason,
 			Why: fmt.Sprintf("the detach was decided fenced (%s) but the driver no longer advertises UNPUBLISH_FENCE; a plain detach could hand the volume to another node while node ID %q still writes", in.Record.Reason, in.Record.NodeID)}
+	}
+	if in.Blind {
+		return Decision{Action: ActionPlain, Why: "the attacher may not read Nodes or CSIDrivers, so it cannot tell a cut-off node; detaching as the upstream attacher does"}
 	}
 	reason := cutoff.NodeReason(in.Node, cutoff.SafeDetachEnabled(in.Driver))
 	switch {
@@ -108,6 +120,21 @@ func Decide(in Input) Decision {
 	}
 	// The Node object is gone and the driver cannot fence: as upstream.
 	return Decision{Action: ActionPlain, Reason: reason}
+}
+
+// Blindness says whether the attacher runs blind, and why: it is blind
+// when it may not read Nodes or may not read CSIDrivers. Both are needed
+// to fence safely: without Nodes it cannot see that a node is cut off;
+// without CSIDrivers it cannot see a driver's safe-detach opt-in and would
+// take a quarantined node for a healthy one. A blind attacher detaches
+// plain (as upstream) and advertises no fence capability in its heartbeat.
+// missing lists the rules denied (any text, e.g. "list nodes").
+func Blindness(nodesDenied, csiDriversDenied []string) (blind bool, why string) {
+	denied := append(append([]string(nil), nodesDenied...), csiDriversDenied...)
+	if len(denied) == 0 {
+		return false, ""
+	}
+	return true, fmt.Sprintf("RBAC does not allow %s: detaches are never fenced until these rules are granted (see the attacher's RBAC)", strings.Join(denied, ", "))
 }
 
 // NeedsFreshDriver reports whether a detach decision from node depends on

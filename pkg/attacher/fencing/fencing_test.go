@@ -1,6 +1,7 @@
 package fencing
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,11 @@ func TestDecide(t *testing.T) {
 		{"out-of-service, driver cannot fence: plain with warning", Input{Node: oos}, Decision{Action: ActionPlain, Reason: cutoff.ReasonOutOfService, Unsupported: true}},
 		{"force-eviction, driver cannot fence: plain with warning", Input{Node: evicting}, Decision{Action: ActionPlain, Reason: cutoff.ReasonForceEviction, Unsupported: true}},
 		{"fenced node, driver cannot fence: plain with warning", Input{Node: fenced}, Decision{Action: ActionPlain, Reason: cutoff.ReasonFenced, Unsupported: true}},
+		// Blind (RBAC denies Nodes or CSIDrivers): as upstream, but a record still fences.
+		{"blind, node unknown, driver can fence: plain", Input{Blind: true, DriverCanFence: true}, Decision{Action: ActionPlain}},
+		{"blind, cached, driver can fence: plain without confirming", Input{Blind: true, DriverCanFence: true, Node: healthy}, Decision{Action: ActionPlain}},
+		{"blind, record: still fenced", Input{Blind: true, Record: rec, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonOutOfService}},
+		{"blind, record, driver lost the capability: refuse", Input{Blind: true, Record: rec}, Decision{Action: ActionRefuse, Reason: cutoff.ReasonOutOfService}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,13 +99,40 @@ func TestDecideNeverPlainWithRecord(t *testing.T) {
 		for _, d := range drivers {
 			for _, canFence := range []bool{false, true} {
 				for _, fresh := range []bool{false, true} {
-					got := Decide(Input{Record: &Record{Reason: cutoff.ReasonSafeDetach, NodeID: "x"}, Node: node, Driver: d, DriverCanFence: canFence, Fresh: fresh})
-					if got.Action == ActionPlain || got.Action == ActionConfirm || got.WriteRecord {
-						t.Errorf("node %v driver %v canFence %v fresh %v: %+v", node != nil, d != nil, canFence, fresh, got)
+					for _, blind := range []bool{false, true} {
+						got := Decide(Input{Record: &Record{Reason: cutoff.ReasonSafeDetach, NodeID: "x"}, Node: node, Driver: d, DriverCanFence: canFence, Fresh: fresh, Blind: blind})
+						if got.Action == ActionPlain || got.Action == ActionConfirm || got.WriteRecord {
+							t.Errorf("node %v driver %v canFence %v fresh %v blind %v: %+v", node != nil, d != nil, canFence, fresh, blind, got)
+						}
 					}
 				}
 			}
 		}
+	}
+}
+
+func TestBlindness(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		nodes, csiDrivers []string
+		want              bool
+	}{
+		{"both readable", nil, nil, false},
+		{"nodes denied", []string{"list nodes"}, nil, true},
+		{"csidrivers denied: a quarantine would look like a healthy node", nil, []string{"watch csidrivers.storage.k8s.io"}, true},
+		{"both denied", []string{"list nodes"}, []string{"list csidrivers.storage.k8s.io"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			blind, why := Blindness(tc.nodes, tc.csiDrivers)
+			if blind != tc.want {
+				t.Fatalf("Blindness() = %v, want %v", blind, tc.want)
+			}
+			for _, r := range append(tc.nodes, tc.csiDrivers...) {
+				if !strings.Contains(why, r) {
+					t.Errorf("why %q does not name %q", why, r)
+				}
+			}
+		})
 	}
 }
 
