@@ -35,6 +35,12 @@ type Semantics struct {
 	// without an attachment. Nothing is ever detached, so nothing is ever
 	// fenced either.
 	NoAttach bool
+	// MinimalController models a foreign driver that advertises only the
+	// controller capabilities an attach needs (CREATE_DELETE_VOLUME and
+	// PUBLISH_UNPUBLISH_VOLUME): no PUBLISH_READONLY, no LIST_VOLUMES*, no
+	// SINGLE_NODE_MULTI_WRITER. Such a driver refuses readonly=true, which
+	// the CSI spec forbids a CO to send it.
+	MinimalController bool
 }
 
 // UnpublishMode is what the array does with a plain (unfenced)

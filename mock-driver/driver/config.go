@@ -44,6 +44,10 @@ type Config struct {
 	// false): no PUBLISH_UNPUBLISH_VOLUME, and nodes stage volumes that were
 	// never published to them.
 	NoAttach bool
+	// MinimalController advertises only CREATE_DELETE_VOLUME and
+	// PUBLISH_UNPUBLISH_VOLUME, and refuses ControllerPublishVolume with
+	// readonly=true (see array.Semantics.MinimalController).
+	MinimalController bool
 	// MaxVolumesPerNode is reported by NodeGetInfo and enforced by the
 	// array; zero means no limit.
 	MaxVolumesPerNode int64

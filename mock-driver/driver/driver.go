@@ -79,6 +79,8 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			ForceUnpublish: cfg.ForceUnpublish,
 			Unpublish:      unpublishMode(cfg.Unpublish),
 			NoAttach:       cfg.NoAttach,
+
+			MinimalController: cfg.MinimalController,
 		},
 	})
 	if err != nil {

@@ -39,13 +39,21 @@ func attachOnly(c csi.ControllerServiceCapability_RPC_Type) bool {
 	return false
 }
 
+// minimal reports whether a capability is one the minimal controller
+// (array.Semantics.MinimalController) advertises.
+func minimal(c csi.ControllerServiceCapability_RPC_Type) bool {
+	return c == csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME ||
+		c == csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME
+}
+
 // ControllerGetCapabilities lists the official capabilities only. The fence
 // extension's UNPUBLISH_FENCE goes through the FenceCapabilities service,
 // because csi-sanity (and other strict COs) reject unknown enum values.
 func (s *controllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
 	resp := &csi.ControllerGetCapabilitiesResponse{}
 	for _, c := range controllerCaps {
-		if s.sh.Array.Semantics().NoAttach && attachOnly(c) {
+		sem := s.sh.Array.Semantics()
+		if sem.NoAttach && attachOnly(c) || sem.MinimalController && !minimal(c) {
 			continue
 		}
 		resp.Capabilities = append(resp.Capabilities, &csi.ControllerServiceCapability{
@@ -102,6 +110,11 @@ func (s *controllerServer) ControllerPublishVolume(_ context.Context, req *csi.C
 	mode, err := validateCapability(req.GetVolumeCapability())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetReadonly() && s.sh.Array.Semantics().MinimalController {
+		// "CO MUST set this field to false if SP does not have the
+		// PUBLISH_READONLY controller capability."
+		return nil, status.Error(codes.InvalidArgument, "readonly is set but the driver does not advertise PUBLISH_READONLY")
 	}
 	pc, err := s.sh.Array.Publish(req.GetVolumeId(), req.GetNodeId(), mode, req.GetReadonly())
 	if err != nil {
