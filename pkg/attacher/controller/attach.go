@@ -88,20 +88,13 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 		return nil
 	}
 
-	req, pv, err := c.prepareAttach(ctx, va)
+	req, err := c.prepareAttach(ctx, va)
 	if err != nil {
 		c.attachFailed(ctx, va, err)
 		if errors.Is(err, errPermanent) {
 			return nil
 		}
 		return err
-	}
-	if !slices.Contains(pv.Finalizers, c.finalizer) {
-		clone := pv.DeepCopy()
-		clone.Finalizers = append(clone.Finalizers, c.finalizer)
-		if err := c.patchPV(ctx, pv, clone); err != nil {
-			return fmt.Errorf("add finalizer to PV: %w", err)
-		}
 	}
 	if !slices.Contains(va.Finalizers, c.finalizer) || va.Annotations[names.NodeIDAnnotation] != req.NodeID {
 		clone := va.DeepCopy()
@@ -143,49 +136,75 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 	return nil
 }
 
-// prepareAttach collects everything ControllerPublishVolume needs. Errors
-// wrapping errPermanent cannot be fixed by retrying.
-func (c *Controller) prepareAttach(ctx context.Context, va *storagev1.VolumeAttachment) (csiclient.PublishRequest, *v1.PersistentVolume, error) {
+// prepareAttach checks the PV (attachablePV), adds the PV finalizer and
+// collects everything ControllerPublishVolume needs, in upstream's order:
+// a PV that can be attached gets its finalizer before the node ID, access
+// mode and secrets are looked up. Errors wrapping errPermanent cannot be
+// fixed by retrying.
+func (c *Controller) prepareAttach(ctx context.Context, va *storagev1.VolumeAttachment) (csiclient.PublishRequest, error) {
 	var req csiclient.PublishRequest
-	if va.Spec.Source.InlineVolumeSpec != nil {
-		c.logMigrationOnce(ctx, "va/"+va.Name, "VolumeAttachment has spec.source.inlineVolumeSpec (CSI migration of an in-tree volume)")
-		return req, nil, fmt.Errorf("%w: inline volumes from CSI migration are not supported by fenceline-attacher", errPermanent)
-	}
-	if va.Spec.Source.PersistentVolumeName == nil {
-		return req, nil, fmt.Errorf("%w: VolumeAttachment has no spec.source.persistentVolumeName", errPermanent)
-	}
-	pvName := *va.Spec.Source.PersistentVolumeName
-	pv, err := c.pvLister.Get(pvName)
+	pv, err := c.attachPV(ctx, va)
 	if err != nil {
-		return req, nil, fmt.Errorf("get PV %s: %w", pvName, err)
+		return req, err
 	}
-	if pv.Spec.CSI == nil {
-		c.logMigrationOnce(ctx, "pv/"+pv.Name, "PersistentVolume is an in-tree volume (CSI migration)")
-		return req, nil, fmt.Errorf("%w: PV %s is not a CSI volume; CSI migration of in-tree volumes is not supported by fenceline-attacher", errPermanent, pvName)
-	}
-	if pv.Spec.CSI.Driver != c.cfg.DriverName {
-		return req, nil, fmt.Errorf("%w: PV %s belongs to driver %q, not %q", errPermanent, pvName, pv.Spec.CSI.Driver, c.cfg.DriverName)
-	}
-	nodeID, err := c.nodeID(va)
+	nodeID, err := attachNodeID(c.csiNode(va.Spec.NodeName), va.Spec.NodeName, c.cfg.DriverName)
 	if err != nil {
-		return req, nil, err
+		return req, err
 	}
 	capability, err := volumeCapability(pv, c.cfg.DefaultFSType, c.cfg.Capabilities.SingleNodeMultiWriter)
 	if err != nil {
-		return req, nil, fmt.Errorf("%w: %w", errPermanent, err)
+		return req, fmt.Errorf("%w: %w", errPermanent, err)
 	}
 	secrets, err := c.publishSecrets(ctx, pv)
 	if err != nil {
-		return req, nil, err
+		return req, err
 	}
 	return csiclient.PublishRequest{
 		VolumeID:      pv.Spec.CSI.VolumeHandle,
 		NodeID:        nodeID,
 		Capability:    capability,
-		ReadOnly:      pv.Spec.CSI.ReadOnly,
+		ReadOnly:      publishReadOnly(pv, c.cfg.Capabilities.PublishReadOnly),
 		Secrets:       secrets,
 		VolumeContext: pv.Spec.CSI.VolumeAttributes,
-	}, pv, nil
+	}, nil
+}
+
+// attachPV returns the VolumeAttachment's PV once attachablePV allows it and
+// it carries our finalizer. When the finalizer is added, the PV the API
+// returns is checked again, so a deletion that the cache has not seen yet
+// still stops the attach.
+func (c *Controller) attachPV(ctx context.Context, va *storagev1.VolumeAttachment) (*v1.PersistentVolume, error) {
+	if va.Spec.Source.InlineVolumeSpec != nil {
+		c.logMigrationOnce(ctx, "va/"+va.Name, "VolumeAttachment has spec.source.inlineVolumeSpec (CSI migration of an in-tree volume)")
+		return nil, fmt.Errorf("%w: inline volumes from CSI migration are not supported by fenceline-attacher", errPermanent)
+	}
+	if va.Spec.Source.PersistentVolumeName == nil {
+		return nil, fmt.Errorf("%w: VolumeAttachment has no spec.source.persistentVolumeName", errPermanent)
+	}
+	pvName := *va.Spec.Source.PersistentVolumeName
+	pv, err := c.pvLister.Get(pvName)
+	if err != nil {
+		return nil, fmt.Errorf("get PV %s: %w", pvName, err)
+	}
+	if pv.Spec.CSI == nil {
+		c.logMigrationOnce(ctx, "pv/"+pv.Name, "PersistentVolume is an in-tree volume (CSI migration)")
+	}
+	if err := attachablePV(pv, c.cfg.DriverName); err != nil {
+		return nil, err
+	}
+	if slices.Contains(pv.Finalizers, c.finalizer) {
+		return pv, nil
+	}
+	clone := pv.DeepCopy()
+	clone.Finalizers = append(clone.Finalizers, c.finalizer)
+	out, err := c.patchPV(ctx, pv, clone)
+	if err != nil {
+		return nil, fmt.Errorf("add finalizer to PV: %w", err)
+	}
+	if err := attachablePV(out, c.cfg.DriverName); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // attachFailed logs err, records it in status.attachError and emits an

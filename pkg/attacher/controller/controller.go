@@ -260,10 +260,11 @@ func (c *Controller) csiDriver() *storagev1.CSIDriver {
 	return d
 }
 
-// nodeID finds the CSI node ID to attach to: the node's current CSINode
-// entry, or the annotation written at attach time when the CSINode (or the
-// node) is gone, as upstream does. Detach has its own order (see
-// fencing.DetachNodeID).
+// nodeID finds the CSI node ID the reconciler checks: the node's current
+// CSINode entry, or the annotation written at attach time when the CSINode
+// (or the node) is gone, as upstream's reconciler does. Attach uses the
+// CSINode only (attachNodeID); detach has its own order
+// (fencing.DetachNodeID).
 func (c *Controller) nodeID(va *storagev1.VolumeAttachment) (string, error) {
 	if id := c.csiNodeID(va.Spec.NodeName); id != "" {
 		return id, nil
@@ -274,11 +275,20 @@ func (c *Controller) nodeID(va *storagev1.VolumeAttachment) (string, error) {
 	return "", fmt.Errorf("node %q: no CSINode entry for driver %s and no %s annotation", va.Spec.NodeName, c.cfg.DriverName, names.NodeIDAnnotation)
 }
 
+// csiNode returns the node's cached CSINode, nil when there is none.
+func (c *Controller) csiNode(nodeName string) *storagev1.CSINode {
+	csiNode, err := c.csiNodeLister.Get(nodeName)
+	if err != nil {
+		return nil
+	}
+	return csiNode
+}
+
 // csiNodeID returns the driver's node ID in the node's cached CSINode, or
 // "" when there is none.
 func (c *Controller) csiNodeID(nodeName string) string {
-	csiNode, err := c.csiNodeLister.Get(nodeName)
-	if err != nil {
+	csiNode := c.csiNode(nodeName)
+	if csiNode == nil {
 		return ""
 	}
 	for _, d := range csiNode.Spec.Drivers {

@@ -55,6 +55,9 @@ type envOptions struct {
 	noFence bool
 	// trivial pretends the driver has no PUBLISH_UNPUBLISH_VOLUME.
 	trivial bool
+	// minimal starts the mock driver with only CREATE_DELETE_VOLUME and
+	// PUBLISH_UNPUBLISH_VOLUME; it refuses readonly publishes.
+	minimal bool
 }
 
 func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
@@ -68,6 +71,7 @@ func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
 	cfg.Endpoint = "unix://" + filepath.Join(dir, "controller.sock")
 	cfg.NodeEndpoints = map[string]string{testNode: "unix://" + filepath.Join(dir, "node.sock")}
 	cfg.Fence = !o.noFence
+	cfg.MinimalController = o.minimal
 	drv, err := driver.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start mock driver: %v", err)

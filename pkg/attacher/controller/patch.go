@@ -42,15 +42,18 @@ func (c *Controller) patchVAWith(ctx context.Context, client kubernetes.Interfac
 	return out, nil
 }
 
-func (c *Controller) patchPV(ctx context.Context, oldPV, newPV *v1.PersistentVolume) error {
+// patchPV writes the difference between oldPV and newPV and returns the PV
+// as the API server stored it.
+func (c *Controller) patchPV(ctx context.Context, oldPV, newPV *v1.PersistentVolume) (*v1.PersistentVolume, error) {
 	patch, err := twoWayPatch(oldPV, newPV, v1.PersistentVolume{})
 	if err != nil {
-		return fmt.Errorf("PersistentVolume %s: %w", oldPV.Name, err)
+		return nil, fmt.Errorf("PersistentVolume %s: %w", oldPV.Name, err)
 	}
-	if _, err := c.cfg.Client.CoreV1().PersistentVolumes().Patch(ctx, oldPV.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch PersistentVolume %s: %w", oldPV.Name, err)
+	out, err := c.cfg.Client.CoreV1().PersistentVolumes().Patch(ctx, oldPV.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("patch PersistentVolume %s: %w", oldPV.Name, err)
 	}
-	return nil
+	return out, nil
 }
 
 func twoWayPatch(oldObj, newObj, schema any) ([]byte, error) {

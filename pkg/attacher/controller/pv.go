@@ -30,7 +30,7 @@ func (c *Controller) syncPV(ctx context.Context, name string) error {
 	}
 	clone := pv.DeepCopy()
 	clone.Finalizers = slices.DeleteFunc(clone.Finalizers, func(f string) bool { return f == c.finalizer })
-	if err := c.patchPV(ctx, pv, clone); err != nil {
+	if _, err := c.patchPV(ctx, pv, clone); err != nil {
 		return fmt.Errorf("remove finalizer from deleted PV: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Removed finalizer from deleted PV", "pv", name)

@@ -61,14 +61,16 @@ func TestSyncAttach(t *testing.T) {
 			},
 		},
 		{
-			name: "node ID from the annotation when the CSINode is missing",
+			name: "the node-id annotation is no attach target without a CSINode",
 			mutate: func(_ *v1.PersistentVolume, va *storagev1.VolumeAttachment) {
 				va.Annotations = map[string]string{names.NodeIDAnnotation: testNode}
 			},
+			wantErr: true,
 			check: func(t *testing.T, e *env, _ string) {
-				if !e.va("va-1").Status.Attached {
-					t.Errorf("VA not attached")
+				if ae := e.va("va-1").Status.AttachError; ae == nil || !strings.Contains(ae.Message, "no CSINode") {
+					t.Errorf("attachError = %+v, want one about the missing CSINode", ae)
 				}
+				wantNoPublish(t, e)
 			},
 		},
 		{

@@ -27,6 +27,9 @@ type Capabilities struct {
 	// ListVolumesPublishedNodes is true when the driver has both LIST_VOLUMES
 	// and LIST_VOLUMES_PUBLISHED_NODES, which the reconciler needs.
 	ListVolumesPublishedNodes bool
+	// PublishReadOnly is true for PUBLISH_READONLY. Without it
+	// ControllerPublishVolume must be sent with readonly=false.
+	PublishReadOnly bool
 	// SingleNodeMultiWriter is true for SINGLE_NODE_MULTI_WRITER; it changes
 	// how ReadWriteOncePod maps to a CSI access mode.
 	SingleNodeMultiWriter bool
@@ -75,6 +78,7 @@ func (c *Client) Discover(ctx context.Context) (Capabilities, error) {
 		caps.PublishUnpublish = ctrl[csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME]
 		caps.ListVolumesPublishedNodes = ctrl[csi.ControllerServiceCapability_RPC_LIST_VOLUMES] &&
 			ctrl[csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES]
+		caps.PublishReadOnly = ctrl[csi.ControllerServiceCapability_RPC_PUBLISH_READONLY]
 		caps.SingleNodeMultiWriter = ctrl[csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER]
 	}
 	caps.Fence, err = fence.Discover(ctx, c.conn)

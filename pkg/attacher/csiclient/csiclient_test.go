@@ -18,7 +18,7 @@ import (
 
 // startMock runs the mock driver in-process on a unix socket and returns a
 // Client connected to it.
-func startMock(t *testing.T, fence bool) (*Client, *driver.Driver, context.Context) {
+func startMock(t *testing.T, mutate func(*driver.Config)) (*Client, *driver.Driver, context.Context) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	dir := t.TempDir()
@@ -26,7 +26,9 @@ func startMock(t *testing.T, fence bool) (*Client, *driver.Driver, context.Conte
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.Endpoint = "unix://" + filepath.Join(dir, "c.sock")
 	cfg.NodeID = "node-1"
-	cfg.Fence = fence
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	drv, err := driver.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start mock driver: %v", err)
@@ -41,18 +43,42 @@ func startMock(t *testing.T, fence bool) (*Client, *driver.Driver, context.Conte
 }
 
 func TestDiscover(t *testing.T) {
-	for _, fence := range []bool{true, false} {
-		t.Run(fmt.Sprintf("fence=%v", fence), func(t *testing.T) {
-			c, _, ctx := startMock(t, fence)
+	tests := []struct {
+		name   string
+		mutate func(*driver.Config)
+		want   Capabilities
+	}{
+		{
+			name: "full driver with fence",
+			want: Capabilities{ControllerService: true, PublishUnpublish: true, ListVolumesPublishedNodes: true,
+				PublishReadOnly: true, SingleNodeMultiWriter: true},
+		},
+		{
+			name:   "full driver without fence",
+			mutate: func(c *driver.Config) { c.Fence = false },
+			want: Capabilities{ControllerService: true, PublishUnpublish: true, ListVolumesPublishedNodes: true,
+				PublishReadOnly: true, SingleNodeMultiWriter: true},
+		},
+		{
+			name:   "minimal foreign driver",
+			mutate: func(c *driver.Config) { c.Fence, c.MinimalController = false, true },
+			want:   Capabilities{ControllerService: true, PublishUnpublish: true},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, ctx := startMock(t, tc.mutate)
 			caps, err := c.Discover(ctx)
 			if err != nil {
 				t.Fatalf("Discover: %v", err)
 			}
-			if !caps.ControllerService || !caps.PublishUnpublish || !caps.NeedsAttach() || !caps.ListVolumesPublishedNodes {
-				t.Errorf("capabilities = %+v, want controller service, publish/unpublish and list published nodes", caps)
-			}
+			fence := tc.mutate == nil
 			if caps.Fence.UnpublishFence != fence {
 				t.Errorf("UnpublishFence = %v, want %v", caps.Fence.UnpublishFence, fence)
+			}
+			caps.Fence = tc.want.Fence
+			if caps != tc.want {
+				t.Errorf("capabilities = %+v, want %+v", caps, tc.want)
 			}
 			name, err := c.DriverName(ctx)
 			if err != nil || name != driver.DefaultName {
@@ -63,7 +89,7 @@ func TestDiscover(t *testing.T) {
 }
 
 func TestPublishUnpublishAndListPages(t *testing.T) {
-	c, drv, ctx := startMock(t, true)
+	c, drv, ctx := startMock(t, nil)
 	capability := &csi.VolumeCapability{
 		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
 		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
