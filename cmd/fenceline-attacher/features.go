@@ -8,10 +8,9 @@ import (
 	// is accepted.
 	_ "k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/component-base/featuregate"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	metricsfeatures "k8s.io/component-base/metrics/features"
+
+	"fenceline.io/fenceline/pkg/component/cli"
 )
 
 // The feature gates upstream's external-attacher v4.13 declares itself, with
@@ -20,7 +19,7 @@ import (
 // image swap crash-loop (see docs/attacher.md, "Feature gates"):
 //   - ReleaseLeaderElectionOnExit (alpha, off): upstream releases its lease
 //     on SIGTERM once its workers stopped; fenceline-attacher always
-//     releases it on a clean exit.
+//     releases it whenever it stops leading work (see docs/attacher.md).
 //   - MutableCSINodeAllocatableCount (GA, on): upstream then records the
 //     gRPC code in attachError/detachError; fenceline-attacher always does.
 const (
@@ -28,12 +27,12 @@ const (
 	mutableCSINodeAllocatableCount featuregate.Feature = "MutableCSINodeAllocatableCount"
 )
 
-// newFeatureGate returns the gate behind --feature-gates: the same set
+// newCommonFlags returns --feature-gates and the logging flags: the gates
 // upstream accepts (the generic API server and client-go gates, plus its
-// own two), and component-base's logging gates, which Fenceline honours on
-// top. It uses the process-wide utilfeature gate and may run once per
-// process.
-func newFeatureGate() (featuregate.MutableVersionedFeatureGate, error) {
+// own two), and component-base's logging and metrics gates, which Fenceline
+// honours on top. It uses the process-wide utilfeature gate and may run
+// once per process.
+func newCommonFlags() (*cli.CommonFlags, error) {
 	gate := utilfeature.DefaultMutableFeatureGate
 	if err := gate.Add(map[featuregate.Feature]featuregate.FeatureSpec{
 		releaseLeaderElectionOnExit:    {Default: false, PreRelease: featuregate.Alpha},
@@ -41,54 +40,5 @@ func newFeatureGate() (featuregate.MutableVersionedFeatureGate, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("register upstream's feature gates: %w", err)
 	}
-	if err := logsapi.AddFeatureGates(gate); err != nil {
-		return nil, fmt.Errorf("register logging feature gates: %w", err)
-	}
-	if err := metricsfeatures.AddFeatureGates(gate); err != nil {
-		return nil, fmt.Errorf("register metrics feature gates: %w", err)
-	}
-	// client-go's own gates (WatchList, ...) join the same gate and take
-	// effect from it, so --feature-gates=WatchList=false works as upstream.
-	adapter := clientGates{gate}
-	if err := clientfeatures.AddVersionedFeaturesToExistingFeatureGates(adapter); err != nil {
-		return nil, fmt.Errorf("register client-go feature gates: %w", err)
-	}
-	clientfeatures.ReplaceFeatureGates(adapter)
-	return gate, nil
-}
-
-// clientGates lets client-go register its gates on, and read them from, a
-// component-base gate: client-go declares its own copies of the feature
-// types so that it does not depend on component-base.
-type clientGates struct {
-	gate featuregate.MutableVersionedFeatureGate
-}
-
-// Enabled implements clientfeatures.Gates.
-func (c clientGates) Enabled(f clientfeatures.Feature) bool {
-	return c.gate.Enabled(featuregate.Feature(f))
-}
-
-// AddVersioned implements clientfeatures.VersionedRegistry.
-func (c clientGates) AddVersioned(in map[clientfeatures.Feature]clientfeatures.VersionedSpecs) error {
-	out := make(map[featuregate.Feature]featuregate.VersionedSpecs, len(in))
-	for name, specs := range in {
-		converted := make(featuregate.VersionedSpecs, 0, len(specs))
-		for _, s := range specs {
-			spec := featuregate.FeatureSpec{Default: s.Default, LockToDefault: s.LockToDefault, Version: s.Version}
-			switch s.PreRelease {
-			case clientfeatures.Alpha:
-				spec.PreRelease = featuregate.Alpha
-			case clientfeatures.Beta:
-				spec.PreRelease = featuregate.Beta
-			case clientfeatures.Deprecated:
-				spec.PreRelease = featuregate.Deprecated
-			default:
-				spec.PreRelease = featuregate.GA
-			}
-			converted = append(converted, spec)
-		}
-		out[featuregate.Feature(name)] = converted
-	}
-	return c.gate.AddVersioned(out)
+	return cli.NewCommonFlags(gate)
 }

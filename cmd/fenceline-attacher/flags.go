@@ -2,37 +2,30 @@ package main
 
 import (
 	"flag"
-	"fmt"
-	"strings"
 
 	"github.com/kubernetes-csi/csi-lib-utils/standardflags"
-	cliflag "k8s.io/component-base/cli/flag"
-	"k8s.io/component-base/featuregate"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	metricsfeatures "k8s.io/component-base/metrics/features"
-	// Registers --logging-format=json and its options, as upstream does.
-	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/app"
+	"fenceline.io/fenceline/pkg/component/cli"
 )
 
 // config is the parsed command line.
 type config struct {
-	opts         app.Options
-	showVersion  bool
-	logConfig    *logsapi.LoggingConfiguration
-	featureGate  featuregate.MutableVersionedFeatureGate
-	featureGates map[string]bool
+	opts        app.Options
+	showVersion bool
+	common      *cli.CommonFlags
 }
 
 // parseFlags defines the upstream external-attacher's flags, with the same
-// names and defaults, on fs and parses args. The common sidecar flags come
-// from csi-lib-utils standardflags, which registers --metrics-path on the
-// process-wide flag.CommandLine; fs must therefore be flag.CommandLine, and
-// parseFlags may run once per process.
+// names and defaults, on fs, parses args and validates them: every error it
+// returns is a usage error (exit code 2), found before anything touches the
+// cluster. The common sidecar flags come from csi-lib-utils standardflags,
+// which registers --metrics-path on the process-wide flag.CommandLine; fs
+// must therefore be flag.CommandLine, and parseFlags may run once per
+// process.
 func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
-	c := &config{opts: app.DefaultOptions(), featureGates: map[string]bool{}}
+	c := &config{opts: app.DefaultOptions()}
 	o := &c.opts
 	standardflags.RegisterCommonFlags(fs)
 	standardflags.AddAutomaxprocs(klog.Infof)
@@ -45,19 +38,14 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.StringVar(&o.DefaultFSType, "default-fstype", o.DefaultFSType, "The default filesystem type of the volume to publish. Defaults to empty string.")
 	fs.DurationVar(&o.ReconcileSync, "reconcile-sync", o.ReconcileSync, "Resync interval of the VolumeAttachment reconciler.")
 	fs.IntVar(&o.MaxGRPCLogLength, "max-grpc-log-length", o.MaxGRPCLogLength, "The maximum amount of characters logged for every grpc responses. Defaults to no limit.")
-	gate, err := newFeatureGate()
+	common, err := newCommonFlags()
 	if err != nil {
 		return nil, err
 	}
-	c.featureGate = gate
-	fs.Var(cliflag.NewMapStringBool(&c.featureGates), "feature-gates", "A set of key=value pairs that describe feature gates for alpha/experimental features. Options are:\n"+strings.Join(gate.KnownFeatures(), "\n"))
-	c.logConfig = logsapi.NewLoggingConfiguration()
-	logsapi.AddGoFlags(c.logConfig, fs)
-	if err := fs.Parse(args); err != nil {
+	c.common = common
+	common.AddFlags(fs)
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 
 	sc := standardflags.Configuration
@@ -75,11 +63,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	o.HTTPEndpoint = sc.HttpEndpoint
 	o.MetricsAddress = sc.MetricsAddress
 	o.MetricsPath = sc.MetricsPath
-	if c.showVersion {
-		return c, nil
+	// Everything is checked before --version is honoured, so that
+	// `--version` appended to a manifest's arguments proves they are valid.
+	if err := common.Validate(); err != nil {
+		return nil, err
 	}
 	if err := o.Validate(); err != nil {
-		return nil, err
+		return nil, cli.UsageError(err)
 	}
 	return c, nil
 }
@@ -87,12 +77,5 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 // applyLogging applies --feature-gates (before any metric is registered,
 // so that NativeHistograms takes effect), --logging-format, -v and friends.
 func (c *config) applyLogging() error {
-	if err := c.featureGate.SetFromMap(c.featureGates); err != nil {
-		return fmt.Errorf("--feature-gates: %w", err)
-	}
-	metricsfeatures.ApplyFeatureGates(c.featureGate)
-	if err := logsapi.ValidateAndApply(c.logConfig, c.featureGate); err != nil {
-		return fmt.Errorf("logging configuration: %w", err)
-	}
-	return nil
+	return c.common.Apply()
 }

@@ -8,47 +8,41 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/app"
+	"fenceline.io/fenceline/pkg/component/cli"
 	"fenceline.io/fenceline/pkg/version"
 )
 
+const component = "fenceline-attacher"
+
 func main() {
-	os.Exit(run())
+	os.Exit(run(os.Args))
 }
 
-func run() int {
-	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
+// run returns the exit code: 0 after a clean stop or --version, 1 when the
+// attacher failed while running, 2 for a wrong command line.
+func run(args []string) int {
+	flag.CommandLine.Init(component, flag.ContinueOnError)
+	cfg, err := parseFlags(flag.CommandLine, args[1:])
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+		return cli.ExitCodeOf(os.Stderr, err)
 	}
 	if cfg.showVersion {
-		fmt.Println(os.Args[0], version.Version)
-		return 0
+		fmt.Println(args[0], version.Version)
+		return cli.ExitOK
 	}
 	if err := cfg.applyLogging(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+		return cli.ExitCodeOf(os.Stderr, err)
 	}
 	defer klog.Flush()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	logger := klog.Background().WithName("fenceline-attacher")
-	ctx = klog.NewContext(ctx, logger)
-	logger.Info("Starting", "version", version.Version)
-	if cfg.opts.MetricsAddress != "" {
-		logger.Info("--metrics-address is deprecated; use --http-endpoint")
-	}
-	cfg.opts.ExitOnConnectionLoss = true
-	if err := app.Run(ctx, cfg.opts); err != nil {
-		logger.Error(err, "fenceline-attacher failed")
-		return 1
-	}
-	return 0
+	return cli.Run(component, version.Version, func(ctx context.Context) error {
+		if cfg.opts.MetricsAddress != "" {
+			klog.FromContext(ctx).Info("--metrics-address is deprecated; use --http-endpoint")
+		}
+		cfg.opts.ExitOnConnectionLoss = true
+		return app.Run(ctx, cfg.opts)
+	})
 }

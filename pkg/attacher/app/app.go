@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -17,30 +15,28 @@ import (
 	"github.com/kubernetes-csi/csi-lib-utils/connection"
 	csimetrics "github.com/kubernetes-csi/csi-lib-utils/metrics"
 	"github.com/kubernetes-csi/csi-lib-utils/rpc"
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/controller"
 	"fenceline.io/fenceline/pkg/attacher/csiclient"
 	"fenceline.io/fenceline/pkg/attacher/heartbeat"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
-	"fenceline.io/fenceline/pkg/component/stdmetrics"
+	"fenceline.io/fenceline/pkg/component/events"
+	"fenceline.io/fenceline/pkg/component/httpserver"
+	"fenceline.io/fenceline/pkg/component/kubeclient"
+	"fenceline.io/fenceline/pkg/component/leader"
 	"fenceline.io/fenceline/pkg/names"
 )
 
 // LeaderElectionHealthPath is where the leader-election health check is
-// served on --http-endpoint, the same path as upstream sidecars.
-const LeaderElectionHealthPath = "/healthz/leader-election"
+// served on --http-endpoint, the same path as upstream sidecars (it is
+// also served on /healthz).
+const LeaderElectionHealthPath = httpserver.LeaderElectionHealthPath
 
 // Options are the attacher's settings; each field mirrors an upstream
 // external-attacher flag of the same meaning.
@@ -136,13 +132,17 @@ func (o Options) Validate() error {
 	if o.MaxEntries < 0 {
 		errs = append(errs, fmt.Errorf("--max-entries must not be negative, got %d", o.MaxEntries))
 	}
+	if err := o.leaderOptions().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
 // Run runs the attacher until ctx is cancelled (nil error) or something
-// fatal happens, such as losing the leader lease.
+// fatal happens, such as losing the leader lease. With leader election the
+// attacher works only while it leads, and gives the lease up when its work
+// stops for any reason (see pkg/component/leader).
 func Run(ctx context.Context, opts Options) error {
-	logger := klog.FromContext(ctx)
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -158,54 +158,23 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	cmm := csimetrics.NewCSIMetricsManagerForSidecar("")
-	connOpts := []connection.Option{}
-	if opts.ExitOnConnectionLoss {
-		connOpts = append(connOpts, connection.OnConnectionLoss(connection.ExitOnConnectionLoss()))
-	}
-	conn, err := connection.Connect(ctx, opts.CSIAddress, cmm, connOpts...)
-	if err != nil {
-		return fmt.Errorf("connect to CSI driver at %s: %w", opts.CSIAddress, err)
-	}
-	defer func() { _ = conn.Close() }()
-	if err := rpc.ProbeForever(ctx, conn, opts.Timeout); err != nil {
-		return fmt.Errorf("probe CSI driver: %w", err)
-	}
-	csi := csiclient.New(conn)
-	driverName, err := callWithTimeout(ctx, opts.Timeout, csi.DriverName)
+	d, err := connectDriver(ctx, opts, cmm)
 	if err != nil {
 		return err
 	}
-	cmm.SetDriverName(driverName)
-	caps, err := callWithTimeout(ctx, opts.Timeout, csi.Discover)
-	if err != nil {
-		return err
-	}
-	logger = logger.WithValues("driver", driverName)
+	defer func() { _ = d.conn.Close() }()
+	logger := klog.FromContext(ctx).WithValues("driver", d.name)
 	ctx = klog.NewContext(ctx, logger)
-	logger.Info("CSI driver discovered", "controllerService", caps.ControllerService, "publishUnpublish", caps.PublishUnpublish,
-		"listVolumesPublishedNodes", caps.ListVolumesPublishedNodes, "unpublishFence", caps.Fence.UnpublishFence)
-
-	mux := http.NewServeMux()
-	addr := opts.HTTPEndpoint
-	if addr == "" {
-		addr = opts.MetricsAddress
-	}
-	if addr != "" {
-		mux.Handle(opts.MetricsPath, stdmetrics.Handler(cmm.GetRegistry()))
-	}
 
 	// Events get their own client, and so their own rate limiter: upstream
 	// emits no Events, and sharing --kube-api-qps with them would slow every
-	// attach and detach below upstream's throughput. The broadcaster drops
-	// Events under pressure, so they never hold up a VolumeAttachment.
+	// attach and detach below upstream's throughput.
 	eventClient, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return fmt.Errorf("create Kubernetes client for Events: %w", err)
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "fenceline-attacher", Host: hostname()})
+	recorder, stopEvents := events.NewRecorder(ctx, eventClient, userAgent)
+	defer stopEvents()
 
 	// Fence records get a client of their own too: at most one write per
 	// fenced detach, which must not wait behind a failover's attaches on
@@ -217,11 +186,11 @@ func Run(ctx context.Context, opts Options) error {
 
 	factory := informers.NewSharedInformerFactory(client, opts.Resync)
 	ctrl, err := controller.New(controller.Config{
-		DriverName:         driverName,
+		DriverName:         d.name,
 		Client:             client,
 		RecordClient:       recordClient,
-		CSI:                csi,
-		Capabilities:       caps,
+		CSI:                d.csi,
+		Capabilities:       d.caps,
 		Timeout:            opts.Timeout,
 		RetryIntervalStart: opts.RetryIntervalStart,
 		RetryIntervalMax:   opts.RetryIntervalMax,
@@ -235,14 +204,14 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("create controller: %w", err)
 	}
 	metrics.RegisterState(cmm.GetRegistry(), ctrl)
-	hb, err := heartbeatConfig(opts, config, driverName, caps, cmm.GetRegistry())
+	hb, err := heartbeatConfig(opts, config, d.name, d.caps, cmm.GetRegistry())
 	if err != nil {
 		return err
 	}
 	// run runs only while this replica leads, and the heartbeat only while
 	// the controller runs.
 	run := func(ctx context.Context) error {
-		if waitForAPIServer(ctx, client.Discovery().RESTClient(), defaultAPIWait) != nil {
+		if kubeclient.WaitForAPIServer(ctx, client.Discovery().RESTClient(), kubeclient.DefaultAPIWait) != nil {
 			return nil // only the end of ctx (a signal, a lost lease) stops the wait
 		}
 		factory.Start(ctx.Done())
@@ -250,51 +219,87 @@ func Run(ctx context.Context, opts Options) error {
 		defer heartbeat.Start(ctx, hb)()
 		return ctrl.Run(ctx, opts.WorkerThreads)
 	}
-
-	var elector *leaderelection.LeaderElector
-	if opts.LeaderElection {
-		elector, err = newElector(ctx, opts, config, driverName, mux, run)
-		if err != nil {
-			return err
-		}
-	}
-	if addr != "" {
-		stop, err := serveHTTP(ctx, addr, mux)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	if elector == nil {
-		return run(ctx)
-	}
-	elector.Run(ctx)
-	if ctx.Err() == nil {
-		return errors.New("lost leader election lease")
-	}
-	return nil
+	return runServing(ctx, opts, config, d.name, cmm.GetRegistry(), run)
 }
 
-func restConfig(opts Options) (*rest.Config, error) {
-	var config *rest.Config
-	if opts.RestConfig != nil {
-		config = rest.CopyConfig(opts.RestConfig)
-	} else {
-		c, err := clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("load Kubernetes client configuration: %w", err)
+// runServing runs run, under leader election if enabled, while serving
+// metrics and health checks.
+func runServing(ctx context.Context, opts Options, config *rest.Config, driverName string, registry prometheus.Gatherer, run func(context.Context) error) error {
+	var elector *leader.Elector
+	if opts.LeaderElection {
+		var err error
+		if elector, err = newElector(opts, config, driverName); err != nil {
+			return err
 		}
-		config = c
 	}
-	config.QPS = float32(opts.KubeAPIQPS)
-	config.Burst = opts.KubeAPIBurst
-	config.UserAgent = "fenceline-attacher"
-	// Protobuf, as upstream's sidecar: smaller and cheaper to decode than
-	// JSON for the VolumeAttachments, PVs and Nodes it watches. Every type
-	// the attacher reads is built in, so the API server always speaks it.
-	config.ContentType = runtime.ContentTypeProtobuf
-	config.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return config, nil
+	addr := opts.HTTPEndpoint
+	if addr == "" {
+		addr = opts.MetricsAddress
+	}
+	if addr != "" {
+		srv, err := httpserver.Start(ctx, httpserver.Config{Address: addr, MetricsPath: opts.MetricsPath, Metrics: registry, Health: elector.Check})
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+	}
+	return elector.Run(ctx, run)
+}
+
+// driver is the connected CSI driver.
+type driver struct {
+	conn *grpc.ClientConn
+	csi  *csiclient.Client
+	name string
+	caps csiclient.Capabilities
+}
+
+// connectDriver connects to the CSI driver, waits until it is ready and
+// discovers its name and capabilities.
+func connectDriver(ctx context.Context, opts Options, cmm csimetrics.CSIMetricsManager) (*driver, error) {
+	connOpts := []connection.Option{}
+	if opts.ExitOnConnectionLoss {
+		connOpts = append(connOpts, connection.OnConnectionLoss(connection.ExitOnConnectionLoss()))
+	}
+	conn, err := connection.Connect(ctx, opts.CSIAddress, cmm, connOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to CSI driver at %s: %w", opts.CSIAddress, err)
+	}
+	d := &driver{conn: conn, csi: csiclient.New(conn)}
+	if err := d.discover(ctx, opts.Timeout); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	cmm.SetDriverName(d.name)
+	klog.FromContext(ctx).Info("CSI driver discovered", "driver", d.name, "controllerService", d.caps.ControllerService, "publishUnpublish", d.caps.PublishUnpublish,
+		"listVolumesPublishedNodes", d.caps.ListVolumesPublishedNodes, "unpublishFence", d.caps.Fence.UnpublishFence)
+	return d, nil
+}
+
+func (d *driver) discover(ctx context.Context, timeout time.Duration) error {
+	if err := rpc.ProbeForever(ctx, d.conn, timeout); err != nil {
+		return fmt.Errorf("probe CSI driver: %w", err)
+	}
+	var err error
+	if d.name, err = callWithTimeout(ctx, timeout, d.csi.DriverName); err != nil {
+		return err
+	}
+	d.caps, err = callWithTimeout(ctx, timeout, d.csi.Discover)
+	return err
+}
+
+// userAgent is the attacher's one user agent: every request it makes,
+// Events and Leases included, is attributed to it.
+const userAgent = "fenceline-attacher"
+
+func restConfig(opts Options) (*rest.Config, error) {
+	return kubeclient.Config(kubeclient.Options{
+		Kubeconfig: opts.Kubeconfig,
+		Base:       opts.RestConfig,
+		QPS:        float32(opts.KubeAPIQPS),
+		Burst:      opts.KubeAPIBurst,
+		UserAgent:  userAgent,
+	})
 }
 
 func callWithTimeout[T any](ctx context.Context, timeout time.Duration, f func(context.Context) (T, error)) (T, error) {
@@ -303,9 +308,20 @@ func callWithTimeout[T any](ctx context.Context, timeout time.Duration, f func(c
 	return f(ctx)
 }
 
+// leaderOptions are the --leader-election* flags.
+func (o Options) leaderOptions() leader.Options {
+	return leader.Options{
+		Enabled:       o.LeaderElection,
+		Namespace:     o.LeaderElectionNamespace,
+		LeaseDuration: o.LeaderElectionLeaseDuration,
+		RenewDeadline: o.LeaderElectionRenewDeadline,
+		RetryPeriod:   o.LeaderElectionRetryPeriod,
+	}
+}
+
 // newElector prepares leader election on the Lease that the upstream
 // external-attacher uses, so that the two never lead at the same time.
-func newElector(ctx context.Context, opts Options, config *rest.Config, driverName string, mux *http.ServeMux, run func(context.Context) error) (*leaderelection.LeaderElector, error) {
+func newElector(opts Options, config *rest.Config, driverName string) (*leader.Elector, error) {
 	// A separate client so that a busy, throttled attacher client cannot
 	// starve lease renewals.
 	leClient, err := kubernetes.NewForConfig(config)
@@ -313,76 +329,16 @@ func newElector(ctx context.Context, opts Options, config *rest.Config, driverNa
 		return nil, fmt.Errorf("create leader election client: %w", err)
 	}
 	namespace, identity := electionNamespaceAndIdentity(opts)
-	lock, err := resourcelock.NewWithLabels(resourcelock.LeasesResourceLock, namespace, names.AttacherLeaseName(driverName),
-		leClient.CoreV1(), leClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: names.SanitizeDriverName(identity)}, opts.LeaderElectionLabels)
-	if err != nil {
-		return nil, fmt.Errorf("create leader election lock: %w", err)
-	}
-	health := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	mux.HandleFunc(LeaderElectionHealthPath, func(w http.ResponseWriter, r *http.Request) {
-		if err := health.Check(r); err != nil {
-			http.Error(w, fmt.Sprintf("internal server error: %v", err), http.StatusInternalServerError)
-			return
-		}
-		_, _ = fmt.Fprint(w, "ok")
+	lo := opts.leaderOptions()
+	lo.Namespace = namespace
+	return leader.New(leader.Config{
+		Options:      lo,
+		Name:         names.AttacherLeaseName(driverName),
+		Identity:     names.SanitizeDriverName(identity),
+		Labels:       opts.LeaderElectionLabels,
+		Core:         leClient.CoreV1(),
+		Coordination: leClient.CoordinationV1(),
 	})
-	logger := klog.FromContext(ctx)
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   opts.LeaderElectionLeaseDuration,
-		RenewDeadline:   opts.LeaderElectionRenewDeadline,
-		RetryPeriod:     opts.LeaderElectionRetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            names.AttacherLeaseName(driverName),
-		WatchDog:        health,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Became leader", "lease", namespace+"/"+names.AttacherLeaseName(driverName))
-				if err := run(ctx); err != nil {
-					logger.Error(err, "Attacher stopped")
-				}
-			},
-			OnStoppedLeading: func() { logger.Info("Stopped leading") },
-			OnNewLeader: func(id string) {
-				logger.V(3).Info("New leader", "identity", id)
-			},
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("configure leader election: %w", err)
-	}
-	return elector, nil
-}
-
-// serveHTTP serves mux on addr until stop is called.
-func serveHTTP(ctx context.Context, addr string, mux *http.ServeMux) (stop func(), err error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on HTTP endpoint %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.FromContext(ctx).Error(err, "HTTP server failed", "address", addr)
-		}
-	}()
-	klog.FromContext(ctx).Info("Serving metrics and health checks", "address", l.Addr().String())
-	return func() {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
-		<-done
-	}, nil
-}
-
-func hostname() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return "fenceline-attacher"
-	}
-	return h
 }
 
 // inClusterNamespace is the pod's namespace, as upstream determines it.
@@ -408,7 +364,7 @@ func electionNamespaceAndIdentity(opts Options) (namespace, identity string) {
 	}
 	identity = opts.LeaderElectionIdentity
 	if identity == "" {
-		identity = hostname()
+		identity = events.Hostname(userAgent)
 	}
 	return namespace, identity
 }

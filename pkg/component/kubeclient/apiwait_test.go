@@ -1,4 +1,4 @@
-package app
+package kubeclient
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
-var fastAPIWait = apiWait{Try: time.Second, Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 50 * time.Millisecond}}
+var fastAPIWait = APIWait{Try: time.Second, Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 50 * time.Millisecond}}
 
 func versionClient(t *testing.T, url string) rest.Interface {
 	t.Helper()
@@ -46,8 +46,8 @@ func TestWaitForAPIServerRetriesUntilReachable(t *testing.T) {
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
 	ctx := klog.NewContext(context.Background(), logger)
 	buf := logger.GetSink().(ktesting.Underlier).GetBuffer()
-	if err := waitForAPIServer(ctx, versionClient(t, srv.URL), fastAPIWait); err != nil {
-		t.Fatalf("waitForAPIServer: %v", err)
+	if err := WaitForAPIServer(ctx, versionClient(t, srv.URL), fastAPIWait); err != nil {
+		t.Fatalf("WaitForAPIServer: %v", err)
 	}
 	if n := calls.Load(); n != 4 {
 		t.Errorf("GET /version called %d times, want 4", n)
@@ -74,14 +74,14 @@ func TestWaitForAPIServerStopsOnCancel(t *testing.T) {
 	slow := fastAPIWait
 	slow.Backoff.Duration, slow.Backoff.Cap = time.Hour, time.Hour
 	done := make(chan error, 1)
-	go func() { done <- waitForAPIServer(ctx, versionClient(t, url), slow) }()
+	go func() { done <- WaitForAPIServer(ctx, versionClient(t, url), slow) }()
 	cancel()
 	select {
 	case err := <-done:
 		if err == nil {
-			t.Fatal("waitForAPIServer returned nil for an unreachable API server")
+			t.Fatal("WaitForAPIServer returned nil for an unreachable API server")
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("waitForAPIServer did not return within 5s of its context ending")
+		t.Fatal("WaitForAPIServer did not return within 5s of its context ending")
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package kubeclient
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// apiWait times the reachability check of waitForAPIServer.
-type apiWait struct {
+// APIWait times the reachability check of WaitForAPIServer.
+type APIWait struct {
 	// Try bounds one request, so that an API server that drops packets
 	// cannot hold the check (or a shutdown) for a TCP timeout.
 	Try time.Duration
@@ -18,18 +18,20 @@ type apiWait struct {
 	Backoff wait.Backoff
 }
 
-var defaultAPIWait = apiWait{
+// DefaultAPIWait is the timing both binaries use: a first retry after half
+// a second, then doubling up to 30 s.
+var DefaultAPIWait = APIWait{
 	Try:     5 * time.Second,
 	Backoff: wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second},
 }
 
-// waitForAPIServer returns nil once the API server answers GET /version. Every
+// WaitForAPIServer returns nil once the API server answers GET /version. Every
 // failure is logged at default verbosity with the time of the next try:
 // client-go's informers retry an unreachable API server silently (at -v=2),
 // so without this check a wrong kubeconfig or a broken network would look
-// like a hung attacher. No informer runs before it returns, so a signal stops
+// like a hung component. No informer runs before it returns, so a signal stops
 // the process at once; it returns ctx's error when ctx ends first.
-func waitForAPIServer(ctx context.Context, rc rest.Interface, w apiWait) error {
+func WaitForAPIServer(ctx context.Context, rc rest.Interface, w APIWait) error {
 	logger := klog.FromContext(ctx)
 	backoff := w.Backoff
 	for attempt := 1; ; attempt++ {
