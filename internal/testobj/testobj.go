@@ -308,3 +308,12 @@ func AttachRequired(d *storagev1.CSIDriver, required bool) *storagev1.CSIDriver 
 }
 
 var resourceGi = *resource.NewQuantity(1<<30, resource.BinarySI)
+
+// CSINode returns the node's CSINode with one entry: the driver and the
+// node ID it registered.
+func CSINode(node, driver, nodeID string) *storagev1.CSINode {
+	return &storagev1.CSINode{
+		ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec:       storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: driver, NodeID: nodeID}}},
+	}
+}
