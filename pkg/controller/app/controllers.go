@@ -1,29 +1,121 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/featuregate"
+
+	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/attacherevidence"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
 	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
 )
 
-// KnownControllers lists every controller name --controllers accepts.
-var KnownControllers = []string{podgc.Name, quarantine.Name, forceeviction.Name, outofservice.Name}
+// Controller is one of fenceline-controller's controllers, set up and ready
+// to run once the informer caches have synced.
+type Controller interface {
+	Run(ctx context.Context, workers int)
+}
 
-// DisabledByDefault lists the controllers that "*" does not enable: removing
-// the out-of-service taint automatically is opt-in.
-var DisabledByDefault = []string{outofservice.Name}
+// cacheStarter is a Controller with a cache outside the shared informers,
+// which must have synced before the controller runs.
+type cacheStarter interface {
+	StartCaches(ctx context.Context) error
+}
+
+// ControllerContext is what a controller's constructor gets.
+type ControllerContext struct {
+	// Client is the controller's own client: its requests carry the user
+	// agent "fenceline-controller/<name>", so that the API server's audit
+	// log attributes every write to the controller that made it.
+	Client kubernetes.Interface
+	// Actuator writes through Client and records Events under the same
+	// user agent.
+	Actuator *actuator.Actuator
+	// Informers are the shared informers; NodeLeases those of the node
+	// Leases in kube-node-lease.
+	Informers, NodeLeases informers.SharedInformerFactory
+	Options   Options
+}
+
+// Descriptor describes one controller. Adding a controller is adding one
+// Descriptor to Controllers: --controllers, its help, its validation and
+// the startup all derive from the table.
+type Descriptor struct {
+	// Name is the controller's name in --controllers, its user agent,
+	// its workqueue and its logs.
+	Name string
+	// EnabledByDefault: "*" in --controllers enables it.
+	EnabledByDefault bool
+	// FeatureGate, when set, must be enabled for the controller to run.
+	FeatureGate featuregate.Feature
+	// New sets the controller up.
+	New func(ControllerContext) (Controller, error)
+}
+
+// Controllers is every controller of fenceline-controller, in start order.
+var Controllers = []Descriptor{
+	{Name: podgc.Name, EnabledByDefault: true, New: func(c ControllerContext) (Controller, error) {
+		return podgc.New(c.Informers, c.Actuator)
+	}},
+	{Name: quarantine.Name, EnabledByDefault: true, New: newQuarantine},
+	{Name: forceeviction.Name, EnabledByDefault: true, New: func(c ControllerContext) (Controller, error) {
+		return forceeviction.New(c.Informers, c.NodeLeases, c.Actuator, c.Options.ForceEvictionReadyGrace)
+	}},
+	// Removing the out-of-service taint automatically is opt-in.
+	{Name: outofservice.Name, New: func(c ControllerContext) (Controller, error) {
+		return outofservice.New(c.Informers, c.Actuator)
+	}},
+}
+
+// FeatureGates are the gates of fenceline-controller's own features (the
+// ones Descriptor.FeatureGate may name), registered on --feature-gates
+// next to the logging, metrics and client-go gates.
+var FeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{}
+
+// KnownControllers returns the name of every controller, in table order.
+func KnownControllers() []string { return controllerNames(Controllers, func(Descriptor) bool { return true }) }
+
+// DisabledByDefault returns the controllers that "*" does not enable.
+func DisabledByDefault() []string {
+	return controllerNames(Controllers, func(d Descriptor) bool { return !d.EnabledByDefault })
+}
+
+// ControllersHelp is the help text of --controllers.
+func ControllersHelp() string {
+	return fmt.Sprintf("Controllers to run: '*' enables all that are on by default, 'name' enables one, '-name' disables one. Known: %s. Off by default: %s.",
+		strings.Join(KnownControllers(), ", "), strings.Join(DisabledByDefault(), ", "))
+}
+
+func controllerNames(table []Descriptor, keep func(Descriptor) bool) []string {
+	var out []string
+	for _, d := range table {
+		if keep(d) {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
 
 // EnabledControllers resolves a --controllers list the way
 // kube-controller-manager does: "*" enables every controller that is on by
 // default, "name" enables one, "-name" disables one. The last mention of a
-// name wins over "*".
-func EnabledControllers(spec []string) (map[string]bool, error) {
-	enabled := map[string]bool{}
+// name wins over "*". A controller whose feature gate is off (a nil gate
+// counts as off) is not enabled by "*", and naming it is an error.
+func EnabledControllers(spec []string, gate featuregate.FeatureGate) (map[string]bool, error) {
+	return enabledControllers(Controllers, spec, gate)
+}
+
+func enabledControllers(table []Descriptor, spec []string, gate featuregate.FeatureGate) (map[string]bool, error) {
+	known := controllerNames(table, func(Descriptor) bool { return true })
 	star := false
 	explicit := map[string]bool{}
 	for _, raw := range spec {
@@ -36,19 +128,61 @@ func EnabledControllers(spec []string) (map[string]bool, error) {
 			continue
 		}
 		name, off := strings.CutPrefix(item, "-")
-		if !slices.Contains(KnownControllers, name) {
-			return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(KnownControllers, ", "))
+		if !slices.Contains(known, name) {
+			return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(known, ", "))
 		}
 		explicit[name] = !off
 	}
-	for _, name := range KnownControllers {
-		on, ok := explicit[name]
-		if !ok {
-			on = star && !slices.Contains(DisabledByDefault, name)
+	enabled := map[string]bool{}
+	var errs []error
+	for _, d := range table {
+		on, named := explicit[d.Name]
+		if !named {
+			on = star && d.EnabledByDefault
+		}
+		if on && d.FeatureGate != "" && (gate == nil || !gate.Enabled(d.FeatureGate)) {
+			if named {
+				errs = append(errs, fmt.Errorf("controller %q in --controllers needs --feature-gates=%s=true", d.Name, d.FeatureGate))
+			}
+			on = false
 		}
 		if on {
-			enabled[name] = true
+			enabled[d.Name] = true
 		}
 	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	return enabled, nil
+}
+
+// quarantineController is quarantine with the attacher evidence it acts
+// on: the heartbeat Leases of fenceline-attachers, without which it
+// neither force-deletes nor releases anything.
+type quarantineController struct {
+	*quarantine.Controller
+	evidence *attacherevidence.Tracker
+}
+
+func newQuarantine(c ControllerContext) (Controller, error) {
+	evidence, err := attacherevidence.New(c.Client, c.Informers.Storage().V1().CSIDrivers(), c.Options.Resync)
+	if err != nil {
+		return nil, err
+	}
+	q, err := quarantine.New(c.Informers, c.Actuator, c.Options.QuarantineDelay, c.Options.QuarantineLiftDelay, evidence)
+	if err != nil {
+		return nil, err
+	}
+	return quarantineController{Controller: q, evidence: evidence}, nil
+}
+
+// StartCaches starts the heartbeat Lease cache and waits for it to sync:
+// quarantine must not report "no heartbeat" for one that is merely not
+// cached yet. A sync cut short by ctx is no error.
+func (q quarantineController) StartCaches(ctx context.Context) error {
+	q.evidence.Start(ctx)
+	if !q.evidence.WaitForCacheSync(ctx) && ctx.Err() == nil {
+		return errors.New("heartbeat Lease cache did not sync")
+	}
+	return nil
 }

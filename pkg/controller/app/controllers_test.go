@@ -3,7 +3,10 @@ package app
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
+
+	"k8s.io/component-base/featuregate"
 )
 
 func TestEnabledControllers(t *testing.T) {
@@ -24,7 +27,7 @@ func TestEnabledControllers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := EnabledControllers(tc.spec)
+			got, err := EnabledControllers(tc.spec, nil)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
 			}
@@ -33,6 +36,88 @@ func TestEnabledControllers(t *testing.T) {
 			}
 			names := slices.Sorted(maps.Keys(got))
 			if !slices.Equal(names, tc.want) {
+				t.Errorf("got %v, want %v", names, tc.want)
+			}
+		})
+	}
+}
+
+// TestControllerTable checks the table every use of --controllers derives
+// from: unique names that are valid user agent parts, a constructor each,
+// gates that exist, and a help text that names them all.
+func TestControllerTable(t *testing.T) {
+	seen := map[string]bool{}
+	help := ControllersHelp()
+	for _, d := range Controllers {
+		switch {
+		case d.Name == "" || strings.ContainsAny(d.Name, " /,*") || strings.HasPrefix(d.Name, "-"):
+			t.Errorf("controller name %q is not a valid --controllers item and user agent part", d.Name)
+		case seen[d.Name]:
+			t.Errorf("controller %q listed twice", d.Name)
+		case d.New == nil:
+			t.Errorf("controller %q has no constructor", d.Name)
+		case d.FeatureGate != "" && FeatureGates[d.FeatureGate] == (featuregate.FeatureSpec{}):
+			t.Errorf("controller %q needs gate %q, which FeatureGates does not declare", d.Name, d.FeatureGate)
+		case !strings.Contains(help, d.Name):
+			t.Errorf("--controllers help lacks %q: %s", d.Name, help)
+		}
+		seen[d.Name] = true
+		if got, want := UserAgent(d.Name), "fenceline-controller/"+d.Name; got != want {
+			t.Errorf("UserAgent(%q) = %q, want %q", d.Name, got, want)
+		}
+	}
+	if got, want := DisabledByDefault(), []string{"out-of-service-taint-removal"}; !slices.Equal(got, want) {
+		t.Errorf("DisabledByDefault() = %v, want %v", got, want)
+	}
+}
+
+// TestEnabledControllersFeatureGate resolves --controllers over a table
+// with a gated controller: "*" enables it only with its gate on, and
+// naming it with the gate off is an error rather than silently nothing.
+func TestEnabledControllersFeatureGate(t *testing.T) {
+	const gated featuregate.Feature = "GatedController"
+	table := []Descriptor{
+		{Name: "plain", EnabledByDefault: true},
+		{Name: "beta", EnabledByDefault: true, FeatureGate: gated},
+		{Name: "opt-in"},
+	}
+	gate := func(on bool) featuregate.FeatureGate {
+		g := featuregate.NewFeatureGate()
+		if err := g.Add(map[featuregate.Feature]featuregate.FeatureSpec{gated: {Default: false, PreRelease: featuregate.Alpha}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.SetFromMap(map[string]bool{string(gated): on}); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	tests := []struct {
+		name    string
+		spec    []string
+		gate    featuregate.FeatureGate
+		want    []string
+		wantErr string
+	}{
+		{"star, gate on", []string{"*"}, gate(true), []string{"beta", "plain"}, ""},
+		{"star, gate off", []string{"*"}, gate(false), []string{"plain"}, ""},
+		{"star, no gate", []string{"*"}, nil, []string{"plain"}, ""},
+		{"named, gate on", []string{"beta", "opt-in"}, gate(true), []string{"beta", "opt-in"}, ""},
+		{"named, gate off", []string{"beta"}, gate(false), nil, "--feature-gates=GatedController=true"},
+		{"disabled, gate off", []string{"*", "-beta"}, gate(false), []string{"plain"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := enabledControllers(table, tc.spec, tc.gate)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, tc.want) {
 				t.Errorf("got %v, want %v", names, tc.want)
 			}
 		})
@@ -48,6 +133,12 @@ func TestValidate(t *testing.T) {
 		"workers=0":          func(o *Options) { o.Workers = 0 },
 		"negative delay":     func(o *Options) { o.QuarantineDelay = -1 },
 		"unknown controller": func(o *Options) { o.Controllers = []string{"nope"} },
+		"zero resync":        func(o *Options) { o.Resync = 0 },
+		"zero qps":           func(o *Options) { o.KubeAPIQPS = 0 },
+		"renew deadline above lease duration": func(o *Options) {
+			o.LeaderElection, o.LeaseDuration, o.RenewDeadline = true, 5e9, 10e9
+		},
+		"leader election without namespace": func(o *Options) { o.LeaderElection, o.LeaderElectionNamespace = true, "" },
 	} {
 		bad := DefaultOptions()
 		mutate(&bad)

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"k8s.io/component-base/featuregate"
+
+	"fenceline.io/fenceline/pkg/component/cli"
+	"fenceline.io/fenceline/pkg/component/leader"
+	"fenceline.io/fenceline/pkg/controller/app"
+)
+
+// listFlag is a comma-separated list flag.
+type listFlag struct{ items *[]string }
+
+func (l listFlag) String() string {
+	if l.items == nil {
+		return ""
+	}
+	return strings.Join(*l.items, ",")
+}
+
+func (l listFlag) Set(v string) error {
+	*l.items = strings.Split(v, ",")
+	return nil
+}
+
+// config is the parsed command line.
+type config struct {
+	opts        app.Options
+	kubeconfig  string
+	showVersion bool
+	common      *cli.CommonFlags
+}
+
+// parseFlags defines fenceline-controller's flags on fs, parses args and
+// validates them. Every error it returns but flag.ErrHelp is a usage error
+// (exit code 2), found before the kubeconfig is loaded. fs is best a fresh
+// FlagSet with flag.ContinueOnError; parseFlags may run more than once per
+// process (the client-go gates are only replaced by Apply).
+func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
+	c := &config{opts: app.DefaultOptions()}
+	o := &c.opts
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: in-cluster configuration.")
+	qps := fs.Float64("kube-api-qps", float64(o.KubeAPIQPS), "QPS of each client (every controller, the shared informers, leader election and each controller's Events have their own).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of each client; sized so that a node's worth of force deletions is not throttled.")
+	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
+	fs.Var(listFlag{&o.Controllers}, "controllers", app.ControllersHelp())
+	fs.BoolVar(&o.RemoveOutOfServiceTaint, "remove-out-of-service-taint", false,
+		"Remove node.kubernetes.io/out-of-service once the node is Ready after a reboot (boot ID changed), no pod is terminating on it and no VolumeAttachment remains.")
+	fs.DurationVar(&o.QuarantineDelay, "quarantine-delay", o.QuarantineDelay,
+		"How long a node's Ready condition must not have been True before quarantine force-deletes pods of safe-detach drivers on it.")
+	fs.DurationVar(&o.QuarantineLiftDelay, "quarantine-lift-delay", o.QuarantineLiftDelay,
+		"How long a quarantined node must be Ready before the quarantine may be lifted, so that its kubelet has reported the volumes it still has mounted.")
+	fs.DurationVar(&o.ForceEvictionReadyGrace, "force-eviction-ready-grace", o.ForceEvictionReadyGrace,
+		"How long a force-eviction taint on a node that is still Ready waits for the node to be noticed dead before it is removed as unneeded, and how recently the node's Lease (kube-node-lease) must have been renewed for its kubelet to count as alive: a NotReady node whose Lease renews within it is not evicted (match kube-controller-manager's --node-monitor-grace-period).")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "Decide and log (and record Events), but change nothing.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per controller.")
+	fs.DurationVar(&o.Resync, "resync", o.Resync, "Informer resync period: a safety net behind the event-driven reactions.")
+	le := leader.Options{Namespace: o.LeaderElectionNamespace, LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod}
+	le.AddFlags(fs)
+	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port to serve metrics and /healthz on. Empty: disabled.")
+	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "HTTP path of the Prometheus metrics.")
+	common, err := newCommonFlags()
+	if err != nil {
+		return nil, err
+	}
+	c.common = common
+	common.AddFlags(fs)
+	if err := cli.Parse(fs, args); err != nil {
+		return nil, err
+	}
+	o.KubeAPIQPS = float32(*qps)
+	o.LeaderElection, o.LeaderElectionNamespace = le.Enabled, le.Namespace
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = le.LeaseDuration, le.RenewDeadline, le.RetryPeriod
+	// Everything is checked before --version is honoured, so that
+	// `--version` appended to a manifest's arguments proves they are valid.
+	if err := common.Validate(); err != nil {
+		return nil, err
+	}
+	o.FeatureGate = common.Gate
+	if err := o.Validate(); err != nil {
+		return nil, cli.UsageError(err)
+	}
+	return c, nil
+}
+
+// newCommonFlags returns --feature-gates (the controllers' own gates, and
+// the logging, metrics and client-go gates of every Kubernetes component)
+// and the logging flags.
+func newCommonFlags() (*cli.CommonFlags, error) {
+	gate := featuregate.NewFeatureGate()
+	if err := gate.Add(app.FeatureGates); err != nil {
+		return nil, fmt.Errorf("register controller feature gates: %w", err)
+	}
+	return cli.NewCommonFlags(gate)
+}
