@@ -43,7 +43,7 @@ type ControllerContext struct {
 	// Informers are the shared informers; NodeLeases those of the node
 	// Leases in kube-node-lease.
 	Informers, NodeLeases informers.SharedInformerFactory
-	Options   Options
+	Options               Options
 }
 
 // Descriptor describes one controller. Adding a controller is adding one
@@ -82,7 +82,9 @@ var Controllers = []Descriptor{
 var FeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{}
 
 // KnownControllers returns the name of every controller, in table order.
-func KnownControllers() []string { return controllerNames(Controllers, func(Descriptor) bool { return true }) }
+func KnownControllers() []string {
+	return controllerNames(Controllers, func(Descriptor) bool { return true })
+}
 
 // DisabledByDefault returns the controllers that "*" does not enable.
 func DisabledByDefault() []string {
