@@ -14,7 +14,10 @@ FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 
 # Download modules in their own layer: it is rebuilt only when go.mod/go.sum change.
+# The fence extension is a nested module that go.mod replaces with ./pkg/fence,
+# so its go.mod/go.sum are needed to resolve the module graph.
 COPY go.mod go.sum ./
+COPY pkg/fence/go.mod pkg/fence/go.sum ./pkg/fence/
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 

@@ -3,6 +3,7 @@ module fenceline.io/fenceline
 go 1.26.0
 
 require (
+	fenceline.io/fenceline/pkg/fence v0.0.0-00010101000000-000000000000
 	github.com/container-storage-interface/spec v1.13.0
 	github.com/go-logr/logr v1.4.4
 	github.com/kubernetes-csi/csi-lib-utils v0.25.0
@@ -94,3 +95,8 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// The fence extension is its own module (see pkg/fence/go.mod), so that CSI
+// drivers can import it without this module's Kubernetes and Go versions; this
+// repository builds it from the checkout.
+replace fenceline.io/fenceline/pkg/fence => ./pkg/fence

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"k8s.io/utils/ptr"
 
 	"fenceline.io/fenceline/pkg/fence/fencev1"
 )
@@ -55,6 +54,9 @@ func startServer(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
+
+// boolPtr returns a pointer to b, for table fields where nil means "unset".
+func boolPtr(b bool) *bool { return &b }
 
 func testContext(t *testing.T) context.Context {
 	t.Helper()
@@ -148,8 +150,8 @@ func TestFenceAwareDriverReadsFieldsOverGRPC(t *testing.T) {
 		want bool
 	}{
 		{name: "absent", set: nil, want: false},
-		{name: "set true", set: ptr.To(true), want: true},
-		{name: "set false", set: ptr.To(false), want: false},
+		{name: "set true", set: boolPtr(true), want: true},
+		{name: "set false", set: boolPtr(false), want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ func TestRegistrationConflictPanicMode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("locating the test binary: %v", err)
 	}
-	cmd := exec.CommandContext(t.Context(), exe)
+	cmd := exec.CommandContext(testContext(t), exe)
 	cmd.Env = append(os.Environ(),
 		"GOLANG_PROTOBUF_REGISTRATION_CONFLICT=panic",
 		registrationChildEnv+"=1",
