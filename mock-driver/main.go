@@ -1,7 +1,8 @@
 // Command mock-driver is a CSI driver that behaves like a storage array with
 // fencing. One process is the array: --endpoint serves Identity and
 // Controller (and Node for --node-id), and each --node-endpoint serves
-// Identity and Node for one more node. See docs/mock-driver.md.
+// Identity and Node for one more node. `mock-driver write` writes to a
+// volume as a node, for scripts. See docs/mock-driver.md.
 package main
 
 import (
@@ -31,6 +32,9 @@ func main() {
 }
 
 func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "write" {
+		return runWrite(context.Background(), os.Args[2:], os.Stderr)
+	}
 	cfg, showVersion, err := parseFlags(os.Args[1:])
 	if err != nil {
 		return err
@@ -68,6 +72,7 @@ func parseFlags(args []string) (driver.Config, bool, error) {
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/mock-driver", "Directory for state.json and audit.jsonl.")
 	fs.StringVar(&cfg.Name, "name", cfg.Name, "CSI driver name.")
 	fs.BoolVar(&cfg.Fence, "fence", cfg.Fence, "Advertise and honour UNPUBLISH_FENCE.")
+	fs.BoolVar(&cfg.FakeFence, "fake-fence", false, "Advertise UNPUBLISH_FENCE but treat fence=true as a plain unpublish (with --fence=false): a lying driver, to test conformance suites.")
 	fs.BoolVar(&cfg.ForceUnpublish, "force-unpublish", cfg.ForceUnpublish, "Advertise and honour FORCE_UNPUBLISH.")
 	fs.Func("unpublish-mode", "What a plain ControllerUnpublishVolume of a volume the node still uses does: strict (refused) or real-array (done; the node keeps write access, as on most real arrays).", func(s string) error {
 		m, err := array.ParseUnpublishMode(s)

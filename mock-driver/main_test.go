@@ -44,6 +44,11 @@ func TestParseFlags(t *testing.T) {
 			}),
 		},
 		{
+			name: "driver lying about UNPUBLISH_FENCE",
+			args: []string{"--fence=false", "--fake-fence"},
+			want: base(func(c *driver.Config) { c.Fence, c.FakeFence = false, true }),
+		},
+		{
 			name: "real-array unpublish",
 			args: []string{"--unpublish-mode=real-array"},
 			want: base(func(c *driver.Config) { c.Unpublish = array.UnpublishRealArray }),

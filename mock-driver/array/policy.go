@@ -35,6 +35,11 @@ type Semantics struct {
 	// without an attachment. Nothing is ever detached, so nothing is ever
 	// fenced either.
 	NoAttach bool
+	// FakeFence models a driver that lies: it advertises UNPUBLISH_FENCE
+	// but, like a driver without it (Fence false), treats fence=true as a
+	// plain unpublish. Used to prove that fence-sanity catches such a
+	// driver.
+	FakeFence bool
 	// MinimalController models a foreign driver that advertises only the
 	// controller capabilities an attach needs (CREATE_DELETE_VOLUME and
 	// PUBLISH_UNPUBLISH_VOLUME): no PUBLISH_READONLY, no LIST_VOLUMES*, no

@@ -32,6 +32,10 @@ type Config struct {
 	NodeEndpoints map[string]string
 	// Fence advertises and honours UNPUBLISH_FENCE.
 	Fence bool
+	// FakeFence advertises UNPUBLISH_FENCE without honouring it (fence=true
+	// is a plain unpublish): a lying driver, for testing conformance
+	// checks. Fence must be false.
+	FakeFence bool
 	// ForceUnpublish advertises and honours FORCE_UNPUBLISH.
 	ForceUnpublish bool
 	// Unpublish is what a plain ControllerUnpublishVolume of a volume the
@@ -78,6 +82,9 @@ func (c Config) Validate() error {
 	}
 	if c.StateDir == "" {
 		problems = append(problems, "state directory is required")
+	}
+	if c.FakeFence && c.Fence {
+		problems = append(problems, "fake fence needs fencing switched off (--fence=false)")
 	}
 	if c.Endpoint == "" {
 		problems = append(problems, "endpoint is required")

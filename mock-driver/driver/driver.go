@@ -79,6 +79,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			ForceUnpublish: cfg.ForceUnpublish,
 			Unpublish:      unpublishMode(cfg.Unpublish),
 			NoAttach:       cfg.NoAttach,
+			FakeFence:      cfg.FakeFence,
 
 			MinimalController: cfg.MinimalController,
 		},

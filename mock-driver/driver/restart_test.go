@@ -171,6 +171,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "node served twice", mutate: func(c *driver.Config) { c.NodeID = "node-a" }, wantErr: "served twice"},
 		{name: "shared socket", mutate: func(c *driver.Config) { c.NodeEndpoints["node-b"] = c.Endpoint }, wantErr: "is used by"},
 		{name: "negative limit", mutate: func(c *driver.Config) { c.MaxVolumesPerNode = -1 }, wantErr: "max volumes"},
+		{name: "fake fence of a fencing driver", mutate: func(c *driver.Config) { c.FakeFence = true }, wantErr: "fake fence needs fencing switched off"},
+		{name: "fake fence", mutate: func(c *driver.Config) { c.Fence, c.FakeFence = false, true }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,7 +64,7 @@ func NewGRPCServer(sh *Shared, sock Socket) *grpc.Server {
 	caps := fence.Capabilities{}
 	if sock.Controller {
 		csi.RegisterControllerServer(s, &controllerServer{sh: sh})
-		caps.UnpublishFence = sem.Fence
+		caps.UnpublishFence = sem.Fence || sem.FakeFence
 	}
 	if sock.NodeID != "" {
 		csi.RegisterNodeServer(s, &nodeServer{sh: sh, node: sock.NodeID})
