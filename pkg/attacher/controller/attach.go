@@ -79,7 +79,7 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 		clone := va.DeepCopy()
 		clone.Status.Attached = true
 		clone.Status.AttachError = nil
-		out, err := c.patchVA(ctx, va, clone, true)
+		out, err := c.patchVA(ctx, withAnyAttachError(va), clone, true)
 		if err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 	clone.Status.Attached = true
 	clone.Status.AttachmentMetadata = publishContext
 	clone.Status.AttachError = nil
-	out, err := c.patchVA(ctx, va, clone, true)
+	out, err := c.patchVA(ctx, withAnyAttachError(va), clone, true)
 	if err != nil {
 		return fmt.Errorf("save attached status: %w", err)
 	}
@@ -205,6 +205,22 @@ func (c *Controller) attachPV(ctx context.Context, va *storagev1.VolumeAttachmen
 		return nil, err
 	}
 	return out, nil
+}
+
+// withAnyAttachError returns va with a placeholder attachError when it has
+// none, as the base of the patch that marks it attached: the patch then
+// always clears status.attachError. The cached va may not show an
+// attachError this attacher wrote a moment ago (its own error writes are
+// not waited for, and a PV or CSINode event re-queues the VA at once), and
+// a patch computed from it alone would leave that error next to
+// attached=true.
+func withAnyAttachError(va *storagev1.VolumeAttachment) *storagev1.VolumeAttachment {
+	if va.Status.AttachError != nil {
+		return va
+	}
+	base := va.DeepCopy()
+	base.Status.AttachError = &storagev1.VolumeError{Message: "any"}
+	return base
 }
 
 // attachFailed logs err, records it in status.attachError and emits an

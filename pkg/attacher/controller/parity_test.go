@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/pkg/names"
 )
 
 // Tests of the attach preconditions upstream's external-attacher v4.13
@@ -206,6 +207,47 @@ func TestAttachParity(t *testing.T) {
 				t.Errorf("VA finalizer present = %v, want %v", has, tc.wantVAFinalizer)
 			}
 			wantEvents(t, e, tc.wantEvents...)
+		})
+	}
+}
+
+// TestAttachClearsErrorTheCacheMissed: a sync that acts on a cached copy
+// without the attachError this attacher wrote a moment ago (a PV or
+// CSINode event re-queues the VA at once) still clears it when the attach
+// succeeds, as upstream's later retry does.
+func TestAttachClearsErrorTheCacheMissed(t *testing.T) {
+	tests := []struct {
+		name string
+		opts envOptions
+	}{
+		{name: "ControllerPublishVolume"},
+		{name: "trivial driver", opts: envOptions{trivial: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.opts, csiNodeFor(testNode, testNode))
+			// A retry: finalizer and node ID are in place, so nothing
+			// refreshes the VA before the status write.
+			va := vaFor("va-1", "pv-1", testNode)
+			va.Finalizers = []string{testFinalizer}
+			va.Annotations = map[string]string{names.NodeIDAnnotation: testNode}
+			e.create(pvFor("pv-1", e.createVolume("vol-1")), va)
+			e.waitCached("va-1")
+			cached, err := e.ctrl.vaLister.Get("va-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			withError := e.va("va-1")
+			withError.Status.AttachError = &storagev1.VolumeError{Message: "get PV pv-1: not found"}
+			if _, err := e.client.StorageV1().VolumeAttachments().UpdateStatus(e.ctx, withError, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.ctrl.syncAttach(e.ctx, cached.DeepCopy()); err != nil {
+				t.Fatalf("syncAttach: %v", err)
+			}
+			if got := e.va("va-1").Status; !got.Attached || got.AttachError != nil {
+				t.Errorf("status = %+v, want attached without attachError", got)
+			}
 		})
 	}
 }
