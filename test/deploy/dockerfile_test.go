@@ -149,6 +149,30 @@ func TestDockerfile(t *testing.T) {
 		}
 	})
 
+	t.Run("module download layer has the go.mod of every local replace", func(t *testing.T) {
+		download := 0
+		for _, run := range build.all("RUN") {
+			if strings.Contains(run.Args, "go mod download") {
+				download = run.Line
+				break
+			}
+		}
+		if download == 0 {
+			return
+		}
+		var copied []string
+		for _, in := range build.all("COPY") {
+			if in.Line < download {
+				copied = append(copied, strings.Fields(in.Args)...)
+			}
+		}
+		for _, m := range regexp.MustCompile(`(?m)^replace\s+\S+\s+=>\s+\./(\S+)\s*$`).FindAllStringSubmatch(readRepoFile(t, "go.mod"), -1) {
+			if want := m[1] + "/go.mod"; !slices.Contains(copied, want) {
+				t.Errorf("go.mod replaces a module with ./%s, but no COPY before line %d (go mod download) copies %s", m[1], download, want)
+			}
+		}
+	})
+
 	t.Run("runtime is distroless static or scratch", func(t *testing.T) {
 		ok := runtime.Image == "scratch" ||
 			regexp.MustCompile(`^gcr\.io/distroless/static-debian\d+:nonroot(@sha256:[0-9a-f]{64})?$`).MatchString(runtime.Image)

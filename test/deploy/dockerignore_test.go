@@ -122,14 +122,15 @@ func buildPackages(t testing.TB) []string {
 
 // TestBuildContext checks that the Docker build context keeps every file
 // `make build` needs (all Go and embedded files of this module's packages the
-// binaries depend on) and leaves out local state such as .git and the tool
-// cache.
+// binaries depend on, and of the nested modules it replaces with a directory
+// of the checkout, such as pkg/fence) and leaves out local state such as .git
+// and the tool cache.
 func TestBuildContext(t *testing.T) {
 	root := repoRoot(t)
 	rules := parseDockerignore(t, readRepoFile(t, ".dockerignore"))
 
 	args := append([]string{"list", "-deps", "-f",
-		`{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`},
+		`{{if .Module}}{{if or .Module.Main .Module.Replace}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`},
 		buildPackages(t)...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
@@ -137,7 +138,7 @@ func TestBuildContext(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	needed := []string{"go.mod", "go.sum", "Makefile"}
+	needed := []string{"go.mod", "go.sum", "Makefile", "pkg/fence/go.mod", "pkg/fence/go.sum"}
 	for _, abs := range strings.Fields(string(out)) {
 		rel, err := filepath.Rel(root, abs)
 		if err != nil {
