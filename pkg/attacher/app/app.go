@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	k8smetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/controller"
@@ -166,44 +167,11 @@ func Run(ctx context.Context, opts Options) error {
 	logger := klog.FromContext(ctx).WithValues("driver", d.name)
 	ctx = klog.NewContext(ctx, logger)
 
-	// Events get their own client, and so their own rate limiter: upstream
-	// emits no Events, and sharing --kube-api-qps with them would slow every
-	// attach and detach below upstream's throughput.
-	eventClient, err := kubernetes.NewForConfig(config)
+	ctrl, factory, stopEvents, err := newController(ctx, opts, config, client, d, cmm.GetRegistry())
 	if err != nil {
-		return fmt.Errorf("create Kubernetes client for Events: %w", err)
+		return err
 	}
-	recorder, stopEvents := events.NewRecorder(ctx, eventClient, userAgent)
 	defer stopEvents()
-
-	// Fence records get a client of their own too: at most one write per
-	// fenced detach, which must not wait behind a failover's attaches on
-	// --kube-api-qps (see docs/attacher.md, "Cost of the record").
-	recordClient, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return fmt.Errorf("create Kubernetes client for fence records: %w", err)
-	}
-
-	factory := informers.NewSharedInformerFactory(client, opts.Resync)
-	ctrl, err := controller.New(controller.Config{
-		DriverName:         d.name,
-		Client:             client,
-		RecordClient:       recordClient,
-		CSI:                d.csi,
-		Capabilities:       d.caps,
-		Timeout:            opts.Timeout,
-		RetryIntervalStart: opts.RetryIntervalStart,
-		RetryIntervalMax:   opts.RetryIntervalMax,
-		DefaultFSType:      opts.DefaultFSType,
-		ReconcileSync:      opts.ReconcileSync,
-		MaxEntries:         int32(min(opts.MaxEntries, 1<<31-1)),
-		Recorder:           recorder,
-		Metrics:            metrics.New(cmm.GetRegistry()),
-	}, factory)
-	if err != nil {
-		return fmt.Errorf("create controller: %w", err)
-	}
-	metrics.RegisterState(cmm.GetRegistry(), ctrl)
 	hb, err := heartbeatConfig(opts, config, d.name, d.caps, cmm.GetRegistry())
 	if err != nil {
 		return err
@@ -220,6 +188,50 @@ func Run(ctx context.Context, opts Options) error {
 		return ctrl.Run(ctx, opts.WorkerThreads)
 	}
 	return runServing(ctx, opts, config, d.name, cmm.GetRegistry(), run)
+}
+
+// newController wires the attacher's controller and its informers. Events
+// and fence records get clients of their own; stopEvents flushes the
+// Events once the controller has stopped.
+func newController(ctx context.Context, opts Options, config *rest.Config, client kubernetes.Interface, d *driver, registry k8smetrics.KubeRegistry) (
+	ctrl *controller.Controller, factory informers.SharedInformerFactory, stopEvents func(), err error) {
+	// Events get their own client, and so their own rate limiter: upstream
+	// emits no Events, and sharing --kube-api-qps with them would slow every
+	// attach and detach below upstream's throughput.
+	eventClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("create Kubernetes client for Events: %w", err)
+	}
+	// Fence records get a client of their own too: at most one write per
+	// fenced detach, which must not wait behind a failover's attaches on
+	// --kube-api-qps (see docs/attacher.md, "Cost of the record").
+	recordClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("create Kubernetes client for fence records: %w", err)
+	}
+	recorder, stopEvents := events.NewRecorder(ctx, eventClient, userAgent)
+	factory = informers.NewSharedInformerFactory(client, opts.Resync)
+	ctrl, err = controller.New(controller.Config{
+		DriverName:         d.name,
+		Client:             client,
+		RecordClient:       recordClient,
+		CSI:                d.csi,
+		Capabilities:       d.caps,
+		Timeout:            opts.Timeout,
+		RetryIntervalStart: opts.RetryIntervalStart,
+		RetryIntervalMax:   opts.RetryIntervalMax,
+		DefaultFSType:      opts.DefaultFSType,
+		ReconcileSync:      opts.ReconcileSync,
+		MaxEntries:         int32(min(opts.MaxEntries, 1<<31-1)),
+		Recorder:           recorder,
+		Metrics:            metrics.New(registry),
+	}, factory)
+	if err != nil {
+		stopEvents()
+		return nil, nil, nil, fmt.Errorf("create controller: %w", err)
+	}
+	metrics.RegisterState(registry, ctrl)
+	return ctrl, factory, stopEvents, nil
 }
 
 // runServing runs run, under leader election if enabled, while serving
