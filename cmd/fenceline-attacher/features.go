@@ -19,7 +19,7 @@ import (
 // image swap crash-loop (see docs/attacher.md, "Feature gates"):
 //   - ReleaseLeaderElectionOnExit (alpha, off): upstream releases its lease
 //     on SIGTERM once its workers stopped; fenceline-attacher always
-//     releases it whenever it stops leading work (see docs/attacher.md).
+//     releases it whenever its work stops (see pkg/component/leader).
 //   - MutableCSINodeAllocatableCount (GA, on): upstream then records the
 //     gRPC code in attachError/detachError; fenceline-attacher always does.
 const (
