@@ -169,12 +169,26 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	defer s.close()
 	var results []Result
 	for _, c := range cases {
-		if cfg.Run != nil && !cfg.Run.MatchString(c.name) {
+		if !s.selected(c) {
+			s.discoverQuietly(ctx, c)
 			continue
 		}
 		results = append(results, s.runCase(ctx, c))
 	}
 	return results, nil
+}
+
+// selected reports whether Config.Run selects case c.
+func (s *suite) selected(c testCase) bool {
+	return s.cfg.Run == nil || s.cfg.Run.MatchString(c.name)
+}
+
+// discoverQuietly runs the discovery case without reporting it when Run
+// leaves it out: the other cases need what it learns.
+func (s *suite) discoverQuietly(ctx context.Context, c testCase) {
+	if c.name == caseDiscovery {
+		s.runCase(ctx, c)
+	}
 }
 
 // Test runs every case as a subtest of t, named as in Cases: a failing case
@@ -191,7 +205,8 @@ func Test(t *testing.T, cfg Config) {
 	t.Cleanup(s.close)
 	for _, c := range cases {
 		c := c
-		if cfg.Run != nil && !cfg.Run.MatchString(c.name) {
+		if !s.selected(c) {
+			s.discoverQuietly(context.Background(), c)
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
@@ -242,6 +257,7 @@ func (s *suite) runCase(parent context.Context, c testCase) Result {
 		err = c.run(e)
 	}
 	cleanupErr := e.cleanup()
+	e.removeDirs()
 	r := Result{Name: c.name, Status: Pass, Log: e.log, Duration: time.Since(start)}
 	var skip skipError
 	switch {

@@ -3,6 +3,7 @@ package sanity
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -166,6 +167,24 @@ func TestTest(t *testing.T) {
 		IO:                 IOFunc(drv.Write),
 		Run:                regexp.MustCompile("^(discovery|fence-cuts-io)$"),
 	})
+}
+
+// TestRunSelectsCases runs one case: discovery still runs first, unreported,
+// and the suite leaves no directory behind.
+func TestRunSelectsCases(t *testing.T) {
+	drv := &fakeDriver{caps: fence.Capabilities{UnpublishFence: true}}
+	dir := t.TempDir()
+	checkResults(t, Config{
+		ControllerEndpoint: serveFake(t, drv, true),
+		IO:                 drv,
+		StagingDir:         dir,
+		TargetDir:          dir,
+		Run:                regexp.MustCompile("^fence-cuts-io$"),
+	}, map[string]Status{caseFenceCutsIO: Pass})
+	left, err := os.ReadDir(dir)
+	if err != nil || len(left) != 0 {
+		t.Errorf("left behind in the staging/target directory: %v (%v)", left, err)
+	}
 }
 
 func TestTarget(t *testing.T) {

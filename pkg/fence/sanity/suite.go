@@ -77,7 +77,8 @@ func (s *suite) close() {
 	}
 	s.conns = map[string]*grpc.ClientConn{}
 	for _, d := range s.tempDirs {
-		_ = os.RemoveAll(d)
+		// Not RemoveAll: a path the driver left mounted keeps its data.
+		_ = os.Remove(d)
 	}
 	s.tempDirs = nil
 }
@@ -147,6 +148,8 @@ type env struct {
 	name     string
 	log      []string
 	cleanups []func(context.Context) error
+	// dirs are the directories paths created, in order.
+	dirs []string
 }
 
 // logf records a line of the case's log.
@@ -237,10 +240,16 @@ func (e *env) paths(volumeID string, attempt int) (staging, target string, err e
 	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
 		return "", "", fmt.Errorf("creating the parent of the target path for %s: %w", volumeID, err)
 	}
-	e.deferCleanup(func(context.Context) error {
-		_ = os.RemoveAll(filepath.Join(e.s.cfg.StagingDir, base))
-		_ = os.RemoveAll(filepath.Join(e.s.cfg.TargetDir, base))
-		return nil
-	})
+	e.dirs = append(e.dirs, filepath.Dir(staging), staging, filepath.Dir(target), target)
 	return staging, target, nil
+}
+
+// removeDirs removes the directories of the case's paths, last created
+// first, once every clean-up ran. It only removes empty directories: a
+// path the driver failed to unmount keeps what is mounted there.
+func (e *env) removeDirs() {
+	for i := len(e.dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(e.dirs[i])
+	}
+	e.dirs = nil
 }
