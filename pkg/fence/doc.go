@@ -33,4 +33,12 @@
 //	caps, err := fence.Discover(ctx, conn)
 //	...
 //	if caps.UnpublishFence { fence.SetFence(req, true) }
+//
+// Before advertising a capability, run the conformance suite in package
+// sanity (or its command, cmd/fence-sanity; see docs/fence-sanity.md).
+//
+// This package is a Go module of its own, fenceline.io/fenceline/pkg/fence,
+// that needs only grpc, protobuf and the CSI spec at old minimum versions, so
+// a driver pinned to an older Kubernetes and Go can import it without any of
+// its pins moving.
 package fence
