@@ -168,7 +168,15 @@ func TestFenceSanityResults(t *testing.T) {
 			name:   "lying driver, real-array",
 			mutate: func(c *driver.Config) { c.Fence, c.FakeFence, c.Unpublish = false, true, array.UnpublishRealArray },
 			// What cannot tell a lie from a fence passes; what can fails.
-			want: with(all(sanity.Pass), "fence-cuts-io", sanity.Fail, "no-republish-before-cleanup", sanity.Fail),
+			want: with(all(sanity.Pass), "fence-cuts-io", sanity.Fail, "no-republish-before-cleanup", sanity.Fail, "volume-moves", sanity.Fail),
+		},
+		{
+			// A strict array refuses the plain unpublish the lie turns the
+			// fence into: every case that fences a node in use fails.
+			name:   "lying driver, strict",
+			mutate: func(c *driver.Config) { c.Fence, c.FakeFence = false, true },
+			want: with(all(sanity.Fail), "discovery", sanity.Pass, "fence-after-cleanup", sanity.Pass,
+				"error-codes", sanity.Pass),
 		},
 	}
 	for _, tc := range tests {

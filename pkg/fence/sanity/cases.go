@@ -19,6 +19,7 @@ const (
 	caseNoRepublish     = "no-republish-before-cleanup"
 	caseCleanupLifts    = "cleanup-lifts-fence"
 	caseFenceAfterClean = "fence-after-cleanup"
+	caseVolumeMoves     = "volume-moves"
 	caseIdempotency     = "idempotency"
 	caseErrorCodes      = "error-codes"
 	caseForceUnpublish  = "force-unpublish"
@@ -36,6 +37,7 @@ var cases = []testCase{
 	{name: caseNoRepublish, run: noRepublishBeforeCleanup},
 	{name: caseCleanupLifts, run: cleanupLiftsFence},
 	{name: caseFenceAfterClean, run: fenceAfterCleanup},
+	{name: caseVolumeMoves, run: volumeMoves},
 	{name: caseIdempotency, run: idempotency},
 	{name: caseErrorCodes, run: errorCodes},
 	{name: caseForceUnpublish, run: forceUnpublish},
@@ -252,6 +254,36 @@ func fenceAfterCleanup(e *env) error {
 		return fmt.Errorf("ControllerUnpublishVolume fence=true of a volume the node already cleaned up: %w", err)
 	}
 	return e.reattach(a, "after a fence of a node that held nothing of the volume")
+}
+
+// volumeMoves: what the CO fences for. After the fence of the first node,
+// the volume is published to the second one, which can write, while the
+// fenced node still cannot.
+func volumeMoves(e *env) error {
+	if err := e.requireFence(); err != nil {
+		return err
+	}
+	if len(e.s.caps.nodes) < 2 {
+		return skipf("needs a second node plugin to move the volume to")
+	}
+	a, err := e.fencedAttachment()
+	if err != nil {
+		return err
+	}
+	b, err := e.attach(a.vol, 1)
+	if err != nil {
+		return fmt.Errorf("moving the volume to node %s after the fence of node %s: %w", e.s.caps.nodes[1].id, a.nodeID, err)
+	}
+	if err := e.mustWrite(b, "on the node the volume moved to"); err != nil {
+		return err
+	}
+	if e.s.cfg.IO != nil {
+		if err := e.write(a); err == nil {
+			return fmt.Errorf("fenced node %s can still write to %s after it moved to node %s: two nodes write to one volume", a.nodeID, a.vol.id, b.nodeID)
+		}
+		e.logf("the fenced node still cannot write after the move")
+	}
+	return nil
 }
 
 // idempotency: fencing twice, and any unpublish of a fenced or detached

@@ -42,20 +42,21 @@ func TestRunAgainstFakeDrivers(t *testing.T) {
 		noIO     bool
 		want     map[string]Status
 	}{
-		{name: "conforming driver", drv: &fakeDriver{caps: both}, register: true, want: statuses(Pass)},
+		// The fake serves one node: there is nowhere to move a volume to.
+		{name: "conforming driver", drv: &fakeDriver{caps: both}, register: true, want: statuses(Pass, caseVolumeMoves, "SKIP")},
 		{name: "driver without the extension", drv: &fakeDriver{}, register: false, want: statuses(Skip, caseDiscovery, "PASS")},
-		{name: "no I/O hook", drv: &fakeDriver{caps: both}, register: true, noIO: true, want: statuses(Pass, caseFenceCutsIO, "SKIP")},
+		{name: "no I/O hook", drv: &fakeDriver{caps: both}, register: true, noIO: true, want: statuses(Pass, caseFenceCutsIO, "SKIP", caseVolumeMoves, "SKIP")},
 		{
 			name: "fence only", drv: &fakeDriver{caps: fence.Capabilities{UnpublishFence: true}}, register: true,
-			want: statuses(Pass, caseForceUnpublish, "SKIP"),
+			want: statuses(Pass, caseForceUnpublish, "SKIP", caseVolumeMoves, "SKIP"),
 		},
 		{
 			name: "lies about UNPUBLISH_FENCE", drv: &fakeDriver{caps: both, ignoreFence: true}, register: true,
-			want: statuses(Pass, caseFenceCutsIO, "FAIL", caseNoRepublish, "FAIL"),
+			want: statuses(Pass, caseFenceCutsIO, "FAIL", caseNoRepublish, "FAIL", caseVolumeMoves, "SKIP"),
 		},
 		{
 			name: "lifts the fence only on a forced clean-up", drv: &fakeDriver{caps: both, needForce: true}, register: true,
-			want: statuses(Pass, caseCleanupLifts, "FAIL"),
+			want: statuses(Pass, caseCleanupLifts, "FAIL", caseVolumeMoves, "SKIP"),
 		},
 	}
 	for _, tc := range tests {
