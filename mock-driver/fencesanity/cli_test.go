@@ -92,7 +92,8 @@ func TestFenceSanityCommand(t *testing.T) {
 			wantExit: 1,
 			wantLines: []string{
 				"PASS discovery", "FAIL fence-cuts-io: I/O from node node-1", "FAIL no-republish-before-cleanup:",
-				"FAIL volume-moves: fenced node node-1 can still write", "fence-sanity summary: pass=6 fail=3 skip=0",
+				"FAIL volume-moves: fenced node node-1 can still write", "FAIL fence-without-node-id:",
+				"fence-sanity summary: pass=6 fail=4 skip=0",
 			},
 		},
 		{

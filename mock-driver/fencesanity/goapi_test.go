@@ -168,7 +168,8 @@ func TestFenceSanityResults(t *testing.T) {
 			name:   "lying driver, real-array",
 			mutate: func(c *driver.Config) { c.Fence, c.FakeFence, c.Unpublish = false, true, array.UnpublishRealArray },
 			// What cannot tell a lie from a fence passes; what can fails.
-			want: with(all(sanity.Pass), "fence-cuts-io", sanity.Fail, "no-republish-before-cleanup", sanity.Fail, "volume-moves", sanity.Fail),
+			want: with(all(sanity.Pass), "fence-cuts-io", sanity.Fail, "no-republish-before-cleanup", sanity.Fail,
+				"volume-moves", sanity.Fail, "fence-without-node-id", sanity.Fail),
 		},
 		{
 			// A strict array refuses the plain unpublish the lie turns the

@@ -1,15 +1,11 @@
 package sanity
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"fenceline.io/fenceline/pkg/fence"
 )
 
 // The names of the cases, as subtests and in the command's output.
@@ -20,6 +16,7 @@ const (
 	caseCleanupLifts    = "cleanup-lifts-fence"
 	caseFenceAfterClean = "fence-after-cleanup"
 	caseVolumeMoves     = "volume-moves"
+	caseNoNodeID        = "fence-without-node-id"
 	caseIdempotency     = "idempotency"
 	caseErrorCodes      = "error-codes"
 	caseForceUnpublish  = "force-unpublish"
@@ -38,6 +35,7 @@ var cases = []testCase{
 	{name: caseCleanupLifts, run: cleanupLiftsFence},
 	{name: caseFenceAfterClean, run: fenceAfterCleanup},
 	{name: caseVolumeMoves, run: volumeMoves},
+	{name: caseNoNodeID, run: fenceWithoutNodeID},
 	{name: caseIdempotency, run: idempotency},
 	{name: caseErrorCodes, run: errorCodes},
 	{name: caseForceUnpublish, run: forceUnpublish},
@@ -192,14 +190,20 @@ func noRepublishBeforeCleanup(e *env) error {
 	return e.mustRefusePublish(a, "after NodeUnpublishVolume but before NodeUnstageVolume")
 }
 
-// mustRefusePublish checks that ControllerPublishVolume of a fails.
+// mustRefusePublish checks that ControllerPublishVolume of a fails with
+// FAILED_PRECONDITION, the code the contract gives for a publish to a node
+// fenced off the volume.
 func (e *env) mustRefusePublish(a *attachment, when string) error {
 	_, err := e.controllerPublish(a)
-	if err == nil {
+	switch status.Code(err) {
+	case codes.OK:
 		return fmt.Errorf("ControllerPublishVolume %s to fenced node %s succeeded %s: the driver must refuse it until the node-side clean-up ran", a.vol.id, a.nodeID, when)
+	case codes.FailedPrecondition:
+		e.logf("ControllerPublishVolume to the fenced node %s is refused: %v", when, err)
+		return nil
+	default:
+		return fmt.Errorf("ControllerPublishVolume %s to fenced node %s %s: %w; want FAILED_PRECONDITION, the code for a node fenced off the volume", a.vol.id, a.nodeID, when, err)
 	}
-	e.logf("ControllerPublishVolume to the fenced node %s is refused: %s", when, status.Code(err))
-	return nil
 }
 
 // cleanupLiftsFence: an unforced NodeUnpublishVolume / NodeUnstageVolume, as
@@ -286,6 +290,39 @@ func volumeMoves(e *env) error {
 	return nil
 }
 
+// fenceWithoutNodeID: node_id is optional in ControllerUnpublishVolume;
+// without it the volume is unpublished from every node, so fence=true
+// fences every node that holds it, and answers OK only once all are cut off.
+func fenceWithoutNodeID(e *env) error {
+	if err := e.requireFence(); err != nil {
+		return err
+	}
+	v, err := e.volume()
+	if err != nil {
+		return err
+	}
+	a, err := e.attach(v, 0)
+	if err != nil {
+		return err
+	}
+	if err := e.mustWrite(a, "before the fence"); err != nil {
+		return err
+	}
+	ctx, cancel := e.rpcContext()
+	defer cancel()
+	if err := e.unpublishCtx(ctx, v.id, "", true); err != nil {
+		return fmt.Errorf("ControllerUnpublishVolume %s with fence=true and no node_id: %w (an empty node_id means every node)", v.id, err)
+	}
+	e.logf("ControllerUnpublishVolume fence=true without node_id returned OK")
+	if e.s.cfg.IO != nil {
+		if err := e.write(a); err == nil {
+			return fmt.Errorf("node %s can still write to %s after a fence without node_id returned OK", a.nodeID, v.id)
+		}
+		e.logf("I/O from node %s fails after the fence without node_id", a.nodeID)
+	}
+	return e.mustRefusePublish(a, "after a fence without node_id")
+}
+
 // idempotency: fencing twice, and any unpublish of a fenced or detached
 // volume, return OK.
 func idempotency(e *env) error {
@@ -324,87 +361,6 @@ func idempotency(e *env) error {
 	return nil
 }
 
-// errorCodes checks the codes of invalid fenced and forced requests.
-func errorCodes(e *env) error {
-	if !e.s.caps.unpublishFence && !e.s.caps.nodes[0].forceUnpublish {
-		return skipf("the driver advertises neither UNPUBLISH_FENCE nor FORCE_UNPUBLISH")
-	}
-	checks := e.codeChecks()
-	for _, c := range checks {
-		err := c.call()
-		got := status.Code(err)
-		ok := false
-		for _, w := range c.want {
-			ok = ok || got == w
-		}
-		if !ok {
-			return fmt.Errorf("%s: got %s (%v), want one of %v", c.what, got, err, c.want)
-		}
-		e.logf("%s: %s", c.what, got)
-	}
-	return nil
-}
-
-// codeCheck is one request of errorCodes and the codes it may answer.
-type codeCheck struct {
-	what string
-	call func() error
-	want []codes.Code
-}
-
-func (e *env) codeChecks() []codeCheck {
-	node := e.s.caps.nodes[0].id
-	unknown := fmt.Sprintf("%s-no-such-volume-%d", e.s.cfg.VolumeNamePrefix, time.Now().UnixNano())
-	var checks []codeCheck
-	if e.s.caps.unpublishFence {
-		checks = append(checks,
-			codeCheck{"fence without volume_id", func() error { return e.fenceCall("", node) }, []codes.Code{codes.InvalidArgument}},
-			// The CSI spec: OK when the volume can be regarded as
-			// unpublished, else NOT_FOUND.
-			codeCheck{"fence of an unknown volume", func() error { return e.fenceCall(unknown, node) }, []codes.Code{codes.OK, codes.NotFound}},
-		)
-	}
-	if e.s.caps.nodes[0].forceUnpublish {
-		target := e.s.cfg.TargetDir + "/no-such-target"
-		staging := e.s.cfg.StagingDir + "/no-such-staging"
-		checks = append(checks,
-			codeCheck{"forced NodeUnpublishVolume without volume_id", func() error { return e.forcedCall("", target, "") }, []codes.Code{codes.InvalidArgument}},
-			codeCheck{"forced NodeUnpublishVolume without target_path", func() error { return e.forcedCall(unknown, "", "") }, []codes.Code{codes.InvalidArgument}},
-			codeCheck{"forced NodeUnstageVolume without staging_target_path", func() error { return e.forcedCall(unknown, "", "-") }, []codes.Code{codes.InvalidArgument}},
-			codeCheck{"forced NodeUnpublishVolume of an unknown volume", func() error { return e.forcedCall(unknown, target, "") }, []codes.Code{codes.OK, codes.NotFound}},
-			codeCheck{"forced NodeUnstageVolume of an unknown volume", func() error { return e.forcedCall(unknown, "", staging) }, []codes.Code{codes.OK, codes.NotFound}},
-		)
-	}
-	return checks
-}
-
-// fenceCall sends ControllerUnpublishVolume with fence = true.
-func (e *env) fenceCall(volumeID, nodeID string) error {
-	ctx, cancel := e.rpcContext()
-	defer cancel()
-	return e.unpublishCtx(ctx, volumeID, nodeID, true)
-}
-
-// forcedCall sends a forced NodeUnstageVolume when staging is set ("-"
-// for an empty staging path), else a forced NodeUnpublishVolume, to the
-// first node.
-func (e *env) forcedCall(volumeID, target, staging string) error {
-	ctx, cancel := e.rpcContext()
-	defer cancel()
-	a := &attachment{vol: volume{id: volumeID}, node: 0, nodeID: e.s.caps.nodes[0].id, target: target}
-	if staging == "" {
-		return e.nodeUnpublish(ctx, a, true)
-	}
-	if staging == "-" {
-		staging = ""
-	}
-	node, err := e.node(0)
-	if err != nil {
-		return err
-	}
-	return forcedUnstage(ctx, node, volumeID, staging)
-}
-
 // forceUnpublish: with FORCE_UNPUBLISH, forced node-side clean-up of a
 // fenced volume (or of a healthy one, for a driver without
 // UNPUBLISH_FENCE) succeeds, is idempotent and leaves the volume usable on
@@ -440,12 +396,4 @@ func forceUnpublish(e *env) error {
 		}
 	}
 	return e.reattach(a, "after the forced node-side clean-up")
-}
-
-// forcedUnstage sends NodeUnstageVolume with force = true.
-func forcedUnstage(ctx context.Context, node csi.NodeClient, volumeID, staging string) error {
-	req := &csi.NodeUnstageVolumeRequest{VolumeId: volumeID, StagingTargetPath: staging}
-	fence.SetForceUnstage(req, true)
-	_, err := node.NodeUnstageVolume(ctx, req)
-	return err
 }

@@ -32,6 +32,11 @@ type fakeDriver struct {
 	// needForce keeps the fence until a forced clean-up, which no kubelet
 	// sends.
 	needForce bool
+	// refusal is the code of a publish to a fenced node
+	// (FAILED_PRECONDITION when zero).
+	refusal codes.Code
+	// needNode rejects a fence without node_id.
+	needNode bool
 
 	mu      sync.Mutex
 	next    int
@@ -102,7 +107,11 @@ func (d *fakeDriver) ControllerPublishVolume(_ context.Context, req *csi.Control
 		return nil, err
 	}
 	if v.fenced {
-		return nil, status.Error(codes.FailedPrecondition, "fenced off the node")
+		code := d.refusal
+		if code == codes.OK {
+			code = codes.FailedPrecondition
+		}
+		return nil, status.Error(code, "fenced off the node")
 	}
 	v.attached = true
 	return &csi.ControllerPublishVolumeResponse{}, nil
@@ -117,6 +126,9 @@ func (d *fakeDriver) ControllerUnpublishVolume(_ context.Context, req *csi.Contr
 	}
 	if err != nil {
 		return nil, err
+	}
+	if d.needNode && req.GetNodeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "node_id is required")
 	}
 	if fence.IsFenced(req) && d.caps.UnpublishFence && !d.ignoreFence && (v.staged || len(v.targets) > 0) {
 		v.fenced = true

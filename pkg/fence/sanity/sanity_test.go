@@ -52,7 +52,15 @@ func TestRunAgainstFakeDrivers(t *testing.T) {
 		},
 		{
 			name: "lies about UNPUBLISH_FENCE", drv: &fakeDriver{caps: both, ignoreFence: true}, register: true,
-			want: statuses(Pass, caseFenceCutsIO, "FAIL", caseNoRepublish, "FAIL", caseVolumeMoves, "SKIP"),
+			want: statuses(Pass, caseFenceCutsIO, "FAIL", caseNoRepublish, "FAIL", caseNoNodeID, "FAIL", caseVolumeMoves, "SKIP"),
+		},
+		{
+			name: "refuses a publish to a fenced node with the wrong code", drv: &fakeDriver{caps: both, refusal: codes.Internal}, register: true,
+			want: statuses(Pass, caseNoRepublish, "FAIL", caseNoNodeID, "FAIL", caseVolumeMoves, "SKIP"),
+		},
+		{
+			name: "rejects a fence without node_id", drv: &fakeDriver{caps: both, needNode: true}, register: true,
+			want: statuses(Pass, caseNoNodeID, "FAIL", caseVolumeMoves, "SKIP"),
 		},
 		{
 			name: "lifts the fence only on a forced clean-up", drv: &fakeDriver{caps: both, needForce: true}, register: true,
