@@ -60,14 +60,18 @@ func nodeID(sc string) string { return "n-" + sc }
 // reinstalledID is the scenario's node ID after the node was re-installed.
 func reinstalledID(sc string) string { return nodeID(sc) + "-new" }
 
-// reinstall replaces the node's CSINode by one with the re-installed node
-// ID (a CSINode's driver entries are immutable; kubelet re-creates it).
-func (s *side) reinstall(ctx context.Context, t *testing.T, node, sc string) {
+// unknownID is a node ID no array knows.
+const unknownID = "n-unknown"
+
+// replaceCSINode replaces the node's CSINode by one with another node ID for
+// the driver (a CSINode's driver entries are immutable; kubelet re-creates
+// it, e.g. after a re-install).
+func (s *side) replaceCSINode(ctx context.Context, t *testing.T, node, id string) {
 	t.Helper()
 	if err := s.client.StorageV1().CSINodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("%s: delete CSINode: %v", s.label, err)
 	}
-	s.create(ctx, t, testobj.CSINode(node, s.driverName, reinstalledID(sc)))
+	s.create(ctx, t, testobj.CSINode(node, s.driverName, id))
 }
 
 // startSide starts a mock driver advertising only what an attach needs (no
@@ -309,13 +313,15 @@ func (s *side) calls(t *testing.T, sc string) string {
 			continue
 		}
 		call := fmt.Sprintf("%s(%s)=%s fence=%v", r.Method, r.NodeID, r.Code, r.Fence)
-		if r.Code == "OK" && len(out) > 0 && out[len(out)-1] == call {
-			// A repeated successful call changes nothing (both calls are
-			// idempotent). Upstream sometimes publishes twice: the update
-			// event of its own finalizer write re-queues the VA, and the
-			// second sync still sees attached=false in its cache.
-			// Fenceline skips syncs on versions its own writes replaced;
-			// see "Differences from upstream" in docs/attacher.md.
+		if len(out) > 0 && out[len(out)-1] == call {
+			// Repeats of one call are collapsed: how often a failing call
+			// is retried depends on timing, and a repeated successful
+			// call changes nothing (both are idempotent). Upstream
+			// sometimes publishes twice: the update event of its own
+			// finalizer write re-queues the VA, and the second sync still
+			// sees attached=false in its cache. Fenceline skips syncs on
+			// versions its own writes replaced; see "Differences from
+			// upstream" in docs/attacher.md.
 			continue
 		}
 		out = append(out, call)
