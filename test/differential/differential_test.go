@@ -62,6 +62,9 @@ type scenario struct {
 	// noCSINode gives the node the csi.volume.kubernetes.io/nodeid
 	// annotation instead of a CSINode.
 	noCSINode bool
+	// vaNodeID pre-sets the VA's csi.alpha.kubernetes.io/node-id
+	// annotation, as if an earlier attach had written it.
+	vaNodeID bool
 	// noPV creates the VA without its PV.
 	noPV bool
 	// foreignPV makes the PV another driver's.
@@ -97,6 +100,7 @@ var scenarios = []scenario{
 	{name: "readonly", readOnly: true},
 	{name: "pv-deleting", pvDeleting: true},
 	{name: "no-csinode", noCSINode: true},
+	{name: "no-csinode-annotated-va", noCSINode: true, vaNodeID: true},
 	{name: "missing-pv", noPV: true},
 	{name: "foreign-pv", foreignPV: true, allowed: map[string]string{
 		"va.attached": foreignRefused, "va.attachmentMetadata": foreignRefused, "va.attachError": foreignRefused,
@@ -203,6 +207,9 @@ func (s *side) setUp(ctx context.Context, t *testing.T, sc scenario) {
 		s.create(ctx, t, node, testobj.CSINode(n, s.driverName, nodeID(sc.name)))
 	}
 	va := testobj.VA(n, s.driverName, n, n)
+	if sc.vaNodeID {
+		va.Annotations = map[string]string{names.NodeIDAnnotation: nodeID(sc.name)}
+	}
 	if sc.detach == heldDetach || sc.detach == faultDetach {
 		va.Finalizers = []string{holdFinalizer}
 	}
