@@ -75,17 +75,7 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 		return nil
 	}
 	if !c.cfg.Capabilities.NeedsAttach() {
-		// Upstream's trivial path: nothing to publish, no finalizer.
-		clone := va.DeepCopy()
-		clone.Status.Attached = true
-		clone.Status.AttachError = nil
-		out, err := c.patchVA(ctx, withAnyAttachError(va), clone, true)
-		if err != nil {
-			return err
-		}
-		c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
-		logger.V(2).Info("Marked attached without ControllerPublishVolume (driver has no PUBLISH_UNPUBLISH_VOLUME)")
-		return nil
+		return c.markAttachedTrivially(ctx, va)
 	}
 
 	req, err := c.prepareAttach(ctx, va)
@@ -133,6 +123,21 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 	c.track.setForceAttach(va.Name, false)
 	c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventAttached, "Attached volume %s to node %s", req.VolumeID, va.Spec.NodeName)
 	logger.V(2).Info("Attached", "volumeID", req.VolumeID, "nodeID", req.NodeID)
+	return nil
+}
+
+// markAttachedTrivially is upstream's trivial path for a driver without
+// PUBLISH_UNPUBLISH_VOLUME: nothing to publish, no finalizer.
+func (c *Controller) markAttachedTrivially(ctx context.Context, va *storagev1.VolumeAttachment) error {
+	clone := va.DeepCopy()
+	clone.Status.Attached = true
+	clone.Status.AttachError = nil
+	out, err := c.patchVA(ctx, withAnyAttachError(va), clone, true)
+	if err != nil {
+		return err
+	}
+	c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
+	klog.FromContext(ctx).V(2).Info("Marked attached without ControllerPublishVolume (driver has no PUBLISH_UNPUBLISH_VOLUME)")
 	return nil
 }
 
