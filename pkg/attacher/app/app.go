@@ -167,12 +167,19 @@ func Run(ctx context.Context, opts Options) error {
 	logger := klog.FromContext(ctx).WithValues("driver", d.name)
 	ctx = klog.NewContext(ctx, logger)
 
-	ctrl, factory, stopEvents, err := newController(ctx, opts, config, client, d, cmm.GetRegistry())
+	blind, err := checkAccess(ctx, client)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // a signal before the API server answered is a clean stop
+		}
+		return err
+	}
+	ctrl, factory, stopEvents, err := newController(ctx, opts, config, client, d, blind, cmm.GetRegistry())
 	if err != nil {
 		return err
 	}
 	defer stopEvents()
-	hb, err := heartbeatConfig(opts, config, d.name, d.caps, cmm.GetRegistry())
+	hb, err := heartbeatConfig(opts, config, d.name, d.caps.Fence.UnpublishFence && !blind, cmm.GetRegistry())
 	if err != nil {
 		return err
 	}
@@ -193,7 +200,7 @@ func Run(ctx context.Context, opts Options) error {
 // newController wires the attacher's controller and its informers. Events
 // and fence records get clients of their own; stopEvents flushes the
 // Events once the controller has stopped.
-func newController(ctx context.Context, opts Options, config *rest.Config, client kubernetes.Interface, d *driver, registry k8smetrics.KubeRegistry) (
+func newController(ctx context.Context, opts Options, config *rest.Config, client kubernetes.Interface, d *driver, blind bool, registry k8smetrics.KubeRegistry) (
 	ctrl *controller.Controller, factory informers.SharedInformerFactory, stopEvents func(), err error) {
 	// Events get their own client, and so their own rate limiter: upstream
 	// emits no Events, and sharing --kube-api-qps with them would slow every
@@ -225,6 +232,7 @@ func newController(ctx context.Context, opts Options, config *rest.Config, clien
 		MaxEntries:         int32(min(opts.MaxEntries, 1<<31-1)),
 		Recorder:           recorder,
 		Metrics:            metrics.New(registry),
+		Blind:              blind,
 	}, factory)
 	if err != nil {
 		stopEvents()

@@ -8,7 +8,6 @@ import (
 	"k8s.io/client-go/rest"
 	k8smetrics "k8s.io/component-base/metrics"
 
-	"fenceline.io/fenceline/pkg/attacher/csiclient"
 	"fenceline.io/fenceline/pkg/attacher/heartbeat"
 	"fenceline.io/fenceline/pkg/version"
 )
@@ -19,8 +18,9 @@ import (
 // command line stays upstream's): by default the Lease is trusted for the
 // leader lease duration and renewed three times within it, so evidence of
 // a dead attacher runs out about when another attacher could take the
-// leader lease.
-func heartbeatConfig(opts Options, config *rest.Config, driverName string, caps csiclient.Capabilities, registry k8smetrics.KubeRegistry) (heartbeat.Config, error) {
+// leader lease. unpublishFence is whether this attacher will fence: the
+// driver advertises UNPUBLISH_FENCE and RBAC does not blind the attacher.
+func heartbeatConfig(opts Options, config *rest.Config, driverName string, unpublishFence bool, registry k8smetrics.KubeRegistry) (heartbeat.Config, error) {
 	// A client of its own, so that a busy attacher cannot starve renewals.
 	client, err := coordinationclient.NewForConfig(config)
 	if err != nil {
@@ -39,7 +39,7 @@ func heartbeatConfig(opts Options, config *rest.Config, driverName string, caps 
 		Client:         client,
 		Namespace:      namespace,
 		Driver:         driverName,
-		UnpublishFence: caps.Fence.UnpublishFence,
+		UnpublishFence: unpublishFence,
 		Version:        version.Version,
 		Identity:       identity,
 		Interval:       interval,

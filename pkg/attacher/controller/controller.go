@@ -69,6 +69,10 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Metrics records detach outcomes; nil records nothing.
 	Metrics *metrics.Recorder
+	// Blind is set when RBAC does not let the attacher read Nodes or
+	// CSIDrivers (fencing.Blindness): no informer is started for them and
+	// every detach not already recorded as fenced is plain, as upstream's.
+	Blind bool
 }
 
 // Index names on the VolumeAttachment informer.
@@ -132,22 +136,28 @@ func New(cfg Config, factory informers.SharedInformerFactory) (*Controller, erro
 	c.vaIndexer = vaInformer.Informer().GetIndexer()
 	pvInformer := factory.Core().V1().PersistentVolumes()
 	c.pvLister = pvInformer.Lister()
-	nodeInformer := factory.Core().V1().Nodes()
-	c.nodeLister = nodeInformer.Lister()
 	csiNodeInformer := factory.Storage().V1().CSINodes()
 	c.csiNodeLister = csiNodeInformer.Lister()
-	csiDriverInformer := factory.Storage().V1().CSIDrivers()
-	c.csiDriverLister = csiDriverInformer.Lister()
 
-	handlers := []struct {
+	type handler struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
-	}{
+	}
+	handlers := []handler{
 		{vaInformer.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.vaAdded, UpdateFunc: c.vaUpdated, DeleteFunc: c.vaDeleted}},
 		{pvInformer.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.pvAdded, UpdateFunc: func(_, n any) { c.pvAdded(n) }}},
-		{nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.nodeUpdated, DeleteFunc: c.nodeDeleted}},
 		{csiNodeInformer.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.csiNodeChanged, UpdateFunc: func(_, n any) { c.csiNodeChanged(n) }}},
-		{csiDriverInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.csiDriverUpdated}},
+	}
+	// A blind attacher starts no informer it may not list: its cache would
+	// never sync, and nothing would be attached at all.
+	if !cfg.Blind {
+		nodeInformer := factory.Core().V1().Nodes()
+		c.nodeLister = nodeInformer.Lister()
+		csiDriverInformer := factory.Storage().V1().CSIDrivers()
+		c.csiDriverLister = csiDriverInformer.Lister()
+		handlers = append(handlers,
+			handler{nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.nodeUpdated, DeleteFunc: c.nodeDeleted}},
+			handler{csiDriverInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.csiDriverUpdated}})
 	}
 	for _, h := range handlers {
 		reg, err := h.inf.AddEventHandler(h.h)
@@ -166,7 +176,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer c.vaQueue.ShutDown()
 	defer c.pvQueue.ShutDown()
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting attacher controller", "driver", c.cfg.DriverName, "fenceCapable", c.cfg.Capabilities.Fence.UnpublishFence)
+	logger.Info("Starting attacher controller", "driver", c.cfg.DriverName, "fenceCapable", c.cfg.Capabilities.Fence.UnpublishFence, "blind", c.cfg.Blind)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		// Only the end of ctx stops the wait: a signal is a clean stop.
 		logger.Info("Stopped before the informer caches synced")
@@ -253,6 +263,9 @@ func (c *Controller) vasByIndex(index, value string) []*storagev1.VolumeAttachme
 
 // csiDriver returns the driver's CSIDriver object, nil when there is none.
 func (c *Controller) csiDriver() *storagev1.CSIDriver {
+	if c.csiDriverLister == nil {
+		return nil
+	}
 	d, err := c.csiDriverLister.Get(c.cfg.DriverName)
 	if err != nil {
 		return nil

@@ -94,12 +94,10 @@ func (c *Controller) decideDetach(ctx context.Context, va *storagev1.VolumeAttac
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Unreadable fence record; the detach stays fenced")
 	}
-	// A Node object that is gone is nil here, which is itself a reason.
-	node, err := nodeutil.Lookup(c.nodeLister, va.Spec.NodeName)
+	in, err := c.cachedInput(va, rec)
 	if err != nil {
 		return nil, fencing.Decision{}, err
 	}
-	in := fencing.Input{Record: rec, Node: node, Driver: c.csiDriver(), DriverCanFence: c.cfg.Capabilities.Fence.UnpublishFence}
 	decision := fencing.Decide(in)
 	if decision.Action != fencing.ActionConfirm {
 		return rec, decision, nil
@@ -114,6 +112,23 @@ func (c *Controller) decideDetach(ctx context.Context, va *storagev1.VolumeAttac
 	}
 	in.Fresh = true
 	return rec, fencing.Decide(in), nil
+}
+
+// cachedInput gathers fencing.Decide's inputs from the informer caches. A
+// Node object that is gone is nil, which is itself a reason to fence; a
+// blind attacher has no Node to look at.
+func (c *Controller) cachedInput(va *storagev1.VolumeAttachment, rec *fencing.Record) (fencing.Input, error) {
+	in := fencing.Input{Record: rec, DriverCanFence: c.cfg.Capabilities.Fence.UnpublishFence, Blind: c.cfg.Blind}
+	if c.cfg.Blind {
+		return in, nil
+	}
+	node, err := nodeutil.Lookup(c.nodeLister, va.Spec.NodeName)
+	if err != nil {
+		// The record is kept, for callers that go on without the Node.
+		return in, err
+	}
+	in.Node, in.Driver = node, c.csiDriver()
+	return in, nil
 }
 
 // writeRecord saves a fenced decision on the VolumeAttachment. Until the

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -58,6 +61,9 @@ type envOptions struct {
 	// minimal starts the mock driver with only CREATE_DELETE_VOLUME and
 	// PUBLISH_UNPUBLISH_VOLUME; it refuses readonly publishes.
 	minimal bool
+	// blind runs the controller as RBAC without Nodes and CSIDrivers
+	// leaves it; the API answers Forbidden to any read of them.
+	blind bool
 }
 
 func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
@@ -94,6 +100,14 @@ func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
 		caps.PublishUnpublish = false
 	}
 	client := fake.NewClientset(objects...)
+	if o.blind {
+		for _, res := range []string{"nodes", "csidrivers"} {
+			client.PrependReactor("*", res, func(a k8stesting.Action) (bool, runtime.Object, error) {
+				t.Errorf("a blind attacher read %s (%s)", a.GetResource().Resource, a.GetVerb())
+				return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", errors.New("RBAC"))
+			})
+		}
+	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	rec := record.NewFakeRecorder(100)
 	ctrl, err := New(Config{
@@ -105,6 +119,7 @@ func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
 		RetryIntervalStart: 10 * time.Millisecond,
 		RetryIntervalMax:   time.Second,
 		Recorder:           rec,
+		Blind:              o.blind,
 	}, factory)
 	if err != nil {
 		t.Fatalf("new controller: %v", err)

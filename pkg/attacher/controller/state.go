@@ -5,7 +5,6 @@ import (
 
 	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
-	"fenceline.io/fenceline/pkg/kube/nodeutil"
 )
 
 // PendingDetaches implements metrics.State: this driver's VolumeAttachments
@@ -19,20 +18,23 @@ func (c *Controller) PendingDetaches() []metrics.PendingDetach {
 		klog.Background().Error(err, "List VolumeAttachments from cache for metrics")
 		return nil
 	}
-	driver := c.csiDriver()
 	var out []metrics.PendingDetach
 	for _, va := range vas {
 		if !needsDetach(va, c.cfg.DriverName, c.finalizer) {
 			continue
 		}
 		rec, _ := fencing.RecordOf(va)
-		node, _ := nodeutil.Lookup(c.nodeLister, va.Spec.NodeName)
+		in, _ := c.cachedInput(va, rec)
 		// Fresh stands for "as the cache says": a gauge does not confirm.
-		d := fencing.Decide(fencing.Input{Record: rec, Node: node, Driver: driver, DriverCanFence: c.cfg.Capabilities.Fence.UnpublishFence, Fresh: true})
+		in.Fresh = true
+		d := fencing.Decide(in)
 		out = append(out, metrics.PendingDetach{Mode: string(d.Action), Reason: string(d.Reason), Since: va.DeletionTimestamp.Time})
 	}
 	return out
 }
+
+// Blind implements metrics.State.
+func (c *Controller) Blind() bool { return c.cfg.Blind }
 
 // FenceCapabilities implements metrics.State.
 func (c *Controller) FenceCapabilities() map[string]bool {

@@ -335,6 +335,26 @@ func TestSyncDetach(t *testing.T) {
 			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
 		},
 		{
+			name:       "blind: out-of-service node, driver can fence: plain, as upstream",
+			opts:       envOptions{blind: true},
+			node:       testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)),
+			wantCode:   "OK",
+			wantEvents: []string{"Normal Attached", "Normal Detached"},
+		},
+		{
+			name:  "blind: a recorded fence is still fenced",
+			opts:  envOptions{blind: true},
+			node:  testobj.Node(testNode),
+			stage: true,
+			beforeDelete: func(e *env) {
+				e.updateVA("va-1", withRecord(cutoff.ReasonOutOfService, testNode))
+			},
+			wantFence:  true,
+			wantCode:   "OK",
+			wantRecord: cutoff.ReasonOutOfService,
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
 			name: "recorded fence, driver no longer fences: refused",
 			opts: envOptions{noFence: true},
 			node: testobj.Node(testNode),

@@ -24,6 +24,9 @@ type State interface {
 	// FenceCapabilities maps each fence capability to whether the driver
 	// advertised it at start-up.
 	FenceCapabilities() map[string]bool
+	// Blind is true when the attacher may not read Nodes or CSIDrivers and
+	// so never fences a detach it has not recorded as fenced already.
+	Blind() bool
 }
 
 var (
@@ -36,6 +39,9 @@ var (
 	capabilityDesc = k8smetrics.NewDesc(subsystem+"_driver_fence_capability",
 		"1 when the CSI driver advertised the fence capability at start-up, 0 otherwise.",
 		[]string{"capability"}, nil, k8smetrics.ALPHA, "")
+	blindDesc = k8smetrics.NewDesc(subsystem+"_blind",
+		"1 when RBAC does not let the attacher read Nodes or CSIDrivers, so that it detaches as the upstream attacher does and never fences; 0 otherwise.",
+		nil, nil, k8smetrics.ALPHA, "")
 )
 
 // stateCollector turns State into gauges at scrape time: nothing to keep in
@@ -56,6 +62,7 @@ func (c *stateCollector) DescribeWithStability(ch chan<- *k8smetrics.Desc) {
 	ch <- pendingDesc
 	ch <- oldestDesc
 	ch <- capabilityDesc
+	ch <- blindDesc
 }
 
 // CollectWithStability implements k8smetrics.StableCollector.
@@ -82,4 +89,9 @@ func (c *stateCollector) CollectWithStability(ch chan<- k8smetrics.Metric) {
 		}
 		ch <- k8smetrics.NewLazyConstMetric(capabilityDesc, k8smetrics.GaugeValue, v, capability)
 	}
+	blind := 0.0
+	if c.state.Blind() {
+		blind = 1
+	}
+	ch <- k8smetrics.NewLazyConstMetric(blindDesc, k8smetrics.GaugeValue, blind)
 }

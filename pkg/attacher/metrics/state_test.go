@@ -12,10 +12,12 @@ import (
 type fakeState struct {
 	pending []PendingDetach
 	caps    map[string]bool
+	blind   bool
 }
 
 func (f fakeState) PendingDetaches() []PendingDetach   { return f.pending }
 func (f fakeState) FenceCapabilities() map[string]bool { return f.caps }
+func (f fakeState) Blind() bool                        { return f.blind }
 
 func TestStateGauges(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -27,9 +29,13 @@ func TestStateGauges(t *testing.T) {
 			{Mode: "refused", Reason: "safe-detach", Since: now.Add(-10 * time.Second)},
 			{Mode: "plain", Since: now.Add(-2 * time.Second)},
 		},
-		caps: map[string]bool{"UNPUBLISH_FENCE": true, "FORCE_UNPUBLISH": false},
+		caps:  map[string]bool{"UNPUBLISH_FENCE": true, "FORCE_UNPUBLISH": false},
+		blind: true,
 	}})
 	want := `
+# HELP fenceline_attacher_blind [ALPHA] 1 when RBAC does not let the attacher read Nodes or CSIDrivers, so that it detaches as the upstream attacher does and never fences; 0 otherwise.
+# TYPE fenceline_attacher_blind gauge
+fenceline_attacher_blind 1
 # HELP fenceline_attacher_driver_fence_capability [ALPHA] 1 when the CSI driver advertised the fence capability at start-up, 0 otherwise.
 # TYPE fenceline_attacher_driver_fence_capability gauge
 fenceline_attacher_driver_fence_capability{capability="FORCE_UNPUBLISH"} 0
