@@ -99,20 +99,7 @@ func TestComponentRBAC(t *testing.T) {
 	createNode(ctx, t, cs, "node-1")
 	pod := createBoundPod(ctx, t, cs, "node-1")
 	pv := createPV(ctx, t, cs, "pv-1", volumeID)
-	va := &storagev1.VolumeAttachment{
-		ObjectMeta: metav1.ObjectMeta{Name: "va-1"},
-		Spec: storagev1.VolumeAttachmentSpec{
-			Attacher: mockDriverName, NodeName: "node-1",
-			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv.Name},
-		},
-	}
-	if _, err := cs.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating VolumeAttachment: %v", err)
-	}
-	waitFor(ctx, t, "VolumeAttachment attached", func(ctx context.Context) (bool, error) {
-		got, err := cs.StorageV1().VolumeAttachments().Get(ctx, va.Name, metav1.GetOptions{})
-		return err == nil && got.Status.Attached, err
-	})
+	va := attachVA(ctx, t, cs, "va-1", pv.Name, "node-1")
 
 	// The node dies and is declared out of service: the controller
 	// force-deletes the pod stuck in Terminating, and the detach is fenced.
@@ -308,6 +295,27 @@ func createPV(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, 
 		t.Fatalf("creating PV: %v", err)
 	}
 	return pv
+}
+
+// attachVA creates a VolumeAttachment of the mock driver, as the
+// attach/detach controller would, and waits until it is attached.
+func attachVA(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, pvName, node string) *storagev1.VolumeAttachment {
+	t.Helper()
+	va := &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: storagev1.VolumeAttachmentSpec{
+			Attacher: mockDriverName, NodeName: node,
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pvName},
+		},
+	}
+	if _, err := cs.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating VolumeAttachment: %v", err)
+	}
+	waitFor(ctx, t, "VolumeAttachment attached", func(ctx context.Context) (bool, error) {
+		got, err := cs.StorageV1().VolumeAttachments().Get(ctx, va.Name, metav1.GetOptions{})
+		return err == nil && got.Status.Attached, nil // not attached yet
+	})
+	return va
 }
 
 // createBoundPod creates a pod already bound to node, as the scheduler

@@ -13,7 +13,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -70,20 +69,7 @@ func TestImageSwapWithUpstreamRBACOnly(t *testing.T) {
 
 	createNode(ctx, t, cs, "node-1")
 	pv := createPV(ctx, t, cs, "pv-1", volumeID)
-	va := &storagev1.VolumeAttachment{
-		ObjectMeta: metav1.ObjectMeta{Name: "va-1"},
-		Spec: storagev1.VolumeAttachmentSpec{
-			Attacher: mockDriverName, NodeName: "node-1",
-			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv.Name},
-		},
-	}
-	if _, err := cs.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating VolumeAttachment: %v", err)
-	}
-	waitFor(ctx, t, "VolumeAttachment attached", func(ctx context.Context) (bool, error) {
-		got, err := cs.StorageV1().VolumeAttachments().Get(ctx, va.Name, metav1.GetOptions{})
-		return err == nil && got.Status.Attached, nil
-	})
+	va := attachVA(ctx, t, cs, "va-1", pv.Name, "node-1")
 
 	t.Run("heartbeat says it will not fence", func(t *testing.T) {
 		var lease *coordinationv1.Lease
