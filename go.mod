@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	fenceline.io/fenceline/pkg/fence v0.0.0-00010101000000-000000000000
+	github.com/bougou/go-ipmi v0.9.1
 	github.com/container-storage-interface/spec v1.13.0
 	github.com/go-logr/logr v1.4.4
 	github.com/kubernetes-csi/csi-lib-utils v0.25.0
