@@ -75,6 +75,26 @@ func Condition(condType string, s v1.ConditionStatus) NodeOption {
 	}
 }
 
+// ConditionSince sets a node condition of the given type with status s and
+// lastTransitionTime t, replacing one of the same type (e.g. a
+// node-problem-detector condition that a fencing rule watches).
+func ConditionSince(condType string, s v1.ConditionStatus, t time.Time) NodeOption {
+	return func(n *v1.Node) {
+		n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c v1.NodeCondition) bool { return string(c.Type) == condType })
+		n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: v1.NodeConditionType(condType), Status: s, LastTransitionTime: metav1.NewTime(t)})
+	}
+}
+
+// Label sets a label.
+func Label(k, v string) NodeOption {
+	return func(n *v1.Node) {
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[k] = v
+	}
+}
+
 // Taint adds a taint.
 func Taint(key string, effect v1.TaintEffect) NodeOption {
 	return func(n *v1.Node) { n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: effect}) }
@@ -249,16 +269,22 @@ func VA(name, attacher, pv, node string) *storagev1.VolumeAttachment {
 	}
 }
 
-// Lease returns the node's Lease in kube-node-lease, last renewed at renew.
-func Lease(node string, renew time.Time) *coordinationv1.Lease {
+// Lease returns the node's Lease in kube-node-lease, last renewed at renew,
+// without leaseDurationSeconds unless an option (LeaseDuration) sets it.
+func Lease(node string, renew time.Time, opts ...HeartbeatOption) *coordinationv1.Lease {
 	at := metav1.NewMicroTime(renew)
-	return &coordinationv1.Lease{
+	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: v1.NamespaceNodeLease, Name: node},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &node, RenewTime: &at},
 	}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
 }
 
-// HeartbeatOption changes a heartbeat Lease under construction.
+// HeartbeatOption changes a Lease under construction (a heartbeat or a
+// node's Lease).
 type HeartbeatOption func(*coordinationv1.Lease)
 
 // HeartbeatDuration is the leaseDurationSeconds of Heartbeat unless an
