@@ -16,6 +16,11 @@ STATICCHECK_VERSION        := v0.8.2
 BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+CODE_GENERATOR_VERSION     := v0.37.1
+CONTROLLER_TOOLS_VERSION   := v0.23.0
+
+# The k8s.io/code-generator commands hack/update-codegen.sh runs.
+CODE_GENERATORS := deepcopy-gen client-gen lister-gen informer-gen applyconfiguration-gen
 
 BINARIES := fenceline-attacher fenceline-controller mock-driver
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -124,11 +129,16 @@ generate-tools:
 	@test -x $(TOOLS_BIN)/buf || GOBIN=$(TOOLS_BIN) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 	@test -x $(TOOLS_BIN)/protoc-gen-go || GOBIN=$(TOOLS_BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	@test -x $(TOOLS_BIN)/protoc-gen-go-grpc || GOBIN=$(TOOLS_BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	@for g in $(CODE_GENERATORS); do \
+		test -x $(TOOLS_BIN)/$$g || GOBIN=$(TOOLS_BIN) $(GO) install k8s.io/code-generator/cmd/$$g@$(CODE_GENERATOR_VERSION); \
+	done
+	@test -x $(TOOLS_BIN)/controller-gen || GOBIN=$(TOOLS_BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 
 .PHONY: generate
-generate: generate-tools ## Regenerate the Go code from the .proto files.
+generate: generate-tools ## Regenerate the Go code from the .proto files and from the fencing API types (clients, CRDs).
 	PATH=$(TOOLS_BIN):$$PATH buf generate
 	cd mock-driver && PATH=$(TOOLS_BIN):$$PATH buf generate
+	TOOLS_BIN=$(TOOLS_BIN) hack/update-codegen.sh
 
 .PHONY: image
 image: ## Build the container image (needs a Docker engine).

@@ -37,6 +37,46 @@ const (
 	// off from storage.
 	FencingCompleteCondition = "FencingComplete"
 
+	// FencingTriagedCondition is the Node condition type (node fencing
+	// proposal) that is True once the node has been seen in a state that may
+	// need fencing. It never implies that the node will be fenced.
+	FencingTriagedCondition = "FencingTriaged"
+
+	// FencingRequiredCondition is the Node condition type (node fencing
+	// proposal) that is True once policy has decided that the node must be
+	// fenced. It is set before FencingCompleteCondition and cleared after it.
+	FencingRequiredCondition = "FencingRequired"
+
+	// FencingRequiredTaint is the taint key put on a node while
+	// FencingRequiredCondition is True, with effect
+	// FencingRequiredTaintEffect, so that nothing new lands on a node about
+	// to be powered off.
+	FencingRequiredTaint = Domain + "/fencing-required"
+
+	// FencingRequiredTaintEffect is the effect of FencingRequiredTaint.
+	FencingRequiredTaintEffect = "NoSchedule"
+
+	// FencingTriagedTaint is the taint key put on a node while
+	// FencingTriagedCondition is True, with effect FencingTriagedTaintEffect:
+	// a soft hint to schedule elsewhere while the node may be fenced.
+	FencingTriagedTaint = Domain + "/fencing-triaged"
+
+	// FencingTriagedTaintEffect is the effect of FencingTriagedTaint.
+	FencingTriagedTaintEffect = "PreferNoSchedule"
+
+	// OutOfServiceOwnerAnnotation records, on a Node, the UID of the
+	// FencingRequest for which Fenceline added the OutOfServiceTaint.
+	// Fenceline removes only an out-of-service taint whose owner annotation
+	// it wrote: the actor that taints is the one that untaints.
+	OutOfServiceOwnerAnnotation = Domain + "/out-of-service-owner"
+
+	// APIGroup is the API group of Fenceline's fencing kinds
+	// (FencingRequest, FenceClass, FenceTarget, FencePolicy).
+	APIGroup = Domain
+
+	// APIVersion is the served version of APIGroup.
+	APIVersion = "v1alpha1"
+
 	// NodeIDAnnotation is the upstream external-attacher's VolumeAttachment
 	// annotation that records the CSI node ID used at attach time, so that a
 	// detach still works after the node's CSINode is gone.

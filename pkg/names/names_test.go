@@ -41,3 +41,31 @@ func TestAttacherHeartbeatLeaseName(t *testing.T) {
 		}
 	}
 }
+
+// TestFencingNames pins the fencing names of the node fencing proposal and
+// of the research's naming section: they are part of the contract with
+// other components and with users' tolerations, so a change must be
+// deliberate.
+func TestFencingNames(t *testing.T) {
+	tests := []struct {
+		name, got, want string
+	}{
+		{"triaged condition", FencingTriagedCondition, "FencingTriaged"},
+		{"required condition", FencingRequiredCondition, "FencingRequired"},
+		{"complete condition", FencingCompleteCondition, "FencingComplete"},
+		{"required taint", FencingRequiredTaint, "fenceline.io/fencing-required"},
+		{"required taint effect", FencingRequiredTaintEffect, "NoSchedule"},
+		{"triaged taint", FencingTriagedTaint, "fenceline.io/fencing-triaged"},
+		{"triaged taint effect", FencingTriagedTaintEffect, "PreferNoSchedule"},
+		{"out-of-service owner", OutOfServiceOwnerAnnotation, "fenceline.io/out-of-service-owner"},
+		{"API group", APIGroup, "fenceline.io"},
+		{"API version", APIVersion, "v1alpha1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Errorf("got %q, want %q", tc.got, tc.want)
+			}
+		})
+	}
+}

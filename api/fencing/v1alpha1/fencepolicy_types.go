@@ -1,0 +1,257 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:noStatus
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:resource:scope=Cluster,shortName=fp,categories=fenceline
+// +kubebuilder:printcolumn:name="Approval",type=string,JSONPath=`.spec.detection.approval`
+// +kubebuilder:printcolumn:name="Storage Fence",type=string,JSONPath=`.spec.storageFence`
+// +kubebuilder:printcolumn:name="Max Concurrent",type=integer,JSONPath=`.spec.stormGuard.maxConcurrentFencing`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// FencePolicy says when to fence the nodes it selects, in which order to
+// try the fence classes, how much to fence at once, and how a fenced node
+// comes back.
+//
+// Invariants checked by the API server: level indexes are unique and
+// ascending. Checked by the controller, because they span objects (CEL
+// sees one object): every named FenceClass exists; a policy whose only
+// level uses a class with sharesPowerWithNode and a power method needs
+// storageFence Required; a node matched by two policies is not fenced.
+type FencePolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec FencePolicySpec `json:"spec"`
+}
+
+// FencePolicySpec is the when, the order and the limits of fencing.
+type FencePolicySpec struct {
+	// NodeSelector selects the nodes of this policy; empty selects all.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// Detection is when a node is to be fenced.
+	// +optional
+	// +default={}
+	Detection FenceDetection `json:"detection,omitempty"`
+
+	// Levels are tried in ascending index; all classes of a level must
+	// succeed for the level to succeed (Pacemaker fencing topology).
+	// +required
+	// +listType=map
+	// +listMapKey=index
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.map(l, l.index).isSorted()",message="levels must be in ascending index order"
+	Levels []FenceLevel `json:"levels"`
+
+	// StorageFence says whether a storage fence must succeed as well.
+	// +optional
+	// +default="Required"
+	StorageFence StorageFenceMode `json:"storageFence,omitempty"`
+
+	// StormGuard limits how much is fenced at once.
+	// +optional
+	// +default={}
+	StormGuard StormGuard `json:"stormGuard,omitempty"`
+
+	// Recovery is how a fenced node comes back.
+	// +optional
+	// +default={}
+	Recovery FenceRecovery `json:"recovery,omitempty"`
+}
+
+// ApprovalMode says whether a triaged node is fenced without a human.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type ApprovalMode string
+
+const (
+	// ApprovalAutomatic fences as soon as the storm guard allows.
+	ApprovalAutomatic ApprovalMode = "Automatic"
+	// ApprovalManual stops at phase Triaged until spec.approved is true.
+	ApprovalManual ApprovalMode = "Manual"
+)
+
+// FenceDetection is when a node is to be fenced.
+type FenceDetection struct {
+	// LeaseStaleAfter is how old the node's Lease renewTime may get
+	// before the node is triaged.
+	// +optional
+	// +default="20s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('1h')",message="leaseStaleAfter must be between 5s and 1h"
+	LeaseStaleAfter *metav1.Duration `json:"leaseStaleAfter,omitempty"`
+
+	// UnhealthyConditions are further triggers, OR-ed: a node condition
+	// with that status for at least that duration.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	UnhealthyConditions []UnhealthyCondition `json:"unhealthyConditions,omitempty"`
+
+	// Approval is Automatic or Manual.
+	// +optional
+	// +default="Automatic"
+	Approval ApprovalMode `json:"approval,omitempty"`
+}
+
+// UnhealthyCondition is a node condition that triggers fencing.
+type UnhealthyCondition struct {
+	// Type is the node condition type, e.g. Ready.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	Type string `json:"type"`
+	// Status is the condition status that counts as unhealthy.
+	// +required
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status metav1.ConditionStatus `json:"status"`
+	// Duration is how long the condition must hold.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="duration must not be negative"
+	Duration metav1.Duration `json:"duration"`
+}
+
+// FenceLevel is one rung of the fencing topology.
+type FenceLevel struct {
+	// Index orders the levels, from 1.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8
+	Index int32 `json:"index"`
+	// FenceClassNames must all succeed for the level to succeed.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=253
+	FenceClassNames []string `json:"fenceClassNames"`
+	// Timeout bounds the whole level, retries included.
+	// +optional
+	// +default="20s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('30m')",message="level timeout must be between 1s and 30m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// StorageFenceMode says whether the storage fence is part of the fence.
+// +kubebuilder:validation:Enum=Required;BestEffort
+type StorageFenceMode string
+
+const (
+	// StorageFenceRequired: Complete needs every driver's storage fence.
+	StorageFenceRequired StorageFenceMode = "Required"
+	// StorageFenceBestEffort: storage fence failures are reported only.
+	StorageFenceBestEffort StorageFenceMode = "BestEffort"
+)
+
+// StormGuard limits fencing when many nodes fail at once, as the node
+// lifecycle controller limits evictions and NHC limits remediations.
+type StormGuard struct {
+	// MaxConcurrentFencing is how many nodes may be fencing at once.
+	// +optional
+	// +default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxConcurrentFencing int32 `json:"maxConcurrentFencing,omitempty"`
+	// MaxUnhealthy stops fencing when more selected nodes than this
+	// (a count or a percentage) are unhealthy.
+	// +optional
+	// +default="33%"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxUnhealthy must be a non-negative count or a percentage from 0% to 100%"
+	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
+	// Rate is a token bucket on new fences.
+	// +optional
+	// +default={}
+	Rate FenceRate `json:"rate,omitempty"`
+	// ZoneLabel is the node label that names a node's zone.
+	// +optional
+	// +default="topology.kubernetes.io/zone"
+	// +kubebuilder:validation:MaxLength=316
+	ZoneLabel string `json:"zoneLabel,omitempty"`
+	// UnhealthyZoneThreshold is the unhealthy fraction (0 to 1) at which a
+	// zone is partially disrupted.
+	// +optional
+	// +default="0.55"
+	UnhealthyZoneThreshold *resource.Quantity `json:"unhealthyZoneThreshold,omitempty"`
+	// PartialDisruptionRate is the fences per second in a partially
+	// disrupted zone of a large cluster; below LargeClusterSize it is 0.
+	// +optional
+	// +default="0.01"
+	PartialDisruptionRate *resource.Quantity `json:"partialDisruptionRate,omitempty"`
+	// LargeClusterSize is the node count from which PartialDisruptionRate
+	// applies.
+	// +optional
+	// +default=50
+	// +kubebuilder:validation:Minimum=1
+	LargeClusterSize int32 `json:"largeClusterSize,omitempty"`
+	// FullDisruption is what to do when every zone is disrupted.
+	// +optional
+	// +default="Stop"
+	// +kubebuilder:validation:Enum=Stop
+	FullDisruption string `json:"fullDisruption,omitempty"`
+	// Cooldown is the pause after a fence before the next one.
+	// +optional
+	// +default="30s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="cooldown must be between 0s and 1h"
+	Cooldown *metav1.Duration `json:"cooldown,omitempty"`
+	// MaxAttempts is how many times a request runs through all levels
+	// before it is Failed.
+	// +optional
+	// +default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+}
+
+// FenceRate is a token bucket.
+type FenceRate struct {
+	// QPS is the sustained rate of new fences per second.
+	// +optional
+	// +default="0.1"
+	QPS *resource.Quantity `json:"qps,omitempty"`
+	// Burst is the bucket size.
+	// +optional
+	// +default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Burst int32 `json:"burst,omitempty"`
+}
+
+// FenceRecovery is how a fenced node comes back.
+type FenceRecovery struct {
+	// OutOfServiceTaint says whether Fenceline adds the
+	// node.kubernetes.io/out-of-service taint once the fence is Complete.
+	// +optional
+	// +default="Apply"
+	// +kubebuilder:validation:Enum=Apply;None
+	OutOfServiceTaint string `json:"outOfServiceTaint,omitempty"`
+	// Unfence says when the node is unfenced.
+	// +optional
+	// +default="OnNewBootID"
+	// +kubebuilder:validation:Enum=OnNewBootID;Manual
+	Unfence string `json:"unfence,omitempty"`
+	// HealthyDelay is how long the node must be Ready before it is
+	// unfenced.
+	// +optional
+	// +default="10s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="healthyDelay must be between 0s and 1h"
+	HealthyDelay *metav1.Duration `json:"healthyDelay,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// FencePolicyList is a list of FencePolicies.
+type FencePolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FencePolicy `json:"items"`
+}
