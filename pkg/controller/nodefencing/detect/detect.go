@@ -1,0 +1,237 @@
+// Package detect decides, for one Node, whether it is a fencing candidate:
+// a node that looks dead enough that powering it off is the right next step
+// (the storm guard, package stormguard, then decides whether the cluster as
+// a whole allows it). It is pure: no I/O, the time is passed in.
+//
+// A node is a candidate when its kubelet's Lease has not been renewed for
+// Rules.LeaseStaleAfter, or when one of the optional condition rules holds
+// for its duration. Never a candidate: a node the policy does not select, a
+// node labelled ExcludeLabel, and a node that reports Ready=True while its
+// Lease is not stale, whatever a condition rule says (see Unhealthy).
+//
+// Clock-skew assumption: spec.renewTime of a node Lease is written by the
+// kubelet from the node's own clock, and Unhealthy compares it with the
+// controller's clock. The two clocks are assumed to agree to well within a
+// renew interval (NTP-synchronised nodes agree to milliseconds). A node
+// clock running s behind the controller makes its Lease look s older than
+// it is, so skew eats into the margin that MinLeaseStaleAfter leaves for
+// late renewals; a node clock running ahead delays detection by s, which
+// costs time but never a false fence.
+package detect
+
+import (
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+const (
+	// ExcludeLabel on a Node (any value) keeps it out of fencing whatever
+	// the policy selects.
+	ExcludeLabel = names.Domain + "/exclude-from-fencing"
+
+	// DefaultLeaseStaleAfter is the Lease age at which a node becomes a
+	// candidate when Rules.LeaseStaleAfter is zero: two renew intervals of
+	// a kubelet with the default nodeLeaseDurationSeconds.
+	DefaultLeaseStaleAfter = 20 * time.Second
+
+	// DefaultLeaseDuration is the kubelet's default nodeLeaseDurationSeconds,
+	// assumed for a Lease that does not state its duration.
+	DefaultLeaseDuration = 40 * time.Second
+
+	// RenewFraction is the part of its lease duration after which the
+	// kubelet renews its Lease (upstream's nodeLeaseRenewIntervalFraction):
+	// every 10 s with the default 40 s duration.
+	RenewFraction = 0.25
+
+	// ReasonLeaseExpired is Verdict.Reason for a stale Lease.
+	ReasonLeaseExpired = "LeaseExpired"
+	// ReasonConditionRulePrefix prefixes Verdict.Reason for a condition
+	// rule, followed by the condition type (ConditionRule:Ready).
+	ReasonConditionRulePrefix = "ConditionRule:"
+)
+
+// ConditionRule is an NHC-style unhealthy condition: the node condition of
+// Type has had Status for at least Duration, measured from the condition's
+// lastTransitionTime.
+type ConditionRule struct {
+	Type     v1.NodeConditionType
+	Status   v1.ConditionStatus
+	Duration time.Duration
+}
+
+// Rules are the detection fields of a FencePolicy.
+type Rules struct {
+	// Selector picks the nodes the policy covers. A nil Selector selects
+	// nothing (as metav1.LabelSelectorAsSelector of a nil selector):
+	// forgetting it must not make the whole cluster fenceable.
+	Selector labels.Selector
+	// LeaseStaleAfter is the Lease age that makes a node a candidate; zero
+	// means DefaultLeaseStaleAfter. It is raised to MinLeaseStaleAfter of
+	// the node's Lease when set lower (see MinLeaseStaleAfter).
+	LeaseStaleAfter time.Duration
+	// Conditions are OR-ed; any one that holds makes a candidate.
+	Conditions []ConditionRule
+}
+
+// Verdict is the outcome of Unhealthy.
+type Verdict struct {
+	Candidate bool
+	// Reason is ReasonLeaseExpired or ReasonConditionRulePrefix+type for a
+	// candidate, empty otherwise.
+	Reason string
+	// Message says why, for Events and logs, candidate or not.
+	Message string
+	// Since is when the node became a candidate: the last renewal plus the
+	// stale age, or the condition's transition plus the rule's duration.
+	Since time.Time
+	// RecheckAfter, for a node that is not a candidate, is how long until
+	// it becomes one if nothing changes (its Lease stays unrenewed, a
+	// matching condition keeps its status), so that the controller can
+	// requeue instead of polling. Zero: no change is pending; only an
+	// update of the Node or Lease can make it a candidate.
+	RecheckAfter time.Duration
+}
+
+// MinLeaseStaleAfter is the smallest stale age that Unhealthy uses for the
+// Lease: two renew intervals of its kubelet (20 s for the default 40 s
+// lease duration; a Lease without a duration counts as the default). One
+// interval is not enough: a kubelet renews every interval plus the latency
+// of its update, so the age of a healthy node's Lease routinely reaches
+// just past one interval, and a single late renewal (a garbage-collection
+// pause, an API server restart, a leader change, a dropped connection) must
+// not fence a node. Two intervals mean at least one renewal was missed
+// entirely and the next is late too.
+func MinLeaseStaleAfter(lease *coordinationv1.Lease) time.Duration {
+	d := DefaultLeaseDuration
+	if lease != nil && lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
+		d = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return time.Duration(2 * RenewFraction * float64(d))
+}
+
+// Unhealthy is the single place that states when a node is a fencing
+// candidate; the controller calls it again on fresh data right before it
+// creates a fencing request. lease is the node's Lease in kube-node-lease,
+// nil when there is none.
+//
+// Invariants:
+//   - a nil node, a node the selector does not match and a node labelled
+//     ExcludeLabel are never candidates;
+//   - a missing Lease (a kubelet that does not use one, a node whose Lease
+//     is not created yet) or one without renewTime is not stale: absence is
+//     not evidence of death, and the condition rules still apply;
+//   - a Lease renewed less than the stale age ago is not stale, so a
+//     heartbeat gap shorter than the threshold never makes a candidate; at
+//     exactly the stale age it is;
+//   - a node whose Ready condition is True while its Lease is not stale is
+//     never a candidate, whatever a condition rule says: its kubelet is
+//     alive and serving, its pods run and nothing waits for their volumes,
+//     so there is no failover to speed up and powering it off would only
+//     turn a degraded node into a dead one (that is remediation, not
+//     fencing). It also keeps a careless rule (MemoryPressure=True for 0s)
+//     from fencing a whole fleet of live nodes;
+//   - a condition rule needs the condition's lastTransitionTime: without
+//     one the duration cannot be proven and the rule does not hold.
+func Unhealthy(node *v1.Node, lease *coordinationv1.Lease, rules Rules, now time.Time) Verdict {
+	if v, out := outOfScope(node, rules); out {
+		return v
+	}
+	staleAt, hasLease := leaseStaleAt(lease, rules)
+	if hasLease && !now.Before(staleAt) {
+		return Verdict{Candidate: true, Reason: ReasonLeaseExpired, Since: staleAt,
+			Message: fmt.Sprintf("Lease not renewed since %s, stale since %s", lease.Spec.RenewTime.UTC().Format(time.RFC3339), staleAt.UTC().Format(time.RFC3339))}
+	}
+	if nodeutil.IsReady(node) {
+		why := "node is Ready and has no Lease"
+		if hasLease {
+			why = "node is Ready and its Lease is fresh"
+		}
+		return Verdict{Message: why, RecheckAfter: until(hasLease, staleAt, now)}
+	}
+	recheck := until(hasLease, staleAt, now)
+	for _, r := range rules.Conditions {
+		at, matches := ruleHoldsAt(node, r)
+		if !matches {
+			continue
+		}
+		if !now.Before(at) {
+			return Verdict{Candidate: true, Reason: ReasonConditionRulePrefix + string(r.Type), Since: at,
+				Message: fmt.Sprintf("condition %s=%s since %s, at least %s", r.Type, r.Status, at.Add(-r.Duration).UTC().Format(time.RFC3339), r.Duration)}
+		}
+		recheck = earliest(recheck, at.Sub(now))
+	}
+	return Verdict{Message: "Lease not stale and no condition rule holds", RecheckAfter: recheck}
+}
+
+// outOfScope reports nodes that are never candidates by selection.
+func outOfScope(node *v1.Node, rules Rules) (Verdict, bool) {
+	switch {
+	case node == nil:
+		return Verdict{Message: "node does not exist"}, true
+	case hasLabel(node, ExcludeLabel):
+		return Verdict{Message: "node is labelled " + ExcludeLabel}, true
+	case rules.Selector == nil:
+		return Verdict{Message: "policy has no node selector"}, true
+	case !rules.Selector.Matches(labels.Set(node.Labels)):
+		return Verdict{Message: "node is not selected by the policy"}, true
+	}
+	return Verdict{}, false
+}
+
+func hasLabel(node *v1.Node, key string) bool {
+	_, ok := node.Labels[key]
+	return ok
+}
+
+// leaseStaleAt returns when the Lease becomes stale, and false for a
+// missing Lease or one without renewTime.
+func leaseStaleAt(lease *coordinationv1.Lease, rules Rules) (time.Time, bool) {
+	if lease == nil || lease.Spec.RenewTime == nil || lease.Spec.RenewTime.IsZero() {
+		return time.Time{}, false
+	}
+	after := rules.LeaseStaleAfter
+	if after == 0 {
+		after = DefaultLeaseStaleAfter
+	}
+	after = max(after, MinLeaseStaleAfter(lease))
+	return lease.Spec.RenewTime.Add(after), true
+}
+
+// ruleHoldsAt returns when the rule holds (transition plus duration), and
+// false when the node has no condition of the type with the status, or
+// the condition has no lastTransitionTime.
+func ruleHoldsAt(node *v1.Node, r ConditionRule) (time.Time, bool) {
+	for _, c := range node.Status.Conditions {
+		if c.Type != r.Type {
+			continue
+		}
+		if c.Status != r.Status || c.LastTransitionTime.IsZero() {
+			return time.Time{}, false
+		}
+		return c.LastTransitionTime.Add(r.Duration), true
+	}
+	return time.Time{}, false
+}
+
+// until is the time left before at, or zero when there is no deadline.
+func until(has bool, at, now time.Time) time.Duration {
+	if !has {
+		return 0
+	}
+	return at.Sub(now)
+}
+
+// earliest is the smaller positive of two recheck delays (zero: none).
+func earliest(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
