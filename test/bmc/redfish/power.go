@@ -76,7 +76,7 @@ func (sys *system) resource() map[string]any {
 		"PowerState": sys.state,
 		"Status":     map[string]string{"State": "Enabled", "Health": "OK"},
 		"Actions": map[string]any{"#ComputerSystem.Reset": map[string]any{
-			"target":                           uri + resetSuffix,
+			"target":                            uri + resetSuffix,
 			"ResetType@Redfish.AllowableValues": ResetTypes,
 		}},
 	}
