@@ -19,4 +19,5 @@
 //
 // +k8s:deepcopy-gen=package
 // +groupName=fenceline.io
+// +groupGoName=Fencing
 package v1alpha1

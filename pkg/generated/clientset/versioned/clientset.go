@@ -6,7 +6,7 @@ import (
 	fmt "fmt"
 	http "net/http"
 
-	fencelinev1alpha1 "fenceline.io/fenceline/pkg/generated/clientset/versioned/typed/fencing/v1alpha1"
+	fencingv1alpha1 "fenceline.io/fenceline/pkg/generated/clientset/versioned/typed/fencing/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -14,18 +14,18 @@ import (
 
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
-	FencelineV1alpha1() fencelinev1alpha1.FencelineV1alpha1Interface
+	FencingV1alpha1() fencingv1alpha1.FencingV1alpha1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
-	fencelineV1alpha1 *fencelinev1alpha1.FencelineV1alpha1Client
+	fencingV1alpha1 *fencingv1alpha1.FencingV1alpha1Client
 }
 
-// FencelineV1alpha1 retrieves the FencelineV1alpha1Client
-func (c *Clientset) FencelineV1alpha1() fencelinev1alpha1.FencelineV1alpha1Interface {
-	return c.fencelineV1alpha1
+// FencingV1alpha1 retrieves the FencingV1alpha1Client
+func (c *Clientset) FencingV1alpha1() fencingv1alpha1.FencingV1alpha1Interface {
+	return c.fencingV1alpha1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -72,7 +72,7 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 
 	var cs Clientset
 	var err error
-	cs.fencelineV1alpha1, err = fencelinev1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	cs.fencingV1alpha1, err = fencingv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 // New creates a new Clientset for the given RESTClient.
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
-	cs.fencelineV1alpha1 = fencelinev1alpha1.New(c)
+	cs.fencingV1alpha1 = fencingv1alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

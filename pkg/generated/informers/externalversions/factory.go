@@ -309,9 +309,9 @@ type SharedInformerFactory interface {
 	// client.
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
-	Fenceline() fencing.Interface
+	Fencing() fencing.Interface
 }
 
-func (f *sharedInformerFactory) Fenceline() fencing.Interface {
+func (f *sharedInformerFactory) Fencing() fencing.Interface {
 	return fencing.New(f, f.namespace, f.tweakListOptions)
 }

@@ -38,13 +38,13 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	switch resource {
 	// Group=fenceline.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("fenceclasses"):
-		return &genericInformer{resource: resource.GroupResource(), informer: f.Fenceline().V1alpha1().FenceClasses().Informer()}, nil
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FenceClasses().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("fencepolicies"):
-		return &genericInformer{resource: resource.GroupResource(), informer: f.Fenceline().V1alpha1().FencePolicies().Informer()}, nil
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FencePolicies().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("fencetargets"):
-		return &genericInformer{resource: resource.GroupResource(), informer: f.Fenceline().V1alpha1().FenceTargets().Informer()}, nil
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FenceTargets().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("fencingrequests"):
-		return &genericInformer{resource: resource.GroupResource(), informer: f.Fenceline().V1alpha1().FencingRequests().Informer()}, nil
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FencingRequests().Informer()}, nil
 
 	}
 

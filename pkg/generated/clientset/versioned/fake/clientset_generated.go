@@ -5,8 +5,8 @@ package fake
 import (
 	applyconfiguration "fenceline.io/fenceline/pkg/generated/applyconfiguration"
 	clientset "fenceline.io/fenceline/pkg/generated/clientset/versioned"
-	fencelinev1alpha1 "fenceline.io/fenceline/pkg/generated/clientset/versioned/typed/fencing/v1alpha1"
-	fakefencelinev1alpha1 "fenceline.io/fenceline/pkg/generated/clientset/versioned/typed/fencing/v1alpha1/fake"
+	fencingv1alpha1 "fenceline.io/fenceline/pkg/generated/clientset/versioned/typed/fencing/v1alpha1"
+	fakefencingv1alpha1 "fenceline.io/fenceline/pkg/generated/clientset/versioned/typed/fencing/v1alpha1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -120,7 +120,7 @@ var (
 	_ testing.FakeClient  = &Clientset{}
 )
 
-// FencelineV1alpha1 retrieves the FencelineV1alpha1Client
-func (c *Clientset) FencelineV1alpha1() fencelinev1alpha1.FencelineV1alpha1Interface {
-	return &fakefencelinev1alpha1.FakeFencelineV1alpha1{Fake: &c.Fake}
+// FencingV1alpha1 retrieves the FencingV1alpha1Client
+func (c *Clientset) FencingV1alpha1() fencingv1alpha1.FencingV1alpha1Interface {
+	return &fakefencingv1alpha1.FakeFencingV1alpha1{Fake: &c.Fake}
 }

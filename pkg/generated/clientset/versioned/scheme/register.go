@@ -3,7 +3,7 @@
 package scheme
 
 import (
-	fencelinev1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,7 +15,7 @@ var Scheme = runtime.NewScheme()
 var Codecs = serializer.NewCodecFactory(Scheme)
 var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var localSchemeBuilder = runtime.SchemeBuilder{
-	fencelinev1alpha1.AddToScheme,
+	fencingv1alpha1.AddToScheme,
 }
 
 // AddToScheme adds all types of this clientset into the given scheme. This allows composition

@@ -108,25 +108,25 @@ func NewTypedFenceClassInformerWithOptions(client versioned.Interface, options i
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.FencelineV1alpha1().FenceClasses().List(context.Background(), opts)
+				return client.FencingV1alpha1().FenceClasses().List(context.Background(), opts)
 			},
 			WatchFunc: func(opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.FencelineV1alpha1().FenceClasses().Watch(context.Background(), opts)
+				return client.FencingV1alpha1().FenceClasses().Watch(context.Background(), opts)
 			},
 			ListWithContextFunc: func(ctx context.Context, opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.FencelineV1alpha1().FenceClasses().List(ctx, opts)
+				return client.FencingV1alpha1().FenceClasses().List(ctx, opts)
 			},
 			WatchFuncWithContext: func(ctx context.Context, opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.FencelineV1alpha1().FenceClasses().Watch(ctx, opts)
+				return client.FencingV1alpha1().FenceClasses().Watch(ctx, opts)
 			},
 		}, client),
 		&apifencingv1alpha1.FenceClass{},

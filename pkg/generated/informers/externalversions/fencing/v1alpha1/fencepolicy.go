@@ -108,25 +108,25 @@ func NewTypedFencePolicyInformerWithOptions(client versioned.Interface, options 
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.FencelineV1alpha1().FencePolicies().List(context.Background(), opts)
+				return client.FencingV1alpha1().FencePolicies().List(context.Background(), opts)
 			},
 			WatchFunc: func(opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.FencelineV1alpha1().FencePolicies().Watch(context.Background(), opts)
+				return client.FencingV1alpha1().FencePolicies().Watch(context.Background(), opts)
 			},
 			ListWithContextFunc: func(ctx context.Context, opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.FencelineV1alpha1().FencePolicies().List(ctx, opts)
+				return client.FencingV1alpha1().FencePolicies().List(ctx, opts)
 			},
 			WatchFuncWithContext: func(ctx context.Context, opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.FencelineV1alpha1().FencePolicies().Watch(ctx, opts)
+				return client.FencingV1alpha1().FencePolicies().Watch(ctx, opts)
 			},
 		}, client),
 		&apifencingv1alpha1.FencePolicy{},

@@ -40,7 +40,7 @@ type fenceClasses struct {
 }
 
 // newFenceClasses returns a FenceClasses
-func newFenceClasses(c *FencelineV1alpha1Client) *fenceClasses {
+func newFenceClasses(c *FencingV1alpha1Client) *fenceClasses {
 	return &fenceClasses{
 		gentype.NewClientWithListAndApply[*fencingv1alpha1.FenceClass, *fencingv1alpha1.FenceClassList, *applyconfigurationfencingv1alpha1.FenceClassApplyConfiguration](
 			"fenceclasses",

@@ -40,7 +40,7 @@ type fencePolicies struct {
 }
 
 // newFencePolicies returns a FencePolicies
-func newFencePolicies(c *FencelineV1alpha1Client) *fencePolicies {
+func newFencePolicies(c *FencingV1alpha1Client) *fencePolicies {
 	return &fencePolicies{
 		gentype.NewClientWithListAndApply[*fencingv1alpha1.FencePolicy, *fencingv1alpha1.FencePolicyList, *applyconfigurationfencingv1alpha1.FencePolicyApplyConfiguration](
 			"fencepolicies",

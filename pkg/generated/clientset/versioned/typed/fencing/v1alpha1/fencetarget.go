@@ -44,7 +44,7 @@ type fenceTargets struct {
 }
 
 // newFenceTargets returns a FenceTargets
-func newFenceTargets(c *FencelineV1alpha1Client) *fenceTargets {
+func newFenceTargets(c *FencingV1alpha1Client) *fenceTargets {
 	return &fenceTargets{
 		gentype.NewClientWithListAndApply[*fencingv1alpha1.FenceTarget, *fencingv1alpha1.FenceTargetList, *applyconfigurationfencingv1alpha1.FenceTargetApplyConfiguration](
 			"fencetargets",

@@ -10,7 +10,7 @@ import (
 	rest "k8s.io/client-go/rest"
 )
 
-type FencelineV1alpha1Interface interface {
+type FencingV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	FenceClassesGetter
 	FencePoliciesGetter
@@ -18,31 +18,31 @@ type FencelineV1alpha1Interface interface {
 	FencingRequestsGetter
 }
 
-// FencelineV1alpha1Client is used to interact with features provided by the fenceline.io group.
-type FencelineV1alpha1Client struct {
+// FencingV1alpha1Client is used to interact with features provided by the fenceline.io group.
+type FencingV1alpha1Client struct {
 	restClient rest.Interface
 }
 
-func (c *FencelineV1alpha1Client) FenceClasses() FenceClassInterface {
+func (c *FencingV1alpha1Client) FenceClasses() FenceClassInterface {
 	return newFenceClasses(c)
 }
 
-func (c *FencelineV1alpha1Client) FencePolicies() FencePolicyInterface {
+func (c *FencingV1alpha1Client) FencePolicies() FencePolicyInterface {
 	return newFencePolicies(c)
 }
 
-func (c *FencelineV1alpha1Client) FenceTargets() FenceTargetInterface {
+func (c *FencingV1alpha1Client) FenceTargets() FenceTargetInterface {
 	return newFenceTargets(c)
 }
 
-func (c *FencelineV1alpha1Client) FencingRequests() FencingRequestInterface {
+func (c *FencingV1alpha1Client) FencingRequests() FencingRequestInterface {
 	return newFencingRequests(c)
 }
 
-// NewForConfig creates a new FencelineV1alpha1Client for the given config.
+// NewForConfig creates a new FencingV1alpha1Client for the given config.
 // NewForConfig is equivalent to NewForConfigAndClient(c, httpClient),
 // where httpClient was generated with rest.HTTPClientFor(c).
-func NewForConfig(c *rest.Config) (*FencelineV1alpha1Client, error) {
+func NewForConfig(c *rest.Config) (*FencingV1alpha1Client, error) {
 	config := *c
 	setConfigDefaults(&config)
 	httpClient, err := rest.HTTPClientFor(&config)
@@ -52,21 +52,21 @@ func NewForConfig(c *rest.Config) (*FencelineV1alpha1Client, error) {
 	return NewForConfigAndClient(&config, httpClient)
 }
 
-// NewForConfigAndClient creates a new FencelineV1alpha1Client for the given config and http client.
+// NewForConfigAndClient creates a new FencingV1alpha1Client for the given config and http client.
 // Note the http client provided takes precedence over the configured transport values.
-func NewForConfigAndClient(c *rest.Config, h *http.Client) (*FencelineV1alpha1Client, error) {
+func NewForConfigAndClient(c *rest.Config, h *http.Client) (*FencingV1alpha1Client, error) {
 	config := *c
 	setConfigDefaults(&config)
 	client, err := rest.RESTClientForConfigAndClient(&config, h)
 	if err != nil {
 		return nil, err
 	}
-	return &FencelineV1alpha1Client{client}, nil
+	return &FencingV1alpha1Client{client}, nil
 }
 
-// NewForConfigOrDie creates a new FencelineV1alpha1Client for the given config and
+// NewForConfigOrDie creates a new FencingV1alpha1Client for the given config and
 // panics if there is an error in the config.
-func NewForConfigOrDie(c *rest.Config) *FencelineV1alpha1Client {
+func NewForConfigOrDie(c *rest.Config) *FencingV1alpha1Client {
 	client, err := NewForConfig(c)
 	if err != nil {
 		panic(err)
@@ -74,9 +74,9 @@ func NewForConfigOrDie(c *rest.Config) *FencelineV1alpha1Client {
 	return client
 }
 
-// New creates a new FencelineV1alpha1Client for the given RESTClient.
-func New(c rest.Interface) *FencelineV1alpha1Client {
-	return &FencelineV1alpha1Client{c}
+// New creates a new FencingV1alpha1Client for the given RESTClient.
+func New(c rest.Interface) *FencingV1alpha1Client {
+	return &FencingV1alpha1Client{c}
 }
 
 func setConfigDefaults(config *rest.Config) {
@@ -92,7 +92,7 @@ func setConfigDefaults(config *rest.Config) {
 
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
-func (c *FencelineV1alpha1Client) RESTClient() rest.Interface {
+func (c *FencingV1alpha1Client) RESTClient() rest.Interface {
 	if c == nil {
 		return nil
 	}

@@ -44,7 +44,7 @@ type fencingRequests struct {
 }
 
 // newFencingRequests returns a FencingRequests
-func newFencingRequests(c *FencelineV1alpha1Client) *fencingRequests {
+func newFencingRequests(c *FencingV1alpha1Client) *fencingRequests {
 	return &fencingRequests{
 		gentype.NewClientWithListAndApply[*fencingv1alpha1.FencingRequest, *fencingv1alpha1.FencingRequestList, *applyconfigurationfencingv1alpha1.FencingRequestApplyConfiguration](
 			"fencingrequests",

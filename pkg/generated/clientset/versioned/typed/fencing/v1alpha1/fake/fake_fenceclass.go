@@ -12,10 +12,10 @@ import (
 // fakeFenceClasses implements FenceClassInterface
 type fakeFenceClasses struct {
 	*gentype.FakeClientWithListAndApply[*v1alpha1.FenceClass, *v1alpha1.FenceClassList, *fencingv1alpha1.FenceClassApplyConfiguration]
-	Fake *FakeFencelineV1alpha1
+	Fake *FakeFencingV1alpha1
 }
 
-func newFakeFenceClasses(fake *FakeFencelineV1alpha1) typedfencingv1alpha1.FenceClassInterface {
+func newFakeFenceClasses(fake *FakeFencingV1alpha1) typedfencingv1alpha1.FenceClassInterface {
 	return &fakeFenceClasses{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.FenceClass, *v1alpha1.FenceClassList, *fencingv1alpha1.FenceClassApplyConfiguration](
 			fake.Fake,

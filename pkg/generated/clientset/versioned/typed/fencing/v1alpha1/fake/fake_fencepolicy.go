@@ -12,10 +12,10 @@ import (
 // fakeFencePolicies implements FencePolicyInterface
 type fakeFencePolicies struct {
 	*gentype.FakeClientWithListAndApply[*v1alpha1.FencePolicy, *v1alpha1.FencePolicyList, *fencingv1alpha1.FencePolicyApplyConfiguration]
-	Fake *FakeFencelineV1alpha1
+	Fake *FakeFencingV1alpha1
 }
 
-func newFakeFencePolicies(fake *FakeFencelineV1alpha1) typedfencingv1alpha1.FencePolicyInterface {
+func newFakeFencePolicies(fake *FakeFencingV1alpha1) typedfencingv1alpha1.FencePolicyInterface {
 	return &fakeFencePolicies{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.FencePolicy, *v1alpha1.FencePolicyList, *fencingv1alpha1.FencePolicyApplyConfiguration](
 			fake.Fake,

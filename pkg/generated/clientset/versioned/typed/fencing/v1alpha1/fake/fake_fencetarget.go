@@ -12,10 +12,10 @@ import (
 // fakeFenceTargets implements FenceTargetInterface
 type fakeFenceTargets struct {
 	*gentype.FakeClientWithListAndApply[*v1alpha1.FenceTarget, *v1alpha1.FenceTargetList, *fencingv1alpha1.FenceTargetApplyConfiguration]
-	Fake *FakeFencelineV1alpha1
+	Fake *FakeFencingV1alpha1
 }
 
-func newFakeFenceTargets(fake *FakeFencelineV1alpha1) typedfencingv1alpha1.FenceTargetInterface {
+func newFakeFenceTargets(fake *FakeFencingV1alpha1) typedfencingv1alpha1.FenceTargetInterface {
 	return &fakeFenceTargets{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.FenceTarget, *v1alpha1.FenceTargetList, *fencingv1alpha1.FenceTargetApplyConfiguration](
 			fake.Fake,

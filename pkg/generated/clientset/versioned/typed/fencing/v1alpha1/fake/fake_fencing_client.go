@@ -8,29 +8,29 @@ import (
 	testing "k8s.io/client-go/testing"
 )
 
-type FakeFencelineV1alpha1 struct {
+type FakeFencingV1alpha1 struct {
 	*testing.Fake
 }
 
-func (c *FakeFencelineV1alpha1) FenceClasses() v1alpha1.FenceClassInterface {
+func (c *FakeFencingV1alpha1) FenceClasses() v1alpha1.FenceClassInterface {
 	return newFakeFenceClasses(c)
 }
 
-func (c *FakeFencelineV1alpha1) FencePolicies() v1alpha1.FencePolicyInterface {
+func (c *FakeFencingV1alpha1) FencePolicies() v1alpha1.FencePolicyInterface {
 	return newFakeFencePolicies(c)
 }
 
-func (c *FakeFencelineV1alpha1) FenceTargets() v1alpha1.FenceTargetInterface {
+func (c *FakeFencingV1alpha1) FenceTargets() v1alpha1.FenceTargetInterface {
 	return newFakeFenceTargets(c)
 }
 
-func (c *FakeFencelineV1alpha1) FencingRequests() v1alpha1.FencingRequestInterface {
+func (c *FakeFencingV1alpha1) FencingRequests() v1alpha1.FencingRequestInterface {
 	return newFakeFencingRequests(c)
 }
 
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
-func (c *FakeFencelineV1alpha1) RESTClient() rest.Interface {
+func (c *FakeFencingV1alpha1) RESTClient() rest.Interface {
 	var ret *rest.RESTClient
 	return ret
 }

@@ -12,10 +12,10 @@ import (
 // fakeFencingRequests implements FencingRequestInterface
 type fakeFencingRequests struct {
 	*gentype.FakeClientWithListAndApply[*v1alpha1.FencingRequest, *v1alpha1.FencingRequestList, *fencingv1alpha1.FencingRequestApplyConfiguration]
-	Fake *FakeFencelineV1alpha1
+	Fake *FakeFencingV1alpha1
 }
 
-func newFakeFencingRequests(fake *FakeFencelineV1alpha1) typedfencingv1alpha1.FencingRequestInterface {
+func newFakeFencingRequests(fake *FakeFencingV1alpha1) typedfencingv1alpha1.FencingRequestInterface {
 	return &fakeFencingRequests{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.FencingRequest, *v1alpha1.FencingRequestList, *fencingv1alpha1.FencingRequestApplyConfiguration](
 			fake.Fake,
