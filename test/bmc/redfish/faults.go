@@ -26,6 +26,8 @@ type faults struct {
 	offDelay              time.Duration
 	conflictWhenUnchanged bool
 	unreachable           bool
+	staleState            string
+	staleReads            int
 }
 
 // SetLatency delays every answer by d (0 clears). A delayed request ends
@@ -81,6 +83,14 @@ func (s *Server) SetConflictWhenUnchanged(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults.conflictWhenUnchanged = on
+}
+
+// SetStaleReads makes the next n reads of a system report state instead
+// of the real one: a BMC that caches PowerState.
+func (s *Server) SetStaleReads(state string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults.staleState, s.faults.staleReads = state, n
 }
 
 // SetUnreachable closes the listener and every open connection, so that

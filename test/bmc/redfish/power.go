@@ -123,6 +123,10 @@ func (s *Server) getSystem(w http.ResponseWriter, path string) {
 	var body map[string]any
 	if sys != nil {
 		body = sys.resource()
+		if s.faults.staleReads > 0 {
+			s.faults.staleReads--
+			body["PowerState"] = s.faults.staleState
+		}
 	}
 	s.mu.Unlock()
 	if body == nil {
