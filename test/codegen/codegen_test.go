@@ -1,5 +1,6 @@
-// Package codegen checks that the Go code generated from the repository's
-// .proto files is what the pinned generators produce today.
+// Package codegen checks that the code generated from the repository's
+// .proto files and from the fencing API types (clients, CRDs) is what the
+// pinned generators produce today.
 package codegen
 
 import (
@@ -31,8 +32,13 @@ var generations = []generation{
 	{name: "mock driver protocol", dir: "mock-driver", generated: []string{"api/mock/v1"}},
 }
 
-// generatorTools are the executables `make generate` needs.
-var generatorTools = []string{"buf", "protoc-gen-go", "protoc-gen-go-grpc"}
+// generatorTools are the executables `make generate` needs: buf and its
+// plugins for the .proto files, k8s.io/code-generator and controller-gen for
+// the fencing API (hack/update-codegen.sh).
+var generatorTools = []string{
+	"buf", "protoc-gen-go", "protoc-gen-go-grpc",
+	"deepcopy-gen", "client-gen", "lister-gen", "informer-gen", "applyconfiguration-gen", "controller-gen",
+}
 
 // TestGeneratedCodeIsUpToDate regenerates the Go code from every .proto with
 // the pinned tools into a temporary directory and compares it with the
