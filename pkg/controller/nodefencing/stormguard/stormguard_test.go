@@ -120,8 +120,12 @@ func TestAdmit(t *testing.T) {
 		{"maxUnhealthy 33% of 3 rounds down to 0: 1 unhealthy", func(in *Input) { in.Policy.MaxUnhealthy, in.Nodes = pct("33%"), zone("a", 2, 1) }, want{reason: ReasonStormActive}},
 		{"maxUnhealthy 34% of 3 rounds down to 1: 1 unhealthy", func(in *Input) { in.Policy.MaxUnhealthy, in.Nodes = pct("34%"), zone("a", 2, 1) }, ok},
 		{"maxUnhealthy 0: nothing", func(in *Input) { in.Policy.MaxUnhealthy = count(0) }, want{reason: ReasonStormActive}},
-		{"minHealthy 51% of 10 rounds up to 6: 6 healthy", func(in *Input) { in.Policy.MaxUnhealthy, in.Policy.MinHealthy, in.Nodes = nil, pct("51%"), zone("a", 6, 4) }, ok},
-		{"minHealthy 51% of 10 rounds up to 6: 5 healthy", func(in *Input) { in.Policy.MaxUnhealthy, in.Policy.MinHealthy, in.Nodes = nil, pct("51%"), zone("a", 5, 5) }, want{reason: ReasonStormActive}},
+		{"minHealthy 51% of 10 rounds up to 6: 6 healthy", func(in *Input) {
+			in.Policy.MaxUnhealthy, in.Policy.MinHealthy, in.Nodes = nil, pct("51%"), zone("a", 6, 4)
+		}, ok},
+		{"minHealthy 51% of 10 rounds up to 6: 5 healthy", func(in *Input) {
+			in.Policy.MaxUnhealthy, in.Policy.MinHealthy, in.Nodes = nil, pct("51%"), zone("a", 5, 5)
+		}, want{reason: ReasonStormActive}},
 		{"storm clears now: cooldown starts", func(in *Input) { in.Storm = Storm{Active: true, Since: now.Add(-time.Minute)} }, want{reason: ReasonStormCooldownActive, retry: 30 * time.Second}},
 		{"storm ended 10 s ago: 20 s of cooldown left", func(in *Input) { in.Storm.LastExit = now.Add(-10 * time.Second) }, want{reason: ReasonStormCooldownActive, retry: 20 * time.Second}},
 		{"storm ended exactly a cooldown ago", func(in *Input) { in.Storm.LastExit = now.Add(-30 * time.Second) }, ok},
