@@ -1,0 +1,208 @@
+package fencingapi
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	typedv1alpha1 "fenceline.io/fenceline/pkg/generated/clientset/versioned/typed/fencing/v1alpha1"
+)
+
+// rejection is one write the API server must refuse as Invalid, with a
+// message containing want.
+type rejection struct {
+	name string
+	do   func(ctx context.Context, api fencingv1alpha1Client) error
+	want string
+}
+
+// fencingv1alpha1Client is the generated typed client of the group.
+type fencingv1alpha1Client = typedv1alpha1.FencingV1alpha1Interface
+
+var create = metav1.CreateOptions{}
+
+func createClass(mutate func(*fencingv1alpha1.FenceClass)) func(context.Context, fencingv1alpha1Client) error {
+	return func(ctx context.Context, api fencingv1alpha1Client) error {
+		fc := redfishClass("bad-class")
+		mutate(fc)
+		_, err := api.FenceClasses().Create(ctx, fc, create)
+		return err
+	}
+}
+
+func createPolicy(mutate func(*fencingv1alpha1.FencePolicy)) func(context.Context, fencingv1alpha1Client) error {
+	return func(ctx context.Context, api fencingv1alpha1Client) error {
+		fp := fencePolicy("bad-policy")
+		mutate(fp)
+		_, err := api.FencePolicies().Create(ctx, fp, create)
+		return err
+	}
+}
+
+// updateRequest creates a FencingRequest (optionally approved), then updates
+// its spec with mutate.
+func updateRequest(name string, approved bool, mutate func(*fencingv1alpha1.FencingRequestSpec)) func(context.Context, fencingv1alpha1Client) error {
+	return func(ctx context.Context, api fencingv1alpha1Client) error {
+		fr := fencingRequest(name, "worker-"+name)
+		if approved {
+			fr.Spec.Approved = ptr.To(true)
+		}
+		fr, err := api.FencingRequests().Create(ctx, fr, create)
+		if err != nil {
+			return err
+		}
+		mutate(&fr.Spec)
+		_, err = api.FencingRequests().Update(ctx, fr, metav1.UpdateOptions{})
+		return err
+	}
+}
+
+var rejections = []rejection{
+	{
+		name: "FencingRequest nodeName is immutable",
+		do:   updateRequest("rename", false, func(s *fencingv1alpha1.FencingRequestSpec) { s.NodeName = "worker-other" }),
+		want: "nodeName is immutable",
+	},
+	{
+		name: "FencingRequest action is immutable",
+		do:   updateRequest("reaction", false, func(s *fencingv1alpha1.FencingRequestSpec) { s.Action = fencingv1alpha1.FenceActionReboot }),
+		want: "action is immutable",
+	},
+	{
+		name: "FencingRequest nodeUID is immutable once set",
+		do:   updateRequest("reuid", false, func(s *fencingv1alpha1.FencingRequestSpec) { s.NodeUID = "another" }),
+		want: "nodeUID is immutable once set",
+	},
+	{
+		name: "FencingRequest spec is frozen once approved",
+		do:   updateRequest("approved", true, func(s *fencingv1alpha1.FencingRequestSpec) { s.Reason = "Manual" }),
+		want: "spec is immutable once approved is true",
+	},
+	{
+		name: "FencingRequest needs a reason",
+		do: func(ctx context.Context, api fencingv1alpha1Client) error {
+			fr := fencingRequest("no-reason", "worker-9")
+			fr.Spec.Reason = ""
+			_, err := api.FencingRequests().Create(ctx, fr, create)
+			return err
+		},
+		want: "spec.reason",
+	},
+	{
+		name: "FenceClass verify None on a power method",
+		do:   createClass(func(fc *fencingv1alpha1.FenceClass) { fc.Spec.Verify = fencingv1alpha1.VerifyNone }),
+		want: "verify None is not allowed for power methods",
+	},
+	{
+		name: "FenceClass retries above 10",
+		do:   createClass(func(fc *fencingv1alpha1.FenceClass) { fc.Spec.Retries = ptr.To[int32](11) }),
+		want: "spec.retries: Invalid value: 11: spec.retries in body should be less than or equal to 10",
+	},
+	{
+		name: "FenceClass negative retries",
+		do:   createClass(func(fc *fencingv1alpha1.FenceClass) { fc.Spec.Retries = ptr.To[int32](-1) }),
+		want: "should be greater than or equal to 0",
+	},
+	{
+		name: "FenceClass unknown method",
+		do:   createClass(func(fc *fencingv1alpha1.FenceClass) { fc.Spec.Method = "SSH"; fc.Spec.Redfish = nil }),
+		want: `spec.method: Unsupported value: "SSH"`,
+	},
+	{
+		name: "FenceClass action timeout out of range",
+		do: createClass(func(fc *fencingv1alpha1.FenceClass) {
+			fc.Spec.Timeouts.Action = &metav1.Duration{Duration: 20 * time.Minute}
+		}),
+		want: "action timeout must be between 1s and 10m",
+	},
+	{
+		name: "FenceClass poll interval longer than verify",
+		do: createClass(func(fc *fencingv1alpha1.FenceClass) {
+			fc.Spec.Timeouts.PollInterval = &metav1.Duration{Duration: 30 * time.Second}
+		}),
+		want: "pollInterval must not exceed verify",
+	},
+	{
+		name: "FenceClass Exec without exec settings",
+		do: createClass(func(fc *fencingv1alpha1.FenceClass) {
+			fc.Spec.Method, fc.Spec.Redfish = fencingv1alpha1.FenceMethodExec, nil
+		}),
+		want: "exec settings are required with method Exec",
+	},
+	{
+		name: "FenceClass ipmi settings on a Redfish class",
+		do:   createClass(func(fc *fencingv1alpha1.FenceClass) { fc.Spec.IPMI = &fencingv1alpha1.IPMISettings{} }),
+		want: "ipmi settings are allowed only with method IPMI",
+	},
+	{
+		name: "FenceClass exec args may not set the password",
+		do: func(ctx context.Context, api fencingv1alpha1Client) error {
+			fc := execClass("bad-exec")
+			fc.Spec.Exec.Args["password"] = "hunter2"
+			_, err := api.FenceClasses().Create(ctx, fc, create)
+			return err
+		},
+		want: "are set by Fenceline",
+	},
+	{
+		name: "FenceTarget systemID and plug together",
+		do: func(ctx context.Context, api fencingv1alpha1Client) error {
+			ft := fenceTarget("worker-bad")
+			ft.Spec.Endpoints[0].Plug = "3"
+			_, err := api.FenceTargets().Create(ctx, ft, create)
+			return err
+		},
+		want: "systemID and plug are mutually exclusive",
+	},
+	{
+		name: "FencePolicy levels out of order",
+		do: createPolicy(func(fp *fencingv1alpha1.FencePolicy) {
+			fp.Spec.Levels[0].Index, fp.Spec.Levels[1].Index = 2, 1
+		}),
+		want: "levels must be in ascending index order",
+	},
+	{
+		name: "FencePolicy bad approval enum",
+		do:   createPolicy(func(fp *fencingv1alpha1.FencePolicy) { fp.Spec.Detection.Approval = "Sometimes" }),
+		want: `spec.detection.approval: Unsupported value: "Sometimes"`,
+	},
+	{
+		name: "FencePolicy maxUnhealthy above 100%",
+		do: createPolicy(func(fp *fencingv1alpha1.FencePolicy) {
+			fp.Spec.StormGuard.MaxUnhealthy = ptr.To(intstr.FromString("150%"))
+		}),
+		want: "maxUnhealthy must be a non-negative count or a percentage",
+	},
+	{
+		name: "FencePolicy without levels",
+		do:   createPolicy(func(fp *fencingv1alpha1.FencePolicy) { fp.Spec.Levels = nil }),
+		want: "spec.levels",
+	},
+}
+
+// testRejected runs every rejection against the API server.
+func testRejected(t *testing.T, cs versioned.Interface) {
+	api := cs.FencingV1alpha1()
+	for _, tc := range rejections {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.do(t.Context(), api)
+			if err == nil {
+				t.Fatalf("accepted, want rejected with %q", tc.want)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("error %v, want Invalid", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q\ndoes not contain %q", err, tc.want)
+			}
+		})
+	}
+}
