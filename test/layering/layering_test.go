@@ -37,6 +37,11 @@ var rules = []rule{
 	{from: "pkg/cutoff", not: []string{"pkg/attacher", "pkg/controller"}},
 	{from: "pkg/kube", not: []string{"pkg/attacher", "pkg/controller", "pkg/cutoff"}},
 	{from: "pkg/names", not: []string{"pkg/"}},
+	// The API types and their generated clients are leaves every component
+	// may import; they import no component (pkg/names only in tests).
+	{from: "api/fencing", not: []string{"pkg/attacher", "pkg/controller", "pkg/fenceagent", "pkg/cutoff", "pkg/kube", "pkg/component", "pkg/generated", "internal", "cmd", "test"}},
+	{from: "api/fencing", not: []string{"pkg/"}, productionOnly: true},
+	{from: "pkg/generated", not: []string{"pkg/attacher", "pkg/controller", "pkg/fenceagent", "pkg/cutoff", "pkg/kube", "pkg/names", "pkg/component", "internal", "cmd", "test"}},
 	// pkg/fence is a module of its own that drivers import without this
 	// one: it may import nothing of the main module, tests included.
 	{from: "pkg/fence", not: []string{"pkg/attacher", "pkg/controller", "pkg/cutoff", "pkg/kube", "pkg/names", "pkg/component", "pkg/version", "internal", "cmd", "mock-driver", "test"}},
