@@ -243,3 +243,18 @@ func TestConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestResetTypeNotAllowed: a reset type the system does not list in
+// ResetType@Redfish.AllowableValues is refused before it is sent.
+func TestResetTypeNotAllowed(t *testing.T) {
+	s := newBMC(t)
+	d := newDevice(t, s, func(c *redfish.Config) { c.ResetType = "PushPowerButton" })
+	err := d.Off(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "PushPowerButton") {
+		t.Fatalf("Off: %v, want a refusal naming the reset type", err)
+	}
+	if rs := resets(s); len(rs) != 0 || s.PowerState("1") != "On" {
+		t.Fatalf("resets %+v, state %s: the reset was sent", rs, s.PowerState("1"))
+	}
+	assertSessionsClosed(t, s)
+}
