@@ -110,24 +110,30 @@ func (d *Device) wrap(op string, err error) error {
 	} else {
 		err = fmt.Errorf("ipmi %s at %s: %w", op, where, err)
 	}
-	return &scrubbed{err: err, secrets: []string{d.cfg.Password, d.cfg.Username}}
+	return &scrubbed{err: err, msg: scrub(err.Error(), d.cfg.Password, d.cfg.Username)}
 }
 
-// scrubbed is an error whose message has the credentials masked, in case a
-// library puts them in its own; errors.Is and errors.As see through it.
-type scrubbed struct {
-	err     error
-	secrets []string
-}
-
-func (e *scrubbed) Error() string {
-	msg := e.err.Error()
-	for _, s := range e.secrets {
-		if len(s) >= 3 { // shorter strings would mask ordinary words
+// scrub masks the secrets in msg; strings under 3 bytes are left alone, as
+// masking them would mangle ordinary words.
+func scrub(msg string, secrets ...string) string {
+	for _, s := range secrets {
+		if len(s) >= 3 {
 			msg = strings.ReplaceAll(msg, s, "[redacted]")
 		}
 	}
 	return msg
 }
+
+// scrubbed is an error whose message has the credentials masked, in case a
+// library puts them in its own; errors.Is and errors.As see through it.
+type scrubbed struct {
+	err error
+	msg string
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+
+// GoString keeps %#v from printing the wrapped chain.
+func (e *scrubbed) GoString() string { return e.msg }
 
 func (e *scrubbed) Unwrap() error { return e.err }

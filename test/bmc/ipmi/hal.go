@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bougou/go-ipmi/pkg/hal"
@@ -15,8 +16,11 @@ import (
 type rail struct {
 	faults func() Faults
 
+	// on is written under mu and read without it, so that a Power hook
+	// may read the state (still the old one) without deadlocking.
+	on atomic.Bool
+
 	mu      sync.Mutex
-	on      bool
 	power   Power
 	pending *time.Timer // a delayed power-down not yet applied
 	gen     int         // bumped to void a pending power-down
@@ -24,11 +28,7 @@ type rail struct {
 	closed  bool
 }
 
-func (r *rail) state() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.on
-}
+func (r *rail) state() bool { return r.on.Load() }
 
 // set applies a Chassis Control power-down or power-up, with the faults.
 func (r *rail) set(ctx context.Context, on bool) error {
@@ -52,7 +52,7 @@ func (r *rail) set(ctx context.Context, on bool) error {
 // applyLocked calls the hook, then records the new state, so that the state
 // never reads Off before the node is off.
 func (r *rail) applyLocked(ctx context.Context, on bool) error {
-	if r.on == on {
+	if r.on.Load() == on {
 		return nil
 	}
 	var err error
@@ -66,7 +66,7 @@ func (r *rail) applyLocked(ctx context.Context, on bool) error {
 	if err != nil {
 		return fmt.Errorf("power hook (on=%v): %w", on, err)
 	}
-	r.on = on
+	r.on.Store(on)
 	return nil
 }
 

@@ -123,7 +123,8 @@ func Start(cfg Config) (*Simulator, error) {
 		return nil, err
 	}
 	s := &Simulator{cfg: cfg, served: make(chan struct{})}
-	s.rail = &rail{faults: s.Faults, on: !cfg.Off, power: cfg.Power}
+	s.rail = &rail{faults: s.Faults, power: cfg.Power}
+	s.rail.on.Store(!cfg.Off)
 	s.conn = &faultConn{conn: pc, faults: s.Faults, done: make(chan struct{})}
 	if err := s.build(); err != nil {
 		_ = pc.Close()
