@@ -222,6 +222,10 @@ func (s *Simulator) String() string { return net.JoinHostPort(s.Host(), strconv.
 // PoweredOn reports the chassis power state as the BMC knows it.
 func (s *Simulator) PoweredOn() bool { return s.rail.state() }
 
+// SetPoweredOn sets the power state the BMC reads, without calling the
+// Power hook, for a harness that powered the node by other means.
+func (s *Simulator) SetPoweredOn(on bool) { s.rail.on.Store(on) }
+
 // Faults returns the faults in force.
 func (s *Simulator) Faults() Faults {
 	s.mu.Lock()

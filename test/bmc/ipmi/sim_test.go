@@ -152,3 +152,26 @@ func TestFailingHookKeepsPower(t *testing.T) {
 		t.Fatal("the BMC reads Off though the hook failed")
 	}
 }
+
+// TestSetPoweredOn: a harness that powered the node by other means tells
+// the BMC, which then reads that state without calling the hook.
+func TestSetPoweredOn(t *testing.T) {
+	node := NewNode(true)
+	s := start(t, Config{Power: node})
+	ctx := context.Background()
+	for _, on := range []bool{false, true} {
+		s.SetPoweredOn(on)
+		c, err := session(ctx, s, client.InterfaceLanplus, password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.GetChassisStatus(ctx)
+		_ = c.Close(ctx)
+		if err != nil || st.PowerIsOn != on {
+			t.Fatalf("after SetPoweredOn(%v): Get Chassis Status = %+v, %v", on, st, err)
+		}
+	}
+	if node.PowerOffs() != 0 || node.Boots() != 1 {
+		t.Fatalf("SetPoweredOn called the hook: %v", node)
+	}
+}
