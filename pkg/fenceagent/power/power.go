@@ -127,16 +127,21 @@ func waitOff(ctx context.Context, d Device, o Options) (State, error) {
 	vctx, cancel := context.WithTimeout(ctx, o.VerifyTimeout)
 	defer cancel()
 	last, lastErr := StateUnknown, error(nil)
+	read := false
 	tick := time.NewTicker(o.PollInterval)
 	defer tick.Stop()
 	for {
 		s, err := status(vctx, d, o)
-		if err == nil {
-			last, lastErr = s, nil
+		switch {
+		case err == nil:
+			last, lastErr, read = s, nil, true
 			if Verified(s) {
 				return s, nil
 			}
-		} else {
+		case read && vctx.Err() != nil:
+			// A read cut short by the verify deadline says nothing new: the
+			// device answered before, and what it said is the finding.
+		default:
 			lastErr = err
 		}
 		select {

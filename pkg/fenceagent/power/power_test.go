@@ -94,6 +94,44 @@ func TestPowerOff(t *testing.T) {
 	}
 }
 
+// slowStaysOn answers On at once the first time, then only after the verify
+// deadline: the last read of each attempt is cut short.
+type slowStaysOn struct {
+	fakeDevice
+	delay time.Duration
+}
+
+func (d *slowStaysOn) Status(ctx context.Context) (State, error) {
+	d.mu.Lock()
+	d.reads++
+	first := d.reads == 1
+	d.mu.Unlock()
+	if first {
+		return StateOn, nil
+	}
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(d.delay):
+		return StateOn, nil
+	}
+}
+
+// TestPowerOffReportsTheLastAnswer: a BMC that keeps answering On is
+// reported as still On, not as unreachable, when the verify deadline cuts
+// a read short.
+func TestPowerOffReportsTheLastAnswer(t *testing.T) {
+	d := &slowStaysOn{fakeDevice: fakeDevice{state: StateOn, offAfter: -1}, delay: 15 * time.Millisecond}
+	o := Options{ActionTimeout: time.Second, VerifyTimeout: 40 * time.Millisecond, PollInterval: time.Millisecond}
+	res, err := PowerOff(context.Background(), d, o, time.Now)
+	if !errors.Is(err, ErrNotVerified) || res.Verified != StateOn {
+		t.Fatalf("PowerOff = %+v, %v; want not verified, last read On", res, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %q blames the deadline; the BMC answered On", err)
+	}
+}
+
 func TestPowerOffStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
