@@ -97,6 +97,19 @@ var rejections = []rejection{
 		want: "spec.reason",
 	},
 	{
+		name: "FencingRequest status phase outside the enum",
+		do: func(ctx context.Context, api fencingv1alpha1Client) error {
+			fr, err := api.FencingRequests().Create(ctx, fencingRequest("bad-phase", "worker-8"), create)
+			if err != nil {
+				return err
+			}
+			fr.Status.Phase = "Done"
+			_, err = api.FencingRequests().UpdateStatus(ctx, fr, metav1.UpdateOptions{})
+			return err
+		},
+		want: `status.phase: Unsupported value: "Done"`,
+	},
+	{
 		name: "FenceClass verify None on a power method",
 		do:   createClass(func(fc *fencingv1alpha1.FenceClass) { fc.Spec.Verify = fencingv1alpha1.VerifyNone }),
 		want: "verify None is not allowed for power methods",
