@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bougou/go-ipmi/pkg/bmc"
+
 	"fenceline.io/fenceline/pkg/fenceagent/power"
 	bmcsim "fenceline.io/fenceline/test/bmc/ipmi"
 )
@@ -235,7 +237,7 @@ func TestPrivilegeTooLow(t *testing.T) {
 	for _, in := range interfaces {
 		t.Run(in.name, func(t *testing.T) {
 			node := bmcsim.NewNode(true)
-			sim, err := bmcsim.Start(bmcsim.Config{Username: testUser, Password: testPassword, Power: node, Privilege: 2 /* User */})
+			sim, err := bmcsim.Start(bmcsim.Config{Username: testUser, Password: testPassword, Power: node, Privilege: bmc.PrivilegeLevelUser})
 			if err != nil {
 				t.Fatal(err)
 			}
