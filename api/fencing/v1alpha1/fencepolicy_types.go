@@ -84,7 +84,9 @@ const (
 // FenceDetection is when a node is to be fenced.
 type FenceDetection struct {
 	// LeaseStaleAfter is how old the node's Lease renewTime may get
-	// before the node is triaged.
+	// before the node is triaged. A value below two kubelet renew intervals
+	// (two fifths of the Lease's leaseDurationSeconds, 20s by default) is
+	// raised to that: one late renewal must never fence a node.
 	// +optional
 	// +default="20s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('1h')",message="leaseStaleAfter must be between 5s and 1h"
@@ -183,12 +185,15 @@ type StormGuard struct {
 	// +default="0.55"
 	UnhealthyZoneThreshold *resource.Quantity `json:"unhealthyZoneThreshold,omitempty"`
 	// PartialDisruptionRate is the fences per second in a partially
-	// disrupted zone of a large cluster; below LargeClusterSize it is 0.
+	// disrupted zone larger than LargeClusterSize nodes; in a smaller zone
+	// it is 0, as in the node lifecycle controller.
 	// +optional
 	// +default="0.01"
 	PartialDisruptionRate *resource.Quantity `json:"partialDisruptionRate,omitempty"`
-	// LargeClusterSize is the node count from which PartialDisruptionRate
-	// applies.
+	// LargeClusterSize is the zone size above which a partially disrupted
+	// zone is still fenced, at PartialDisruptionRate. Like the node
+	// lifecycle controller's --large-cluster-size-threshold, it is compared
+	// with the zone's node count.
 	// +optional
 	// +default=50
 	// +kubebuilder:validation:Minimum=1
@@ -198,7 +203,9 @@ type StormGuard struct {
 	// +default="Stop"
 	// +kubebuilder:validation:Enum=Stop
 	FullDisruption string `json:"fullDisruption,omitempty"`
-	// Cooldown is the pause after a fence before the next one.
+	// Cooldown is how long fencing stays paused after a storm ends (more
+	// nodes unhealthy than MaxUnhealthy allows), as NodeHealthCheck's
+	// stormCooldownDuration: counted from the moment the limit holds again.
 	// +optional
 	// +default="30s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="cooldown must be between 0s and 1h"

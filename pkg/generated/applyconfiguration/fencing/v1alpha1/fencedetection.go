@@ -13,7 +13,9 @@ import (
 // FenceDetection is when a node is to be fenced.
 type FenceDetectionApplyConfiguration struct {
 	// LeaseStaleAfter is how old the node's Lease renewTime may get
-	// before the node is triaged.
+	// before the node is triaged. A value below two kubelet renew intervals
+	// (two fifths of the Lease's leaseDurationSeconds, 20s by default) is
+	// raised to that: one late renewal must never fence a node.
 	LeaseStaleAfter *v1.Duration `json:"leaseStaleAfter,omitempty"`
 	// UnhealthyConditions are further triggers, OR-ed: a node condition
 	// with that status for at least that duration.

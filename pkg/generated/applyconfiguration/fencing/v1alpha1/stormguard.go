@@ -27,14 +27,19 @@ type StormGuardApplyConfiguration struct {
 	// zone is partially disrupted.
 	UnhealthyZoneThreshold *resource.Quantity `json:"unhealthyZoneThreshold,omitempty"`
 	// PartialDisruptionRate is the fences per second in a partially
-	// disrupted zone of a large cluster; below LargeClusterSize it is 0.
+	// disrupted zone larger than LargeClusterSize nodes; in a smaller zone
+	// it is 0, as in the node lifecycle controller.
 	PartialDisruptionRate *resource.Quantity `json:"partialDisruptionRate,omitempty"`
-	// LargeClusterSize is the node count from which PartialDisruptionRate
-	// applies.
+	// LargeClusterSize is the zone size above which a partially disrupted
+	// zone is still fenced, at PartialDisruptionRate. Like the node
+	// lifecycle controller's --large-cluster-size-threshold, it is compared
+	// with the zone's node count.
 	LargeClusterSize *int32 `json:"largeClusterSize,omitempty"`
 	// FullDisruption is what to do when every zone is disrupted.
 	FullDisruption *string `json:"fullDisruption,omitempty"`
-	// Cooldown is the pause after a fence before the next one.
+	// Cooldown is how long fencing stays paused after a storm ends (more
+	// nodes unhealthy than MaxUnhealthy allows), as NodeHealthCheck's
+	// stormCooldownDuration: counted from the moment the limit holds again.
 	Cooldown *v1.Duration `json:"cooldown,omitempty"`
 	// MaxAttempts is how many times a request runs through all levels
 	// before it is Failed.
