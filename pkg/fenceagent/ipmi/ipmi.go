@@ -103,6 +103,11 @@ func (d *Device) call(ctx context.Context, op string, fn func(context.Context, *
 	var err error
 	select {
 	case err = <-done:
+		// go-ipmi sets its read deadline to the context's, so its timeout
+		// can fire just before the context's own: the cause is the same.
+		if dl, _ := ctx.Deadline(); err != nil && !time.Now().Before(dl) {
+			err = fmt.Errorf("no answer in time: %w: %w", context.DeadlineExceeded, err)
+		}
 	case <-ctx.Done():
 		err = fmt.Errorf("no answer in time: %w", ctx.Err())
 	}
