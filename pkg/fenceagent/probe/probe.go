@@ -1,0 +1,363 @@
+// Package probe is the fence agent's FenceTarget probe: every interval
+// (default 60 s, with jitter) it asks each endpoint of each FenceTarget for
+// its power status, read-only, and writes the Reachable condition, the
+// power state and the probe time to the target's status, so that a broken
+// fencing device (a changed password, a dead BMC, a wrong address) shows
+// before the node it guards dies. It never powers anything off or on.
+package probe
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/fenceagent/devices"
+	"fenceline.io/fenceline/pkg/fenceagent/power"
+	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions/fencing/v1alpha1"
+	fencinglisters "fenceline.io/fenceline/pkg/generated/listers/fencing/v1alpha1"
+)
+
+// Name is the controller's name in logs and workqueue metrics.
+const Name = "fencetarget-probe"
+
+// Defaults of Config.
+const (
+	DefaultInterval = 60 * time.Second
+	// DefaultTimeout bounds one endpoint's query beyond the device's own
+	// bound (the class's action timeout).
+	DefaultTimeout = 30 * time.Second
+	// jitterFactor spreads the probes of many targets over the interval.
+	jitterFactor = 0.1
+)
+
+// The Events of a probe, on the FenceTarget.
+const (
+	EventUnreachable = "FenceDeviceUnreachable"
+	EventReachable   = "FenceDeviceReachable"
+)
+
+// Builder builds an endpoint's device; devices.Build in production.
+type Builder func(*fencingv1alpha1.FenceClass, fencingv1alpha1.FenceEndpoint, *corev1.Secret) (power.Device, error)
+
+// Config wires a Controller.
+type Config struct {
+	Client  versioned.Interface
+	Targets fencinginformers.FenceTargetInformer
+	Classes fencinginformers.FenceClassInformer
+	// Secrets watches CredentialsNamespace only: credential Secrets must
+	// live there.
+	Secrets              coreinformers.SecretInformer
+	CredentialsNamespace string
+	Recorder             record.EventRecorder
+	Metrics              *Metrics
+	// Interval is the time between two probes of a target; Timeout bounds
+	// one endpoint's query. Zero means the default.
+	Interval, Timeout time.Duration
+	// Build and Now are for tests; nil means devices.Build and time.Now.
+	Build Builder
+	Now   func() time.Time
+}
+
+// Controller probes FenceTargets.
+type Controller struct {
+	cfg     Config
+	targets fencinglisters.FenceTargetLister
+	classes fencinglisters.FenceClassLister
+	secrets corelisters.SecretLister
+	queue   workqueue.TypedRateLimitingInterface[string]
+	synced  []cache.InformerSynced
+}
+
+// New creates the controller and registers its informer handlers; call it
+// before the informers start.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Build == nil {
+		cfg.Build = devices.Build
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Controller{
+		cfg:     cfg,
+		targets: cfg.Targets.Lister(),
+		classes: cfg.Classes.Lister(),
+		secrets: cfg.Secrets.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
+	}
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{cfg.Targets.Informer(), c.targetHandler()},
+		{cfg.Classes.Informer(), c.dependentHandler(c.referencesClass)},
+		{cfg.Secrets.Informer(), c.dependentHandler(c.referencesSecret)},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return nil, fmt.Errorf("adding %s event handler: %w", Name, err)
+		}
+		c.synced = append(c.synced, h.inf.HasSynced)
+	}
+	return c, nil
+}
+
+// targetHandler enqueues a target when it is added, deleted or its spec
+// changes; the probe's own status writes do not enqueue it.
+func (c *Controller) targetHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*fencingv1alpha1.FenceTarget)
+			n, ok2 := cur.(*fencingv1alpha1.FenceTarget)
+			if !ok1 || !ok2 || o.Generation != n.Generation {
+				c.enqueue(cur)
+			}
+		},
+		DeleteFunc: c.enqueue,
+	}
+}
+
+// dependentHandler enqueues the targets for which refers(target, obj).
+func (c *Controller) dependentHandler(refers func(*fencingv1alpha1.FenceTarget, metav1.Object) bool) cache.ResourceEventHandler {
+	each := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		o, ok := obj.(metav1.Object)
+		if !ok {
+			return
+		}
+		targets, err := c.targets.List(labels.Everything())
+		if err != nil {
+			return
+		}
+		for _, t := range targets {
+			if refers(t, o) {
+				c.queue.Add(t.Name)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: each, UpdateFunc: func(_, cur any) { each(cur) }, DeleteFunc: each}
+}
+
+func (c *Controller) enqueue(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+// referencesClass: an endpoint of t uses class o.
+func (c *Controller) referencesClass(t *fencingv1alpha1.FenceTarget, o metav1.Object) bool {
+	for _, ep := range t.Spec.Endpoints {
+		if ep.FenceClassName == o.GetName() {
+			return true
+		}
+	}
+	return false
+}
+
+// referencesSecret: an endpoint of t takes its credentials from Secret o.
+func (c *Controller) referencesSecret(t *fencingv1alpha1.FenceTarget, o metav1.Object) bool {
+	for _, ep := range t.Spec.Endpoints {
+		class, _ := c.classes.Get(ep.FenceClassName)
+		if ref, err := devices.SecretRef(class, ep); err == nil && ref.Namespace == o.GetNamespace() && ref.Name == o.GetName() {
+			return true
+		}
+	}
+	return false
+}
+
+// Run waits for the caches and runs workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx).WithValues("controller", Name)
+	ctx = klog.NewContext(ctx, logger)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return
+	}
+	logger.Info("Probing FenceTargets", "interval", c.cfg.Interval, "workers", workers)
+	for range workers {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.next(ctx) {
+	}
+}
+
+func (c *Controller) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		klog.FromContext(ctx).Error(err, "Probe failed; retrying", "fenceTarget", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// Sync probes one target now; exported for tests.
+func (c *Controller) Sync(ctx context.Context, name string) error { return c.sync(ctx, name) }
+
+// sync probes the target name and writes its status; a target that still
+// exists is queued again after the interval, with jitter.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	logger := klog.FromContext(ctx).WithValues("fenceTarget", name)
+	ctx = klog.NewContext(ctx, logger)
+	t, err := c.targets.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.cfg.Metrics.Reachable.DeleteLabelValues(name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting FenceTarget %s: %w", name, err)
+	}
+	results := c.probe(ctx, t)
+	d := Decide(t.Status, t.Generation, results, c.cfg.Now(), c.cfg.Interval)
+	c.observe(t, d)
+	if d.Write {
+		cp := t.DeepCopy()
+		cp.Status = d.Status
+		if _, err := c.cfg.Client.FencingV1alpha1().FenceTargets().UpdateStatus(ctx, cp, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			return fmt.Errorf("updating status of FenceTarget %s: %w", name, err)
+		}
+	}
+	logger.V(4).Info("Probed", "reason", d.Reason, "powerState", d.Status.PowerState, "wrote", d.Write)
+	c.queue.AddAfter(name, wait.Jitter(c.cfg.Interval, jitterFactor))
+	return nil
+}
+
+// fieldManager names the probe in managedFields.
+const fieldManager = "fenceline-fence-agent"
+
+// observe records the metrics, the log line and the Event of a decision.
+func (c *Controller) observe(t *fencingv1alpha1.FenceTarget, d Decision) {
+	c.cfg.Metrics.Probes.WithLabelValues(d.Reason).Inc()
+	v := 0.0
+	if d.Reason == devices.ReasonReachable {
+		v = 1
+	}
+	c.cfg.Metrics.Reachable.WithLabelValues(t.Name).Set(v)
+	switch d.Transition {
+	case BecameUnreachable:
+		c.cfg.Recorder.Eventf(t, corev1.EventTypeWarning, EventUnreachable, "Fence device check failed (%s): %s", d.Reason, d.Message)
+	case BecameReachable:
+		c.cfg.Recorder.Eventf(t, corev1.EventTypeNormal, EventReachable, "Fence device reachable again: %s", d.Message)
+	}
+}
+
+// probe queries every endpoint of t, one after the other.
+func (c *Controller) probe(ctx context.Context, t *fencingv1alpha1.FenceTarget) []EndpointResult {
+	results := make([]EndpointResult, 0, len(t.Spec.Endpoints))
+	for _, ep := range t.Spec.Endpoints {
+		results = append(results, c.probeEndpoint(ctx, ep))
+	}
+	return results
+}
+
+// probeEndpoint builds the endpoint's device and reads its power status.
+// The error kept is scrubbed of the credentials.
+func (c *Controller) probeEndpoint(ctx context.Context, ep fencingv1alpha1.FenceEndpoint) EndpointResult {
+	r := EndpointResult{FenceClassName: ep.FenceClassName, State: power.StateUnknown}
+	class, secret, err := c.lookup(ep)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	d, err := c.cfg.Build(class, ep, secret)
+	if err != nil {
+		r.Err = scrub(err, secret)
+		return r
+	}
+	qctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	r.State, err = d.Status(qctx)
+	c.cfg.Metrics.Duration.WithLabelValues(string(class.Spec.Method)).Observe(time.Since(start).Seconds())
+	r.Err = scrub(err, secret)
+	return r
+}
+
+// lookup finds the endpoint's class and Secret in the caches; a missing
+// one is nil, for devices.Build to report.
+func (c *Controller) lookup(ep fencingv1alpha1.FenceEndpoint) (*fencingv1alpha1.FenceClass, *corev1.Secret, error) {
+	class, err := c.classes.Get(ep.FenceClassName)
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	} else if err != nil {
+		return nil, nil, err
+	}
+	ref, err := devices.SecretRef(class, ep)
+	if err != nil {
+		return class, nil, nil
+	}
+	if ref.Namespace != c.cfg.CredentialsNamespace {
+		return nil, nil, fmt.Errorf("%w: credentials Secret %s/%s: the fence agent reads Secrets in namespace %s only",
+			devices.ErrInvalidConfiguration, ref.Namespace, ref.Name, c.cfg.CredentialsNamespace)
+	}
+	secret, err := c.secrets.Secrets(ref.Namespace).Get(ref.Name)
+	if apierrors.IsNotFound(err) {
+		return class, nil, nil
+	}
+	return class, secret, err
+}
+
+// scrubbedError is err with every credential value of secret masked in
+// its text; errors.Is still sees the original chain.
+type scrubbedError struct {
+	err error
+	msg string
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// scrub masks the Secret's password in err's text: the devices already
+// keep credentials out of their errors, this is the second guard before
+// status, Events and logs.
+func scrub(err error, secret *corev1.Secret) error {
+	if err == nil || secret == nil {
+		return err
+	}
+	pw := string(secret.Data[devices.PasswordKey])
+	if pw == "" {
+		pw = secret.StringData[devices.PasswordKey]
+	}
+	if len(pw) < 3 || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return &scrubbedError{err: err, msg: strings.ReplaceAll(err.Error(), pw, "***")}
+}
