@@ -3,6 +3,7 @@ package exec_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ type agentCase struct {
 	wantInErr  string             // a substring of the error
 	within     time.Duration      // PowerOff returns within this
 	simOnAfter bool               // the simulated node is still on afterwards
+	check      func(t *testing.T) // further checks on the simulator
 }
 
 // opts bound one verified power-off in these tests: the agents' own
@@ -66,6 +68,9 @@ func checkPowerOff(t *testing.T, tc agentCase, d *exec.Device, simOn func() bool
 	if simOn() != tc.simOnAfter {
 		t.Fatalf("after PowerOff the simulated node is on=%v, want %v", simOn(), tc.simOnAfter)
 	}
+	if tc.check != nil {
+		tc.check(t)
+	}
 }
 
 // TestFenceIpmilan: fence_ipmilan (lanplus) against the IPMI simulator.
@@ -74,11 +79,21 @@ func TestFenceIpmilan(t *testing.T) {
 	fenceagents.Require(t, "ipmitool")
 	var sim *ipmi.Simulator
 	tests := []agentCase{
-		{name: "honest BMC: verified off", password: bmcPassword, wantOff: true},
+		{name: "honest BMC: verified off", password: bmcPassword, wantOff: true, check: func(t *testing.T) {
+			var actions []string
+			for _, c := range sim.Commands() {
+				if c.Action != "" {
+					actions = append(actions, c.Action)
+				}
+			}
+			if !slices.Equal(actions, []string{"power down"}) {
+				t.Fatalf("chassis control actions %q, want one power down", actions)
+			}
+		}},
 		{name: "accepts off, stays on", password: bmcPassword, simOnAfter: true, wantInErr: "read back",
 			fault: func(t *testing.T) { setIPMIFaults(t, sim, ipmi.Faults{IgnorePowerDown: true}) }},
-		{name: "wrong password", password: "Wrong-Pw-1234", simOnAfter: true, wantInErr: "exit 1"},
-		{name: "unreachable: error within the timeout", password: bmcPassword, simOnAfter: true, within: 2*opts.ActionTimeout + opts.VerifyTimeout + 5*time.Second, wantInErr: "exec: fence agent failed",
+		{name: "wrong password", password: "Wrong-Pw-1234", simOnAfter: true, wantInErr: "exit 1: exec: fence agent failed: ERROR: Failed: Unable to obtain correct plug status"},
+		{name: "unreachable: error within the timeout", password: bmcPassword, simOnAfter: true, within: opts.ActionTimeout + opts.VerifyTimeout + 3*time.Second, wantInErr: "Connection timed out",
 			fault: func(t *testing.T) { setIPMIFaults(t, sim, ipmi.Faults{Unreachable: true}) }},
 	}
 	for _, tc := range tests {
@@ -104,11 +119,21 @@ func TestFenceRedfish(t *testing.T) {
 	fenceagents.Require(t, "/usr/sbin/fence_redfish")
 	var sim *redfish.Server
 	tests := []agentCase{
-		{name: "honest BMC: verified off", password: bmcPassword, wantOff: true},
+		{name: "honest BMC: verified off", password: bmcPassword, wantOff: true, check: func(t *testing.T) {
+			var resets []string
+			for _, r := range sim.Requests() {
+				if r.ResetType != "" {
+					resets = append(resets, r.ResetType)
+				}
+			}
+			if !slices.Equal(resets, []string{"ForceOff"}) {
+				t.Fatalf("resets %q, want one ForceOff", resets)
+			}
+		}},
 		{name: "accepts off, stays on", password: bmcPassword, simOnAfter: true, wantInErr: "read back",
 			fault: func(*testing.T) { sim.SetStaysOn(true) }},
-		{name: "wrong password", password: "Wrong-Pw-1234", simOnAfter: true, wantInErr: "exit 1"},
-		{name: "unreachable: error within the timeout", password: bmcPassword, simOnAfter: true, within: 2*opts.ActionTimeout + opts.VerifyTimeout + 5*time.Second, wantInErr: "exec: fence agent failed",
+		{name: "wrong password", password: "Wrong-Pw-1234", simOnAfter: true, wantInErr: "exit 1: exec: fence agent failed: ERROR: Unable to get PowerState"},
+		{name: "unreachable: error within the timeout", password: bmcPassword, simOnAfter: true, within: opts.ActionTimeout + opts.VerifyTimeout + 3*time.Second, wantInErr: "Connection refused",
 			fault: func(t *testing.T) {
 				if err := sim.SetUnreachable(true); err != nil {
 					t.Fatal(err)
