@@ -60,11 +60,12 @@ func TestStdinProtocol(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.action, func(t *testing.T) {
-			d, dir := fake(t, "on", nil)
+			// Spaces around it: fencing.py would trim them off unquoted.
+			d, dir := fake(t, "on", func(c *exec.Config) { c.Password = " " + fakePassword + " " })
 			if err := tc.call(d, context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			want := fmt.Sprintf("action=%s\nip=127.0.0.1\nplug=node-3\nusername=fence-admin\npassword=%s\nfake-mode=on\nrecord-dir=%s\n", tc.action, fakePassword, dir)
+			want := fmt.Sprintf("action=%s\nip=127.0.0.1\nplug=node-3\nusername=fence-admin\npassword=\" %s \"\nfake-mode=on\nrecord-dir=%s\n", tc.action, fakePassword, dir)
 			if got := readFile(t, filepath.Join(dir, "stdin."+tc.action)); got != want {
 				t.Fatalf("stdin:\n%s\nwant:\n%s", got, want)
 			}
@@ -96,6 +97,7 @@ func TestStatusExitCodes(t *testing.T) {
 		{mode: "on-says-off", want: power.StateUnknown, wantErr: exec.ErrAgent, wantInErr: "exit 0"},
 		{mode: "auth", want: power.StateUnknown, wantErr: exec.ErrAuth, wantAuth: true, wantInErr: "Unable to connect/login to fencing device"},
 		{mode: "leak", want: power.StateUnknown, wantErr: exec.ErrAgent, wantInErr: "with password [redacted] refused"},
+		{mode: "leak-long", want: power.StateUnknown, wantErr: exec.ErrAgent, wantInErr: "0 [redacte..."},
 		{mode: "flood", want: power.StateUnknown, wantErr: exec.ErrAgent, wantInErr: "exit 1: exec: fence agent failed: Failed: the last line"},
 	}
 	for _, tc := range tests {
@@ -112,7 +114,8 @@ func TestStatusExitCodes(t *testing.T) {
 			if errors.Is(err, exec.ErrAuth) != tc.wantAuth || !strings.Contains(msg, tc.wantInErr) || len(msg) > 2048 {
 				t.Fatalf("Status error %q (%d bytes): want ErrAuth %v and %q", msg, len(msg), tc.wantAuth, tc.wantInErr)
 			}
-			assertNoSecret(t, "error", msg+fmt.Sprintf("%v %+v %#v", err, err, err), fakePassword)
+			// Not even a part cut off by a length limit.
+			assertNoSecret(t, "error", msg+fmt.Sprintf("%v %+v %#v", err, err, err), fakePassword[:5])
 		})
 	}
 }
