@@ -80,8 +80,9 @@ type Config struct {
 	Username, Password string
 	// Args are further agent options, named as fence-agents-remediation
 	// names them without the leading dashes (lanplus=1, ipport=623,
-	// ssl-insecure=1, systems-uri=/redfish/v1/Systems/1). Values hold no
-	// white space. The reserved and unsafe options are refused.
+	// ssl-insecure=1, systems-uri=/redfish/v1/Systems/1). A flag takes 1;
+	// values are not empty and hold no white space. The reserved and
+	// unsafe options are refused.
 	Args map[string]string
 	// Timeout bounds one agent run; default DefaultTimeout. A caller's
 	// earlier context deadline wins.
@@ -151,6 +152,10 @@ func validateArgs(args map[string]string) []error {
 			errs = append(errs, fmt.Errorf("arg %q names a program to run: %w", k, ErrUnsafeArg))
 		case norm == "method" && v != "onoff":
 			errs = append(errs, fmt.Errorf("arg method=%q: %w", v, ErrCycleRefused))
+		case v == "":
+			// fencing.py ignores a flag without a value on stdin: FAR's
+			// bare --lanplus would silently become IPMI v1.5.
+			errs = append(errs, fmt.Errorf("arg %q has no value: a flag takes 1", k))
 		case strings.IndexFunc(v, isSpaceOrControl) >= 0:
 			// fence_ipmilan and others paste values into a command line
 			// split on white space: a space would add arguments.

@@ -54,6 +54,7 @@ func TestNewRefuses(t *testing.T) {
 		{"arg use-sudo", args("use-sudo", "1"), exec.ErrUnsafeArg, ""},
 		{"arg method cycle", args("method", "cycle"), exec.ErrCycleRefused, ""},
 		{"arg key with dashes", args("--lanplus", "1"), nil, "long options without dashes"},
+		{"arg flag without a value", args("lanplus", ""), nil, "a flag takes 1"},
 		{"arg value with a space", args("ipport", "623 -o x"), nil, "white space"},
 		{"arg value with a newline", args("lanplus", "1\npassword-script=id"), nil, "white space"},
 		{"address with a space", func(c *exec.Config) { c.Address = "10.0.0.1 -o" }, nil, "address"},
