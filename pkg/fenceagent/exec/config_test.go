@@ -11,25 +11,23 @@ import (
 	"fenceline.io/fenceline/pkg/fenceagent/exec"
 )
 
-// TestNewRefuses: configs that would run something else than an
-// installed fence agent, set what Fenceline sets, or weaken the status
-// are refused before anything runs.
-func TestNewRefuses(t *testing.T) {
-	testdata, err := filepath.Abs("testdata")
-	if err != nil {
-		t.Fatal(err)
-	}
+// refusal is a config change New must refuse.
+type refusal struct {
+	name    string
+	mutate  func(*exec.Config)
+	wantErr error  // nil: any error
+	wantIn  string // a substring of the error
+}
+
+// refusals are the configs that would run something else than an
+// installed fence agent, set what Fenceline sets, or weaken the status.
+func refusals(t *testing.T) []refusal {
 	notExec := filepath.Join(t.TempDir(), "fence_notexec")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := func(k, v string) func(*exec.Config) { return func(c *exec.Config) { c.Args = map[string]string{k: v} } }
-	tests := []struct {
-		name    string
-		mutate  func(*exec.Config)
-		wantErr error  // nil: any error
-		wantIn  string // a substring of the error
-	}{
+	return []refusal{
 		{"a path", func(c *exec.Config) { c.Agent = "/bin/sh" }, exec.ErrAgentNotAllowed, ""},
 		{"a relative path", func(c *exec.Config) { c.Agent = "../testdata/fence_fake" }, exec.ErrAgentNotAllowed, ""},
 		{"not a fence agent", func(c *exec.Config) { c.Agent = "sh" }, exec.ErrAgentNotAllowed, ""},
@@ -64,7 +62,15 @@ func TestNewRefuses(t *testing.T) {
 		{"password with a newline", func(c *exec.Config) { c.Password = "pw\naction=reboot" }, nil, "password"},
 		{"plug with a newline", func(c *exec.Config) { c.Plug = "2\naction=reboot" }, nil, "plug"},
 	}
-	for _, tc := range tests {
+}
+
+// TestNewRefuses: each refusal fails New before anything runs.
+func TestNewRefuses(t *testing.T) {
+	testdata, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range refusals(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := exec.Config{Agent: "fence_fake", Dirs: []string{testdata}, Address: "127.0.0.1", Username: "admin", Password: fakePassword,
 				Args: map[string]string{"lanplus": "1"}}
