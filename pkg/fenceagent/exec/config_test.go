@@ -104,7 +104,11 @@ func TestNewAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	for _, s := range []string{d.String(), fmt.Sprintf("%v %+v %#v", cfg, cfg, cfg)} {
+	cfg.Args["ssl-insecure"] = "0" // the device keeps its own copy
+	if !strings.Contains(d.String(), "ssl-insecure=1") {
+		t.Fatalf("a change to the caller's args reached the device: %s", d)
+	}
+	for _, s := range []string{d.String(), fmt.Sprintf("%v %+v %#v %v %+v %#v", cfg, cfg, cfg, d, d, d)} {
 		assertNoSecret(t, "String", s, cfg.Password)
 		if !strings.Contains(s, "fence_fake") {
 			t.Fatalf("String %q does not name the agent", s)

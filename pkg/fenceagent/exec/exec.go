@@ -16,8 +16,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	osexec "os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +54,9 @@ func New(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	// The device keeps copies: a caller changing its map or slice later
+	// must not bypass Validate.
+	cfg.Args, cfg.Dirs = maps.Clone(cfg.Args), slices.Clone(cfg.Dirs)
 	p, err := cfg.resolve()
 	if err != nil {
 		return nil, err
@@ -61,6 +66,9 @@ func New(cfg Config) (*Device, error) {
 
 // String describes the device without its credentials.
 func (d *Device) String() string { return d.cfg.String() }
+
+// GoString is String, so that %#v does not print the credentials either.
+func (d *Device) GoString() string { return d.String() }
 
 // Status runs action=status: exit 0 with "Status: ON" is On, exit 2 with
 // "Status: OFF" is Off; anything else is an error wrapping ErrAgent.
