@@ -59,9 +59,13 @@ type system struct {
 	state string
 	hook  Power
 	timer *time.Timer
+	// gen counts power changes, so that a power-off whose hook is done
+	// reads Off only if nothing changed the power meanwhile.
+	gen int
 }
 
 func (sys *system) stopTimer() {
+	sys.gen++
 	if sys.timer != nil {
 		sys.timer.Stop()
 		sys.timer = nil
@@ -187,13 +191,17 @@ func (s *Server) apply(sys *system, resetType string) (hooks []func(), unchanged
 			return nil, true, true
 		case s.faults.staysOn:
 			return nil, false, true
-		case s.faults.offDelay > 0:
-			sys.state = statePoweringOff
-			sys.timer = time.AfterFunc(s.faults.offDelay, func() { s.delayedOff(sys) })
+		}
+		// PoweringOff until the hook is done: the BMC never reads Off
+		// while the node behind it still runs.
+		sys.state = statePoweringOff
+		sys.gen++
+		gen := sys.gen
+		if s.faults.offDelay > 0 {
+			sys.timer = time.AfterFunc(s.faults.offDelay, func() { s.delayedOff(sys, gen) })
 			return nil, false, true
 		}
-		sys.state = stateOff
-		return []func(){off}, false, true
+		return []func(){func() { s.powerOff(sys, gen) }}, false, true
 	case "On":
 		if sys.state == stateOn {
 			return nil, true, true
@@ -215,16 +223,26 @@ func (s *Server) apply(sys *system, resetType string) (hooks []func(), unchanged
 
 // delayedOff completes a delayed power-off unless the system was turned on
 // or set meanwhile.
-func (s *Server) delayedOff(sys *system) {
+func (s *Server) delayedOff(sys *system, gen int) {
 	s.mu.Lock()
-	if sys.state != statePoweringOff {
+	if sys.state != statePoweringOff || sys.gen != gen {
 		s.mu.Unlock()
 		return
 	}
-	sys.state = stateOff
 	sys.timer = nil
 	s.mu.Unlock()
+	s.powerOff(sys, gen)
+}
+
+// powerOff tells the hook, outside the lock, and only then makes the
+// system read Off, unless its power changed meanwhile.
+func (s *Server) powerOff(sys *system, gen int) {
 	hookOff(sys.hook, sys.id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sys.gen == gen && sys.state == statePoweringOff {
+		sys.state = stateOff
+	}
 }
 
 func hookOff(p Power, id string) {
