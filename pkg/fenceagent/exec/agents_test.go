@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
 	"fenceline.io/fenceline/pkg/fenceagent/exec"
 	"fenceline.io/fenceline/pkg/fenceagent/power"
 	"fenceline.io/fenceline/test/bmc/ipmi"
@@ -41,7 +44,7 @@ var opts = power.Options{ActionTimeout: 8 * time.Second, VerifyTimeout: 2 * time
 
 func checkPowerOff(t *testing.T, tc agentCase, d *exec.Device, simOn func() bool) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, logged := logContext(t)
 	start := time.Now()
 	res, err := power.PowerOff(ctx, d, opts, time.Now)
 	took := time.Since(start)
@@ -61,6 +64,12 @@ func checkPowerOff(t *testing.T, tc agentCase, d *exec.Device, simOn func() bool
 			t.Fatalf("PowerOff error %q does not say %q", err, tc.wantInErr)
 		}
 		assertNoSecret(t, "error", err.Error(), bmcPassword)
+	}
+	if log := logged(); !strings.Contains(log, "Fence agent run") {
+		t.Fatalf("no agent run logged at V(4):\n%s", log)
+	} else {
+		assertNoSecret(t, "log", log, bmcPassword)
+		assertNoSecret(t, "log", log, tc.password)
 	}
 	if tc.within > 0 && took > tc.within {
 		t.Fatalf("PowerOff took %v, want within %v", took, tc.within)
@@ -175,4 +184,16 @@ func assertNoSecret(t *testing.T, what, text, secret string) {
 	if strings.Contains(text, secret) {
 		t.Fatalf("%s carries the password: %s", what, text)
 	}
+}
+
+// logContext returns a context whose logger buffers every entry at the
+// highest verbosity, and a function that returns what was logged.
+func logContext(t *testing.T) (context.Context, func() string) {
+	t.Helper()
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(10), ktesting.BufferLogs(true)))
+	underlier, ok := logger.GetSink().(ktesting.Underlier)
+	if !ok {
+		t.Fatal("ktesting logger without a buffer")
+	}
+	return klog.NewContext(context.Background(), logger), func() string { return underlier.GetBuffer().String() }
 }

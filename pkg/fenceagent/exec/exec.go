@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"fenceline.io/fenceline/pkg/fenceagent/power"
 )
 
@@ -136,6 +138,7 @@ func (d *Device) run(ctx context.Context, action string) (result, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
+	start := time.Now()
 	err := cmd.Run()
 	if cmd.Process != nil {
 		// The agent is gone; so must be any helper it left behind.
@@ -143,6 +146,8 @@ func (d *Device) run(ctx context.Context, action string) (result, error) {
 	}
 	pw := d.cfg.Password
 	r := result{stdout: []byte(scrub(string(stdout.Bytes()), pw)), stderr: []byte(scrub(string(stderr.Bytes()), pw))}
+	klog.FromContext(ctx).V(4).Info("Fence agent run", "agent", d.cfg.Agent, "action", action, "address", d.cfg.Address,
+		"exitCode", cmd.ProcessState.ExitCode(), "duration", time.Since(start), "lastOutput", lastLine(r.stderr))
 	var ee *osexec.ExitError
 	switch {
 	case ctx.Err() != nil:
