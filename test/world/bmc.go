@@ -80,8 +80,9 @@ func WithTimeline(tl *Timeline) BMCOption { return func(b *BMC) { b.timeline = t
 // World.PowerOff (the node stops heartbeating and, unless the world runs
 // with ZombieWrites, writing) and is done before the BMC reads Off; its
 // power-on is World.PowerOn (a boot with a new boot ID), started in the
-// background as a real boot is, so the BMC reads On at once. The caller
-// must Close the BMC.
+// background as a real boot is, so the BMC reads On at once. The BMC
+// starts reading the node's power as it is (Off after World.PowerOff).
+// The caller must Close the BMC.
 func (w *World) StartBMC(ctx context.Context, node string, kind BMCKind, opts ...BMCOption) (*BMC, error) {
 	if w.Kubelets[node] == nil {
 		return nil, fmt.Errorf("starting a BMC: %q is not a node of this world", node)
@@ -99,6 +100,7 @@ func (w *World) StartBMC(ctx context.Context, node string, kind BMCKind, opts ..
 		o(b)
 	}
 	b.rail = &nodeRail{b: b}
+	b.rail.down.Store(!w.Kubelets[node].Powered())
 	switch kind {
 	case BMCRedfish:
 		b.startRedfish()
@@ -120,7 +122,7 @@ func (b *BMC) startRedfish() {
 	b.SystemID = b.Node
 	b.Redfish = redfishsim.New(redfishsim.Options{
 		Username: b.Username, Password: b.Password,
-		Systems: []redfishsim.System{{ID: b.SystemID, Power: redfishHook{b.rail}}},
+		Systems: []redfishsim.System{{ID: b.SystemID, Off: !b.w.Kubelets[b.Node].Powered(), Power: redfishHook{b.rail}}},
 	})
 	b.Address = b.Redfish.URL()
 	b.RootCAs = b.Redfish.CertPool()
@@ -131,7 +133,7 @@ func (b *BMC) startRedfish() {
 
 func (b *BMC) startIPMI() error {
 	sim, err := ipmisim.Start(ipmisim.Config{
-		Username: b.Username, Password: b.Password,
+		Username: b.Username, Password: b.Password, Off: !b.w.Kubelets[b.Node].Powered(),
 		Power: ipmisim.PowerFuncs{Off: b.rail.off, On: b.rail.on},
 	})
 	if err != nil {
