@@ -18,7 +18,9 @@ import (
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	const interval = time.Minute
-	ok := func(class string, s power.State) EndpointResult { return EndpointResult{FenceClassName: class, State: s} }
+	ok := func(class string, s power.State) EndpointResult {
+		return EndpointResult{FenceClassName: class, State: s}
+	}
 	fail := func(class string, err error) EndpointResult {
 		return EndpointResult{FenceClassName: class, State: power.StateUnknown, Err: err}
 	}
