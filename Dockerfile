@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 #
-# One image carries all three Fenceline binaries:
+# One image carries all four Fenceline binaries:
 #   /fenceline-attacher    the CSI external-attacher replacement (default entrypoint)
 #   /fenceline-controller  the pod-GC companion controller
+#   /fenceline-fence-agent the fence agent (BMC credentials, FenceTarget probe)
 #   /mock-driver           the mock CSI driver used by the examples and tests
 # Pick one per container with `command: ["/fenceline-controller"]` (see docs/deploy.md).
 #
@@ -36,7 +37,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 # static, and the :nonroot variant already defaults to uid/gid 65532.
 FROM gcr.io/distroless/static-debian12:nonroot
 
-COPY --from=build /src/bin/fenceline-attacher /src/bin/fenceline-controller /src/bin/mock-driver /
+COPY --from=build /src/bin/fenceline-attacher /src/bin/fenceline-controller /src/bin/fenceline-fence-agent /src/bin/mock-driver /
 
 # Numeric user, so that Kubernetes' runAsNonRoot check can verify it without /etc/passwd.
 USER 65532:65532

@@ -1,0 +1,195 @@
+// Package app runs fenceline-fence-agent, the only Fenceline component that
+// holds BMC credentials: the FenceTarget probe, with informers on
+// FenceTargets, FenceClasses and the Secrets of its own namespace, leader
+// election, and the metrics and health endpoints. The binary in
+// cmd/fenceline-fence-agent only parses flags and calls Run; tests call Run
+// in-process.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/component-base/featuregate"
+
+	"fenceline.io/fenceline/pkg/component/httpserver"
+	"fenceline.io/fenceline/pkg/component/kubeclient"
+	"fenceline.io/fenceline/pkg/component/leader"
+	"fenceline.io/fenceline/pkg/fenceagent/probe"
+)
+
+// Component is the name in Events, the user agent and the Lease.
+const Component = "fenceline-fence-agent"
+
+// Namespace is where the agent runs and the only namespace whose Secrets
+// it reads: every credentials Secret lives there.
+const Namespace = "fenceline-system"
+
+// Options configures Run. DefaultOptions gives the flag defaults.
+type Options struct {
+	// ProbeInterval is the time between two probes of a FenceTarget;
+	// ProbeTimeout bounds one endpoint's query.
+	ProbeInterval, ProbeTimeout time.Duration
+	// Workers probe targets in parallel.
+	Workers int
+	// Resync is the informers' resync period.
+	Resync time.Duration
+	// CredentialsNamespace is the namespace of the credential Secrets.
+	CredentialsNamespace string
+	// KubeAPIQPS and KubeAPIBurst limit each client.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	// LeaderElection enables leader election on the Lease LeaseName in
+	// LeaderElectionNamespace.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	LeaseName               string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+	// Identity is this replica's leader-election identity (default: host
+	// name plus a random suffix).
+	Identity string
+
+	// HTTPEndpoint, when set, serves MetricsPath and /healthz there.
+	HTTPEndpoint string
+	MetricsPath  string
+	// Registry receives the metrics; nil creates a fresh one.
+	Registry *prometheus.Registry
+	// FeatureGate is --feature-gates.
+	FeatureGate featuregate.FeatureGate
+}
+
+// DefaultOptions returns the defaults of every flag.
+func DefaultOptions() Options {
+	return Options{
+		ProbeInterval:           probe.DefaultInterval,
+		ProbeTimeout:            probe.DefaultTimeout,
+		Workers:                 4,
+		Resync:                  10 * time.Minute,
+		CredentialsNamespace:    Namespace,
+		KubeAPIQPS:              20,
+		KubeAPIBurst:            50,
+		LeaderElectionNamespace: Namespace,
+		LeaseName:               Component,
+		LeaseDuration:           15 * time.Second,
+		RenewDeadline:           10 * time.Second,
+		RetryPeriod:             2 * time.Second,
+		MetricsPath:             "/metrics",
+	}
+}
+
+// Validate checks the options. The binary calls it before it loads its
+// kubeconfig, so that a bad value is a usage error even with no cluster.
+func (o Options) Validate() error {
+	var errs []error
+	if o.ProbeInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--probe-interval must be at least 1s, got %v", o.ProbeInterval))
+	}
+	if o.ProbeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--probe-timeout must be positive, got %v", o.ProbeTimeout))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if o.Resync <= 0 {
+		errs = append(errs, fmt.Errorf("--resync must be positive, got %v", o.Resync))
+	}
+	if o.CredentialsNamespace == "" {
+		errs = append(errs, errors.New("--credentials-namespace must be set"))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
+	}
+	if o.LeaderElection && o.LeaderElectionNamespace == "" {
+		errs = append(errs, errors.New("--leader-election-namespace must be set with --leader-election"))
+	}
+	if err := o.leaderOptions().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (o Options) leaderOptions() leader.Options {
+	return leader.Options{
+		Enabled:       o.LeaderElection,
+		Namespace:     o.LeaderElectionNamespace,
+		LeaseDuration: o.LeaseDuration,
+		RenewDeadline: o.RenewDeadline,
+		RetryPeriod:   o.RetryPeriod,
+	}
+}
+
+// Run runs the probe until ctx is cancelled (nil error) or leadership is
+// lost (error). With leader election the probe runs only while this
+// replica leads.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	base, err := kubeclient.Config(kubeclient.Options{Base: cfg, QPS: opts.KubeAPIQPS, Burst: opts.KubeAPIBurst, UserAgent: Component})
+	if err != nil {
+		return err
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+			if err := reg.Register(c); err != nil {
+				return fmt.Errorf("registering runtime metrics: %w", err)
+			}
+		}
+	}
+	m, err := probe.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	var elector *leader.Elector
+	if opts.LeaderElection {
+		if elector, err = newElector(base, opts); err != nil {
+			return err
+		}
+	}
+	if opts.HTTPEndpoint != "" {
+		srv, err := httpserver.Start(ctx, httpserver.Config{Address: opts.HTTPEndpoint, MetricsPath: opts.MetricsPath, Metrics: reg, Health: elector.Check})
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+	}
+	return elector.Run(ctx, func(ctx context.Context) error {
+		return runProbe(ctx, base, m, opts)
+	})
+}
+
+// newElector prepares leader election on the Lease opts.LeaseName.
+func newElector(base *rest.Config, opts Options) (*leader.Elector, error) {
+	id := opts.Identity
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("getting host name for leader election identity: %w", err)
+		}
+		id = host + "_" + string(uuid.NewUUID())
+	}
+	client, err := kubernetes.NewForConfig(kubeclient.WithUserAgent(base, Component+"/leader-election"))
+	if err != nil {
+		return nil, fmt.Errorf("creating leader election client: %w", err)
+	}
+	return leader.New(leader.Config{
+		Options:      opts.leaderOptions(),
+		Name:         opts.LeaseName,
+		Identity:     id,
+		Core:         client.CoreV1(),
+		Coordination: client.CoordinationV1(),
+	})
+}
