@@ -1,0 +1,177 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/fenceagent/app"
+	"fenceline.io/fenceline/pkg/fenceagent/devices"
+	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	ipmisim "fenceline.io/fenceline/test/bmc/ipmi"
+	redfishsim "fenceline.io/fenceline/test/bmc/redfish"
+	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/world"
+)
+
+const (
+	bmcUser     = "fence-admin"
+	bmcPassword = "Agent-S3cret-pw"
+	waitTimeout = 60 * time.Second
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// TestAgentOnRealAPIServer runs the agent under the ServiceAccount and RBAC
+// of deploy/fence-agent against a real kube-apiserver with the fencing
+// CRDs, a Redfish BMC simulator and an IPMI one, and waits for both
+// FenceTargets to be Reachable with power On.
+func TestAgentOnRealAPIServer(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	ctx := t.Context()
+	installCRDs(t, c)
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := world.ApplyRBAC(ctx, c.Client(), filepath.Join(root, "deploy", "fence-agent", "rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	saConfig, _ := c.ServiceAccountConfig(t, app.Namespace, app.Component)
+	admin, err := versioned.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rf := redfishsim.New(redfishsim.Options{Username: bmcUser, Password: bmcPassword})
+	t.Cleanup(rf.Close)
+	ip, err := ipmisim.Start(ipmisim.Config{Username: bmcUser, Password: bmcPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ip.Close() })
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: "bmc"},
+		Data: map[string][]byte{devices.UsernameKey: []byte(bmcUser), devices.PasswordKey: []byte(bmcPassword)}}
+	if _, err := c.Client().CoreV1().Secrets(app.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ref := &fencingv1alpha1.SecretReference{Namespace: app.Namespace, Name: "bmc"}
+	classes := []*fencingv1alpha1.FenceClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "redfish"}, Spec: fencingv1alpha1.FenceClassSpec{Method: fencingv1alpha1.FenceMethodRedfish,
+			Redfish: &fencingv1alpha1.RedfishSettings{InsecureTLS: true}, CredentialsSecretRef: ref}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "ipmi"}, Spec: fencingv1alpha1.FenceClassSpec{Method: fencingv1alpha1.FenceMethodIPMI, CredentialsSecretRef: ref}},
+	}
+	for _, fc := range classes {
+		if _, err := admin.FencingV1alpha1().FenceClasses().Create(ctx, fc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	targets := map[string]fencingv1alpha1.FenceEndpoint{
+		"node-redfish": {FenceClassName: "redfish", Address: rf.Address()},
+		"node-ipmi":    {FenceClassName: "ipmi", Address: ip.String()},
+	}
+	for name, ep := range targets {
+		ft := &fencingv1alpha1.FenceTarget{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fencingv1alpha1.FenceTargetSpec{Endpoints: []fencingv1alpha1.FenceEndpoint{ep}}}
+		if _, err := admin.FencingV1alpha1().FenceTargets().Create(ctx, ft, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	opts := app.DefaultOptions()
+	opts.LeaderElection, opts.Registry, opts.Identity = true, prometheus.NewRegistry(), "test"
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(4)))
+	runCtx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx, saConfig, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("agent stopped with error: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("agent did not stop within 30s")
+		}
+	})
+
+	for name := range targets {
+		var last fencingv1alpha1.FenceTargetStatus
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+			ft, err := admin.FencingV1alpha1().FenceTargets().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			last = ft.Status
+			return meta.IsStatusConditionTrue(ft.Status.Conditions, fencingv1alpha1.FenceTargetReachable) &&
+				ft.Status.PowerState == fencingv1alpha1.PowerStateOn && ft.Status.LastProbeTime != nil, nil
+		})
+		if err != nil {
+			t.Fatalf("FenceTarget %s never Reachable with power On: %v; last status %+v", name, err, last)
+		}
+	}
+	if !ip.PoweredOn() || rf.PowerState("1") != "On" {
+		t.Error("a probe changed a node's power")
+	}
+}
+
+// installCRDs creates the CRDs of deploy/crds and waits until the fencing
+// API is served.
+func installCRDs(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "deploy", "crds", "fenceline.io_*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs: %v", err)
+	}
+	dyn, err := dynamic.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := utilyaml.Unmarshal(data, &obj.Object); err != nil {
+			t.Fatalf("decoding %s: %v", f, err)
+		}
+		if _, err := dyn.Resource(crdResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating CRD %s: %v", obj.GetName(), err)
+		}
+	}
+	cs, err := versioned.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err1 := cs.FencingV1alpha1().FenceTargets().List(ctx, metav1.ListOptions{})
+		_, err2 := cs.FencingV1alpha1().FenceClasses().List(ctx, metav1.ListOptions{})
+		return err1 == nil && err2 == nil, nil
+	})
+	if err != nil {
+		t.Fatal(fmt.Errorf("fencing API not served: %w", err))
+	}
+}
