@@ -27,6 +27,7 @@ import (
 const (
 	liveTimeout  = 60 * time.Second
 	controllerSA = "fenceline-controller"
+	fenceAgentSA = "fenceline-fence-agent"
 )
 
 // TestComponentRBAC runs the components for a short real scenario with the
@@ -38,6 +39,7 @@ func TestComponentRBAC(t *testing.T) {
 	attacherBin := binary(t, "fenceline-attacher")
 	controllerBin := binary(t, "fenceline-controller")
 	driverBin := binary(t, "mock-driver")
+	fenceAgentBin := binary(t, "fenceline-fence-agent")
 	c := cluster.Start(t, cluster.Options{AuditLog: true})
 	cs := c.Client()
 	kc := "--kubeconfig=" + c.AdminKubeconfig()
@@ -69,6 +71,7 @@ func TestComponentRBAC(t *testing.T) {
 	for _, comp := range []struct{ bin, path, dir, sa string }{
 		{"fenceline-attacher", attacherBin, "deploy/examples/mock-driver", attacherSA},
 		{"fenceline-controller", controllerBin, "deploy", controllerSA},
+		{"fenceline-fence-agent", fenceAgentBin, "deploy", fenceAgentSA},
 	} {
 		_, saKubeconfig := c.ServiceAccountConfig(t, fencelineNamespace, comp.sa)
 		container := manifestContainer(t, comp.dir, comp.bin)
@@ -135,7 +138,7 @@ func TestComponentRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sa := range []string{attacherSA, controllerSA} {
+	for _, sa := range []string{attacherSA, controllerSA, fenceAgentSA} {
 		user := rbaccheck.ServiceAccountUser(fencelineNamespace, sa)
 		rep, err := rbaccheck.Check(policy, user, calls)
 		if err != nil {

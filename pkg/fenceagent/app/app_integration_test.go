@@ -127,6 +127,36 @@ func TestAgentOnRealAPIServer(t *testing.T) {
 			t.Fatalf("FenceTarget %s never Reachable with power On: %v; last status %+v", name, err, last)
 		}
 	}
+	// A device that does not answer shows, with a Warning Event on its
+	// FenceTarget.
+	broken := &fencingv1alpha1.FenceTarget{ObjectMeta: metav1.ObjectMeta{Name: "node-broken"}, Spec: fencingv1alpha1.FenceTargetSpec{
+		Endpoints: []fencingv1alpha1.FenceEndpoint{{FenceClassName: "redfish", Address: "127.0.0.1:1"}}}}
+	if _, err := admin.FencingV1alpha1().FenceTargets().Create(ctx, broken, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		ft, err := admin.FencingV1alpha1().FenceTargets().Get(ctx, broken.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond := meta.FindStatusCondition(ft.Status.Conditions, fencingv1alpha1.FenceTargetReachable)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != devices.ReasonUnreachable {
+			return false, nil
+		}
+		evs, err := c.Client().CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == broken.Name && e.Reason == "FenceDeviceUnreachable" && e.Type == corev1.EventTypeWarning {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no Unreachable condition and Warning Event for %s: %v", broken.Name, err)
+	}
 	if !ip.PoweredOn() || rf.PowerState("1") != "On" {
 		t.Error("a probe changed a node's power")
 	}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -14,8 +16,15 @@ import (
 	"fenceline.io/fenceline/pkg/component/kubeclient"
 	"fenceline.io/fenceline/pkg/fenceagent/probe"
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	fencingscheme "fenceline.io/fenceline/pkg/generated/clientset/versioned/scheme"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 )
+
+func init() {
+	// Events name a FenceTarget by kind: the recorder's scheme must know
+	// the fencing types.
+	utilruntime.Must(fencingscheme.AddToScheme(scheme.Scheme))
+}
 
 // UserAgent is the user agent of the named client: "probe",
 // "shared-informers", "events", "leader-election".
