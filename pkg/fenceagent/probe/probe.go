@@ -160,7 +160,15 @@ func (c *Controller) dependentHandler(refers func(*fencingv1alpha1.FenceTarget, 
 			}
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: each, UpdateFunc: func(_, cur any) { each(cur) }, DeleteFunc: each}
+	return cache.ResourceEventHandlerFuncs{AddFunc: each, DeleteFunc: each, UpdateFunc: func(old, cur any) {
+		// A resync is no change: the target's own requeue probes it.
+		if o, ok := old.(metav1.Object); ok {
+			if n, ok := cur.(metav1.Object); ok && o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+		}
+		each(cur)
+	}}
 }
 
 func (c *Controller) enqueue(obj any) {
