@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -38,14 +39,14 @@ func runProbe(ctx context.Context, base *rest.Config, m *probe.Metrics, opts Opt
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client for the informers: %w", err)
 	}
-	fencingInf, err := versioned.NewForConfig(informerCfg)
+	fencingInf, err := versioned.NewForConfig(crdConfig(informerCfg))
 	if err != nil {
 		return fmt.Errorf("creating fencing client for the informers: %w", err)
 	}
 	if kubeclient.WaitForAPIServer(ctx, kube.Discovery().RESTClient(), kubeclient.DefaultAPIWait) != nil {
 		return nil // only the end of ctx stops the wait
 	}
-	probeClient, err := versioned.NewForConfig(kubeclient.WithUserAgent(base, UserAgent("probe")))
+	probeClient, err := versioned.NewForConfig(crdConfig(kubeclient.WithUserAgent(base, UserAgent("probe"))))
 	if err != nil {
 		return fmt.Errorf("creating fencing client: %w", err)
 	}
@@ -80,6 +81,15 @@ func runProbe(ctx context.Context, base *rest.Config, m *probe.Metrics, opts Opt
 	logger.Info("Fence agent running", "probeInterval", opts.ProbeInterval, "credentialsNamespace", opts.CredentialsNamespace)
 	ctrl.Run(ctx, opts.Workers)
 	return nil
+}
+
+// crdConfig is cfg speaking JSON: custom resources have no protobuf
+// encoding, and the shared configuration asks for protobuf first.
+func crdConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = runtime.ContentTypeJSON
+	c.AcceptContentTypes = runtime.ContentTypeJSON
+	return c
 }
 
 // dropManagedFields trims what the caches keep.
