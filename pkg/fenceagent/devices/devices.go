@@ -66,11 +66,11 @@ type Input struct {
 type Constructor func(Input) (power.Device, error)
 
 // Constructors maps each supported method to its constructor. A method
-// without an entry (Exec, until its package lands) is an
-// ErrInvalidConfiguration.
+// without an entry is an ErrInvalidConfiguration.
 var Constructors = map[fencingv1alpha1.FenceMethod]Constructor{
 	fencingv1alpha1.FenceMethodRedfish: newRedfish,
 	fencingv1alpha1.FenceMethodIPMI:    newIPMI,
+	fencingv1alpha1.FenceMethodExec:    newExec,
 }
 
 // DefaultActionTimeout is the per-call bound when the class sets none (the

@@ -10,8 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/fenceagent/exec"
 	"fenceline.io/fenceline/pkg/fenceagent/ipmi"
 	"fenceline.io/fenceline/pkg/fenceagent/redfish"
+	"fenceline.io/fenceline/test/fenceagents"
 )
 
 const testPassword = "S3cret-Passw0rd"
@@ -64,9 +66,13 @@ func TestBuild(t *testing.T) {
 		{"settings of another method", class("rf", fencingv1alpha1.FenceMethodRedfish, func(s *fencingv1alpha1.FenceClassSpec) {
 			s.IPMI = &fencingv1alpha1.IPMISettings{}
 		}), ep("rf", "https://h"), good, ErrInvalidConfiguration, nil, "settings of another method"},
-		{"exec not built here", class("ex", fencingv1alpha1.FenceMethodExec, func(s *fencingv1alpha1.FenceClassSpec) {
+		{"exec: a reserved option", class("ex", fencingv1alpha1.FenceMethodExec, func(s *fencingv1alpha1.FenceClassSpec) {
+			s.Exec = &fencingv1alpha1.ExecSettings{Agent: "fence_ipmilan", Args: map[string]string{"password": "x"}}
+		}), ep("ex", "h"), good, ErrInvalidConfiguration, nil, "password"},
+		{"exec: systemID does not apply", class("ex", fencingv1alpha1.FenceMethodExec, func(s *fencingv1alpha1.FenceClassSpec) {
 			s.Exec = &fencingv1alpha1.ExecSettings{Agent: "fence_ipmilan"}
-		}), ep("ex", "h"), good, ErrInvalidConfiguration, nil, `method "Exec" is not supported`},
+		}), fencingv1alpha1.FenceEndpoint{FenceClassName: "ex", Address: "h", SystemID: "1"}, good, ErrInvalidConfiguration, nil, "systemID does not apply"},
+		{"exec: no settings", class("ex", fencingv1alpha1.FenceMethodExec), ep("ex", "h"), good, ErrInvalidConfiguration, nil, "needs its exec settings"},
 		{"no secret named", class("rf", fencingv1alpha1.FenceMethodRedfish, func(s *fencingv1alpha1.FenceClassSpec) { s.CredentialsSecretRef = nil }),
 			ep("rf", "https://h"), good, ErrCredentials, nil, "names a credentials Secret"},
 		{"missing secret", class("rf", fencingv1alpha1.FenceMethodRedfish), ep("rf", "https://h"), nil, ErrCredentials, nil, "Secret fenceline-system/bmc not found"},
@@ -99,6 +105,22 @@ func TestBuild(t *testing.T) {
 				t.Errorf("error carries the password: %v", err)
 			}
 		})
+	}
+}
+
+// TestBuildExec builds a device for a fence agent that is installed; the
+// table above covers the refusals, which need none.
+func TestBuildExec(t *testing.T) {
+	fenceagents.Require(t, "fence_ipmilan")
+	c := class("ex", fencingv1alpha1.FenceMethodExec, func(s *fencingv1alpha1.FenceClassSpec) {
+		s.Exec = &fencingv1alpha1.ExecSettings{Agent: "fence_ipmilan", Args: map[string]string{"lanplus": "1"}}
+	})
+	d, err := Build(c, fencingv1alpha1.FenceEndpoint{FenceClassName: "ex", Address: "10.0.0.7"}, secret(map[string]string{UsernameKey: "admin", PasswordKey: testPassword}))
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if _, ok := d.(*exec.Device); !ok {
+		t.Fatalf("device %T, want *exec.Device", d)
 	}
 }
 

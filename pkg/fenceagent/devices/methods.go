@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"fenceline.io/fenceline/pkg/fenceagent/exec"
 	"fenceline.io/fenceline/pkg/fenceagent/ipmi"
 	"fenceline.io/fenceline/pkg/fenceagent/power"
 	"fenceline.io/fenceline/pkg/fenceagent/redfish"
@@ -61,6 +62,28 @@ func newIPMI(in Input) (power.Device, error) {
 		return nil, errors.New("systemID and plug do not apply to IPMI")
 	}
 	return ipmi.New(cfg)
+}
+
+// newExec is the fence-agent constructor: the agent and its options from
+// the class, the address and plug from the endpoint. The agent is looked
+// up only in the allow-listed directories of the exec package.
+func newExec(in Input) (power.Device, error) {
+	s := in.Class.Spec.Exec
+	if s == nil {
+		return nil, errors.New("an Exec FenceClass needs its exec settings")
+	}
+	if in.Endpoint.SystemID != "" {
+		return nil, errors.New("systemID does not apply to a fence agent; use plug, or the agent's own option in args")
+	}
+	return exec.New(exec.Config{
+		Agent:    s.Agent,
+		Address:  in.Endpoint.Address,
+		Plug:     in.Endpoint.Plug,
+		Username: in.Credentials.Username,
+		Password: in.Credentials.Password,
+		Args:     s.Args,
+		Timeout:  in.Timeout,
+	})
 }
 
 // splitHostPort splits host, host:port, [v6] or [v6]:port.
