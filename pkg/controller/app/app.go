@@ -9,19 +9,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/featuregate"
 
-	"fenceline.io/fenceline/pkg/component/httpserver"
 	"fenceline.io/fenceline/pkg/component/kubeclient"
 	"fenceline.io/fenceline/pkg/component/leader"
+	"fenceline.io/fenceline/pkg/component/runner"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
@@ -164,57 +160,19 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	reg := opts.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-		for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
-			if err := reg.Register(c); err != nil {
-				return fmt.Errorf("registering runtime metrics: %w", err)
-			}
-		}
+	reg, err := runner.Registry(opts.Registry)
+	if err != nil {
+		return err
 	}
 	m, err := metrics.New(reg)
 	if err != nil {
 		return err
 	}
-	var elector *leader.Elector
-	if opts.LeaderElection {
-		if elector, err = newElector(base, opts); err != nil {
-			return err
-		}
-	}
-	if opts.HTTPEndpoint != "" {
-		srv, err := httpserver.Start(ctx, httpserver.Config{Address: opts.HTTPEndpoint, MetricsPath: opts.MetricsPath, Metrics: reg, Health: elector.Check})
-		if err != nil {
-			return err
-		}
-		defer srv.Stop()
-	}
-	return elector.Run(ctx, func(ctx context.Context) error {
+	return runner.Run(ctx, runner.Config{
+		Base: base, Component: Component,
+		LeaderElection: opts.LeaderElection, Leader: opts.leaderOptions(), LeaseName: opts.LeaseName, Identity: opts.Identity,
+		HTTPEndpoint: opts.HTTPEndpoint, MetricsPath: opts.MetricsPath, Metrics: reg,
+	}, func(ctx context.Context) error {
 		return runControllers(ctx, base, m, opts, enabled)
-	})
-}
-
-// newElector prepares leader election on the Lease opts.LeaseName.
-func newElector(base *rest.Config, opts Options) (*leader.Elector, error) {
-	id := opts.Identity
-	if id == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return nil, fmt.Errorf("getting host name for leader election identity: %w", err)
-		}
-		id = host + "_" + string(uuid.NewUUID())
-	}
-	// A client of its own, so that busy controllers cannot starve renewals.
-	client, err := kubernetes.NewForConfig(kubeclient.WithUserAgent(base, Component+"/leader-election"))
-	if err != nil {
-		return nil, fmt.Errorf("creating leader election client: %w", err)
-	}
-	return leader.New(leader.Config{
-		Options:      opts.leaderOptions(),
-		Name:         opts.LeaseName,
-		Identity:     id,
-		Core:         client.CoreV1(),
-		Coordination: client.CoordinationV1(),
 	})
 }
