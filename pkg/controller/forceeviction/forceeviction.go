@@ -192,6 +192,19 @@ func (c *Controller) evict(ctx context.Context, node *v1.Node, lease *coordinati
 	return remaining, deleted, errors.Join(errs...)
 }
 
+// untoleratedPods counts the pods on node that do not tolerate its
+// force-eviction taint and are not force-deleted already.
+func untoleratedPods(node *v1.Node, pods []*v1.Pod) int {
+	taint := evictionTaint(node)
+	n := 0
+	for _, pod := range pods {
+		if taint != nil && !podutil.ToleratesTaint(pod, taint) && !podutil.IsForceDeleted(pod) {
+			n++
+		}
+	}
+	return n
+}
+
 // podCheck re-decides a deletion on the fresh node, pod and Lease.
 func (c *Controller) podCheck(ctx context.Context) actuator.PodCheck {
 	return func(node *v1.Node, pod *v1.Pod) (bool, string) {
@@ -290,7 +303,7 @@ func (c *Controller) syncNode(ctx context.Context, node *v1.Node, lease *coordin
 	if since.IsZero() {
 		since = c.now()
 	}
-	decide := func(n *v1.Node, l *coordinationv1.Lease) NodeDecision {
+	decide := func(n *v1.Node, l *coordinationv1.Lease, remaining int) NodeDecision {
 		ev := ParseEvicted(n)
 		return DecideNode(NodeState{Node: n, Lease: l, Remaining: remaining, VAs: len(vas), Evicted: ev.Present, EvictedVAs: EvictedVAs(vas, ev, livePVs), TaintSince: since}, c.now(), c.readyGrace)
 	}
@@ -300,20 +313,23 @@ func (c *Controller) syncNode(ctx context.Context, node *v1.Node, lease *coordin
 			if err != nil {
 				return false, err.Error()
 			}
+			// Whether pods remain, and which evicted volumes still hold
+			// the taint, depend on which pods are really on the node: ask
+			// the API, not the cache. The pod watch may lag the node watch,
+			// and a taint removed for "no pod left" is the operator's
+			// request lost.
+			pods, err := c.act.FreshPodsOnNode(ctx, fresh.Name)
+			if err != nil {
+				return false, err.Error()
+			}
 			if ParseEvicted(fresh).Present {
-				// Which evicted volumes still hold the taint depends on
-				// which pods are really gone: ask the API, not the cache.
-				pods, err := c.act.FreshPodsOnNode(ctx, fresh.Name)
-				if err != nil {
-					return false, err.Error()
-				}
 				livePVs = c.livePVs(pods, nil)
 			}
-			fd := decide(fresh, l)
+			fd := decide(fresh, l, untoleratedPods(fresh, pods))
 			return want(fd), fd.Why
 		}
 	}
-	nd := decide(node, lease)
+	nd := decide(node, lease, remaining)
 	switch {
 	case nd.ReleaseVolumes:
 		all := make([]v1.UniqueVolumeName, 0, len(node.Status.VolumesInUse)+len(node.Status.VolumesAttached))
