@@ -118,14 +118,15 @@ func summarize(results []EndpointResult) (reason, message string) {
 	return reason, message
 }
 
-// powerState is the state the endpoints that answered agree on; Unknown
-// when none answered or they disagree.
+// powerState is the state every endpoint agrees on; Unknown when one did
+// not answer or they disagree. A node behind two supplies is off only when
+// both read Off: one silent endpoint must not make it look off.
 func powerState(results []EndpointResult) fencingv1alpha1.PowerState {
 	state := fencingv1alpha1.PowerStateUnknown
 	seen := false
 	for _, r := range results {
 		if r.Err != nil {
-			continue
+			return fencingv1alpha1.PowerStateUnknown
 		}
 		s := apiState(r.State)
 		if seen && s != state {
