@@ -248,10 +248,14 @@ func (r *nodeRail) errors() []error {
 type redfishHook struct{ r *nodeRail }
 
 // Off cuts the node's power.
-func (h redfishHook) Off(string) {
+func (h redfishHook) Off(id string) { _ = h.TryOff(id) }
+
+// TryOff cuts the node's power; on failure (recorded in Errors too) the
+// simulated BMC keeps reading On, as the IPMI one does.
+func (h redfishHook) TryOff(string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), bmcHookTimeout)
 	defer cancel()
-	_ = h.r.off(ctx) // recorded in Errors
+	return h.r.off(ctx)
 }
 
 // On boots the node.

@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -40,6 +41,47 @@ func TestOffReadAfterHook(t *testing.T) {
 			if got := s.PowerState("1"); got != "Off" {
 				t.Fatalf("PowerState %q once the reset answered, want Off", got)
 			}
+		}
+		s.Close()
+	}
+}
+
+// stuckNode is a node that will not stop: its power-off fails.
+type stuckNode struct{ tries chan struct{} }
+
+func (n *stuckNode) On(string)  {}
+func (n *stuckNode) Off(string) { panic("TryOff must be used when implemented") }
+func (n *stuckNode) TryOff(string) error {
+	n.tries <- struct{}{}
+	return errors.New("the node did not stop")
+}
+
+// TestFailedPowerOffNeverReadsOff: when the node behind the BMC does not
+// stop, the reset is still accepted (as a lying BMC would) but the system
+// goes back to On; it never reads Off.
+func TestFailedPowerOffNeverReadsOff(t *testing.T) {
+	for _, delay := range []time.Duration{0, 20 * time.Millisecond} {
+		n := &stuckNode{tries: make(chan struct{}, 1)}
+		s := New(Options{Username: testUser, Password: testPassword, Systems: []System{{ID: "1", Power: n}}})
+		s.SetOffDelay(delay)
+		c := newClient(t, s)
+		if st := reset(c, "1", "ForceOff"); st != 204 {
+			t.Fatalf("delay %v: ForceOff status %d", delay, st)
+		}
+		select {
+		case <-n.tries:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("delay %v: the hook was never called", delay)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for s.PowerState("1") != "On" {
+			if got := s.PowerState("1"); got == "Off" {
+				t.Fatalf("delay %v: PowerState Off although the node did not stop", delay)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("delay %v: PowerState %q, want back to On", delay, s.PowerState("1"))
+			}
+			time.Sleep(time.Millisecond)
 		}
 		s.Close()
 	}

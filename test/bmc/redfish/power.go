@@ -182,7 +182,7 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, path string, req 
 // to make once the lock is released, whether the system was already in the
 // requested state, and whether the reset type is supported.
 func (s *Server) apply(sys *system, resetType string) (hooks []func(), unchanged, ok bool) {
-	off := func() { hookOff(sys.hook, sys.id) }
+	off := func() { _ = hookOff(sys.hook, sys.id) }
 	on := func() { hookOn(sys.hook, sys.id) }
 	switch resetType {
 	case "ForceOff", "GracefulShutdown":
@@ -237,18 +237,27 @@ func (s *Server) delayedOff(sys *system, gen int) {
 // powerOff tells the hook, outside the lock, and only then makes the
 // system read Off, unless its power changed meanwhile.
 func (s *Server) powerOff(sys *system, gen int) {
-	hookOff(sys.hook, sys.id)
+	err := hookOff(sys.hook, sys.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sys.gen == gen && sys.state == statePoweringOff {
-		sys.state = stateOff
+	if sys.gen != gen || sys.state != statePoweringOff {
+		return
 	}
+	if err != nil {
+		sys.state = stateOn // the node did not stop: it must never read Off
+		return
+	}
+	sys.state = stateOff
 }
 
-func hookOff(p Power, id string) {
+func hookOff(p Power, id string) error {
+	if f, ok := p.(FailablePower); ok {
+		return f.TryOff(id)
+	}
 	if p != nil {
 		p.Off(id)
 	}
+	return nil
 }
 
 func hookOn(p Power, id string) {

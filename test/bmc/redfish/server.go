@@ -34,6 +34,14 @@ type Power interface {
 	Off(systemID string)
 }
 
+// FailablePower is a Power whose power-off can fail (a node that would not
+// stop). When the hook implements it, the BMC calls TryOff instead of Off,
+// and a failed power-off leaves the system reading On: the BMC accepted the
+// reset, but nothing went off, as a lying BMC does.
+type FailablePower interface {
+	TryOff(systemID string) error
+}
+
 // System describes one ComputerSystem the BMC manages.
 type System struct {
 	// ID is the system's Id, the last segment of its URI.
