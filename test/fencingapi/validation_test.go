@@ -67,6 +67,30 @@ func updateRequest(name string, approved bool, mutate func(*fencingv1alpha1.Fenc
 
 var rejections = []rejection{
 	{
+		name: "FencingRequest attempt Succeeded without a read-back Off",
+		do: func(ctx context.Context, api fencingv1alpha1Client) error {
+			fr, err := api.FencingRequests().Create(ctx, fencingRequest("unverified", "worker-7"), create)
+			if err != nil {
+				return err
+			}
+			fr.Status.Attempts = []fencingv1alpha1.FenceAttempt{{
+				Level: 1, FenceClass: "redfish-forceoff", Method: "Redfish", StartTime: metav1.Now(),
+				Result: fencingv1alpha1.FenceAttemptSucceeded, VerifiedPowerState: "On",
+			}}
+			_, err = api.FencingRequests().UpdateStatus(ctx, fr, metav1.UpdateOptions{})
+			return err
+		},
+		want: "a Succeeded attempt must carry verifiedPowerState Off",
+	},
+	{
+		name: "FenceClass exec image is not supported yet",
+		do: createClass(func(fc *fencingv1alpha1.FenceClass) {
+			fc.Spec.Method, fc.Spec.Redfish = fencingv1alpha1.FenceMethodExec, nil
+			fc.Spec.Exec = &fencingv1alpha1.ExecSettings{Agent: "fence_ipmilan", Image: "example.com/fence-agents:1"}
+		}),
+		want: "exec.image is not supported yet",
+	},
+	{
 		name: "FencingRequest nodeName is immutable",
 		do:   updateRequest("rename", false, func(s *fencingv1alpha1.FencingRequestSpec) { s.NodeName = "worker-other" }),
 		want: "nodeName is immutable",

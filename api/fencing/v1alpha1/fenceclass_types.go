@@ -153,10 +153,12 @@ type ExecSettings struct {
 	// +kubebuilder:validation:Pattern=`^fence_[a-z0-9_]+$`
 	// +kubebuilder:validation:MaxLength=64
 	Agent string `json:"agent"`
-	// Image is the container image holding the agent; empty means the
-	// fence agent's own image.
+	// Image is reserved for running the agent from another container
+	// image; it must be empty until that is implemented: the agent runs
+	// from the fence agent's own image.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == ''",message="exec.image is not supported yet; the agent runs from the fence agent's own image"
 	Image string `json:"image,omitempty"`
 	// Args are the agent's parameters. The action, address, plug and
 	// credentials come from the request, the FenceTarget and the Secret,

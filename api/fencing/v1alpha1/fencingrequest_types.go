@@ -193,7 +193,10 @@ const (
 )
 
 // FenceAttempt is one try of one FenceClass of one policy level. Succeeded
-// means verified: for a power method, VerifiedPowerState is Off.
+// means verified: VerifiedPowerState is Off. Every method Fenceline has is
+// a power method; a storage or fabric method with its own proof will widen
+// this rule when it comes.
+// +kubebuilder:validation:XValidation:rule="!has(self.result) || self.result != 'Succeeded' || (has(self.verifiedPowerState) && self.verifiedPowerState == 'Off')",message="a Succeeded attempt must carry verifiedPowerState Off: only a read-back Off proves a node off"
 type FenceAttempt struct {
 	// Level is the policy level's index.
 	// +required
@@ -217,7 +220,7 @@ type FenceAttempt struct {
 	// +optional
 	Result FenceAttemptResult `json:"result,omitempty"`
 	// VerifiedPowerState is the power state read back from the device
-	// after the action ("Off"), or empty for a method without read-back.
+	// after the action (On, Off or Unknown); empty while nothing was read.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	VerifiedPowerState string `json:"verifiedPowerState,omitempty"`

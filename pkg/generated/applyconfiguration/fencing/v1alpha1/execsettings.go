@@ -11,8 +11,9 @@ package v1alpha1
 type ExecSettingsApplyConfiguration struct {
 	// Agent is the fence agent executable, e.g. fence_ipmilan.
 	Agent *string `json:"agent,omitempty"`
-	// Image is the container image holding the agent; empty means the
-	// fence agent's own image.
+	// Image is reserved for running the agent from another container
+	// image; it must be empty until that is implemented: the agent runs
+	// from the fence agent's own image.
 	Image *string `json:"image,omitempty"`
 	// Args are the agent's parameters. The action, address, plug and
 	// credentials come from the request, the FenceTarget and the Secret,

@@ -11,7 +11,9 @@ import (
 // with apply.
 //
 // FenceAttempt is one try of one FenceClass of one policy level. Succeeded
-// means verified: for a power method, VerifiedPowerState is Off.
+// means verified: VerifiedPowerState is Off. Every method Fenceline has is
+// a power method; a storage or fabric method with its own proof will widen
+// this rule when it comes.
 type FenceAttemptApplyConfiguration struct {
 	// Level is the policy level's index.
 	Level *int32 `json:"level,omitempty"`
@@ -26,7 +28,7 @@ type FenceAttemptApplyConfiguration struct {
 	// Result is unset while the attempt runs.
 	Result *fencingv1alpha1.FenceAttemptResult `json:"result,omitempty"`
 	// VerifiedPowerState is the power state read back from the device
-	// after the action ("Off"), or empty for a method without read-back.
+	// after the action (On, Off or Unknown); empty while nothing was read.
 	VerifiedPowerState *string `json:"verifiedPowerState,omitempty"`
 	// Message is a human-readable account.
 	Message *string `json:"message,omitempty"`
