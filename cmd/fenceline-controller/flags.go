@@ -8,7 +8,6 @@ import (
 	"k8s.io/component-base/featuregate"
 
 	"fenceline.io/fenceline/pkg/component/cli"
-	"fenceline.io/fenceline/pkg/component/leader"
 	"fenceline.io/fenceline/pkg/controller/app"
 )
 
@@ -44,8 +43,6 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	c := &config{opts: app.DefaultOptions()}
 	o := &c.opts
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: in-cluster configuration.")
-	qps := fs.Float64("kube-api-qps", float64(o.KubeAPIQPS), "QPS of each client (every controller, the shared informers, leader election and each controller's Events have their own).")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of each client; sized so that a node's worth of force deletions is not throttled.")
 	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
 	fs.Var(listFlag{&o.Controllers}, "controllers", app.ControllersHelp())
 	fs.BoolVar(&o.RemoveOutOfServiceTaint, "remove-out-of-service-taint", false,
@@ -59,10 +56,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.BoolVar(&o.DryRun, "dry-run", false, "Decide and log (and record Events), but change nothing.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per controller.")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "Informer resync period: a safety net behind the event-driven reactions.")
-	le := leader.Options{Namespace: o.LeaderElectionNamespace, LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod}
-	le.AddFlags(fs)
-	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port to serve metrics and /healthz on. Empty: disabled.")
-	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "HTTP path of the Prometheus metrics.")
+	parsedShared := o.Options.AddFlags(fs, "QPS of each client (every controller, the shared informers, leader election and each controller's Events have their own).", "Burst of each client; sized so that a node's worth of force deletions is not throttled.")
 	common, err := newCommonFlags()
 	if err != nil {
 		return nil, err
@@ -72,9 +66,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
-	o.KubeAPIQPS = float32(*qps)
-	o.LeaderElection, o.LeaderElectionNamespace = le.Enabled, le.Namespace
-	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = le.LeaseDuration, le.RenewDeadline, le.RetryPeriod
+	parsedShared()
 	// Everything is checked before --version is honoured, so that
 	// `--version` appended to a manifest's arguments proves they are valid.
 	if err := common.Validate(); err != nil {

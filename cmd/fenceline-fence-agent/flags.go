@@ -6,7 +6,6 @@ import (
 	"k8s.io/component-base/featuregate"
 
 	"fenceline.io/fenceline/pkg/component/cli"
-	"fenceline.io/fenceline/pkg/component/leader"
 	"fenceline.io/fenceline/pkg/fenceagent/app"
 )
 
@@ -25,18 +24,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	c := &config{opts: app.DefaultOptions()}
 	o := &c.opts
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: in-cluster configuration.")
-	qps := fs.Float64("kube-api-qps", float64(o.KubeAPIQPS), "QPS of each client (the probe, the informers, leader election and Events have their own).")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of each client.")
 	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
 	fs.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "Time between two read-only power-status probes of a FenceTarget (with up to 10% jitter).")
 	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "Bound on one endpoint's power-status query, beyond the FenceClass's action timeout.")
 	fs.StringVar(&o.CredentialsNamespace, "credentials-namespace", o.CredentialsNamespace, "The only namespace whose Secrets the agent reads: every credentialsSecretRef must point there.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "FenceTargets probed in parallel.")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "Informer resync period.")
-	le := leader.Options{Namespace: o.LeaderElectionNamespace, LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod}
-	le.AddFlags(fs)
-	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port to serve metrics and /healthz on. Empty: disabled.")
-	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "HTTP path of the Prometheus metrics.")
+	parsedShared := o.Options.AddFlags(fs, "QPS of each client (the probe, the informers, leader election and Events have their own).", "Burst of each client.")
 	common, err := cli.NewCommonFlags(featuregate.NewFeatureGate())
 	if err != nil {
 		return nil, err
@@ -46,9 +40,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
-	o.KubeAPIQPS = float32(*qps)
-	o.LeaderElection, o.LeaderElectionNamespace = le.Enabled, le.Namespace
-	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = le.LeaseDuration, le.RenewDeadline, le.RetryPeriod
+	parsedShared()
 	// Everything is checked before --version is honoured, so that
 	// `--version` appended to a manifest's arguments proves they are valid.
 	if err := common.Validate(); err != nil {

@@ -11,12 +11,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/featuregate"
 
 	"fenceline.io/fenceline/pkg/component/kubeclient"
-	"fenceline.io/fenceline/pkg/component/leader"
 	"fenceline.io/fenceline/pkg/component/runner"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/metrics"
@@ -29,6 +27,14 @@ const Component = "fenceline-controller"
 
 // Options configures Run. DefaultOptions gives the flag defaults.
 type Options struct {
+	// Options are the API budget, leader-election and HTTP settings.
+	// KubeAPIQPS and KubeAPIBurst limit each client: every controller has
+	// its own, as do the shared informers, leader election and each
+	// controller's Events. A node's worth of force deletions costs three
+	// requests per pod (the node re-read for the write-time re-check,
+	// status, delete), so the burst is sized for a couple of full nodes at
+	// once. The API server's priority and fairness still protects it.
+	runner.Options
 	// Controllers is the --controllers list ("*", "name", "-name").
 	Controllers []string
 	// RemoveOutOfServiceTaint enables the out-of-service taint removal
@@ -51,33 +57,7 @@ type Options struct {
 	// Resync is the informers' resync period: the safety net behind the
 	// event-driven reactions.
 	Resync time.Duration
-	// KubeAPIQPS and KubeAPIBurst limit each client: every controller has
-	// its own, as do the shared informers, leader election and each
-	// controller's Events. A node's worth of force deletions costs three
-	// requests per pod (the node re-read for the write-time re-check,
-	// status, delete), so the burst is sized for a couple of full nodes at
-	// once. The API server's priority and fairness still protects the
-	// server.
-	KubeAPIQPS   float32
-	KubeAPIBurst int
 
-	// LeaderElection enables leader election on the Lease LeaseName in
-	// LeaderElectionNamespace.
-	LeaderElection          bool
-	LeaderElectionNamespace string
-	LeaseName               string
-	LeaseDuration           time.Duration
-	RenewDeadline           time.Duration
-	RetryPeriod             time.Duration
-	// Identity is this replica's leader-election identity (default: host
-	// name plus a random suffix).
-	Identity string
-
-	// HTTPEndpoint, when set, serves MetricsPath and /healthz there.
-	HTTPEndpoint string
-	MetricsPath  string
-	// Registry receives the metrics; nil creates a fresh one.
-	Registry *prometheus.Registry
 	// FeatureGate is --feature-gates; a controller whose Descriptor names
 	// a gate runs only when it is enabled there (nil: such controllers
 	// are off).
@@ -87,20 +67,13 @@ type Options struct {
 // DefaultOptions returns the defaults of every flag.
 func DefaultOptions() Options {
 	return Options{
+		Options:                 runner.DefaultOptions(Component, "fenceline-system", 100, 500),
 		Controllers:             []string{"*"},
 		QuarantineDelay:         quarantine.DefaultDelay,
 		QuarantineLiftDelay:     quarantine.DefaultLiftDelay,
 		ForceEvictionReadyGrace: forceeviction.DefaultReadyGrace,
 		Workers:                 4,
 		Resync:                  5 * time.Minute,
-		KubeAPIQPS:              100,
-		KubeAPIBurst:            500,
-		LeaderElectionNamespace: "fenceline-system",
-		LeaseName:               Component,
-		LeaseDuration:           15 * time.Second,
-		RenewDeadline:           10 * time.Second,
-		RetryPeriod:             2 * time.Second,
-		MetricsPath:             "/metrics",
 	}
 }
 
@@ -115,33 +88,16 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--quarantine-delay, --quarantine-lift-delay and --force-eviction-ready-grace must not be negative, got %s, %s and %s",
 			o.QuarantineDelay, o.QuarantineLiftDelay, o.ForceEvictionReadyGrace))
 	}
-	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
-		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
-	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
 	}
 	if o.Resync <= 0 {
 		errs = append(errs, fmt.Errorf("--resync must be positive, got %v", o.Resync))
 	}
-	if o.LeaderElection && o.LeaderElectionNamespace == "" {
-		errs = append(errs, errors.New("--leader-election-namespace must be set with --leader-election"))
-	}
-	if err := o.leaderOptions().Validate(); err != nil {
+	if err := o.Options.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// leaderOptions are the --leader-election* flags.
-func (o Options) leaderOptions() leader.Options {
-	return leader.Options{
-		Enabled:       o.LeaderElection,
-		Namespace:     o.LeaderElectionNamespace,
-		LeaseDuration: o.LeaseDuration,
-		RenewDeadline: o.RenewDeadline,
-		RetryPeriod:   o.RetryPeriod,
-	}
 }
 
 // Run runs the enabled controllers until ctx is cancelled (nil error),
@@ -168,11 +124,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return runner.Run(ctx, runner.Config{
-		Base: base, Component: Component,
-		LeaderElection: opts.LeaderElection, Leader: opts.leaderOptions(), LeaseName: opts.LeaseName, Identity: opts.Identity,
-		HTTPEndpoint: opts.HTTPEndpoint, MetricsPath: opts.MetricsPath, Metrics: reg,
-	}, func(ctx context.Context) error {
+	return runner.Run(ctx, opts.Config(base, Component, reg), func(ctx context.Context) error {
 		return runControllers(ctx, base, m, opts, enabled)
 	})
 }

@@ -12,12 +12,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/featuregate"
 
 	"fenceline.io/fenceline/pkg/component/kubeclient"
-	"fenceline.io/fenceline/pkg/component/leader"
 	"fenceline.io/fenceline/pkg/component/runner"
 	"fenceline.io/fenceline/pkg/fenceagent/probe"
 )
@@ -31,6 +29,8 @@ const Namespace = "fenceline-system"
 
 // Options configures Run. DefaultOptions gives the flag defaults.
 type Options struct {
+	// Options are the API budget, leader-election and HTTP settings.
+	runner.Options
 	// ProbeInterval is the time between two probes of a FenceTarget;
 	// ProbeTimeout bounds one endpoint's query.
 	ProbeInterval, ProbeTimeout time.Duration
@@ -40,27 +40,7 @@ type Options struct {
 	Resync time.Duration
 	// CredentialsNamespace is the namespace of the credential Secrets.
 	CredentialsNamespace string
-	// KubeAPIQPS and KubeAPIBurst limit each client.
-	KubeAPIQPS   float32
-	KubeAPIBurst int
 
-	// LeaderElection enables leader election on the Lease LeaseName in
-	// LeaderElectionNamespace.
-	LeaderElection          bool
-	LeaderElectionNamespace string
-	LeaseName               string
-	LeaseDuration           time.Duration
-	RenewDeadline           time.Duration
-	RetryPeriod             time.Duration
-	// Identity is this replica's leader-election identity (default: host
-	// name plus a random suffix).
-	Identity string
-
-	// HTTPEndpoint, when set, serves MetricsPath and /healthz there.
-	HTTPEndpoint string
-	MetricsPath  string
-	// Registry receives the metrics; nil creates a fresh one.
-	Registry *prometheus.Registry
 	// FeatureGate is --feature-gates.
 	FeatureGate featuregate.FeatureGate
 }
@@ -68,19 +48,12 @@ type Options struct {
 // DefaultOptions returns the defaults of every flag.
 func DefaultOptions() Options {
 	return Options{
-		ProbeInterval:           probe.DefaultInterval,
-		ProbeTimeout:            probe.DefaultTimeout,
-		Workers:                 4,
-		Resync:                  10 * time.Minute,
-		CredentialsNamespace:    Namespace,
-		KubeAPIQPS:              20,
-		KubeAPIBurst:            50,
-		LeaderElectionNamespace: Namespace,
-		LeaseName:               Component,
-		LeaseDuration:           15 * time.Second,
-		RenewDeadline:           10 * time.Second,
-		RetryPeriod:             2 * time.Second,
-		MetricsPath:             "/metrics",
+		Options:              runner.DefaultOptions(Component, Namespace, 20, 50),
+		ProbeInterval:        probe.DefaultInterval,
+		ProbeTimeout:         probe.DefaultTimeout,
+		Workers:              4,
+		Resync:               10 * time.Minute,
+		CredentialsNamespace: Namespace,
 	}
 }
 
@@ -103,26 +76,10 @@ func (o Options) Validate() error {
 	if o.CredentialsNamespace == "" {
 		errs = append(errs, errors.New("--credentials-namespace must be set"))
 	}
-	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
-		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
-	}
-	if o.LeaderElection && o.LeaderElectionNamespace == "" {
-		errs = append(errs, errors.New("--leader-election-namespace must be set with --leader-election"))
-	}
-	if err := o.leaderOptions().Validate(); err != nil {
+	if err := o.Options.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func (o Options) leaderOptions() leader.Options {
-	return leader.Options{
-		Enabled:       o.LeaderElection,
-		Namespace:     o.LeaderElectionNamespace,
-		LeaseDuration: o.LeaseDuration,
-		RenewDeadline: o.RenewDeadline,
-		RetryPeriod:   o.RetryPeriod,
-	}
 }
 
 // Run runs the probe until ctx is cancelled (nil error) or leadership is
@@ -144,11 +101,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return runner.Run(ctx, runner.Config{
-		Base: base, Component: Component,
-		LeaderElection: opts.LeaderElection, Leader: opts.leaderOptions(), LeaseName: opts.LeaseName, Identity: opts.Identity,
-		HTTPEndpoint: opts.HTTPEndpoint, MetricsPath: opts.MetricsPath, Metrics: reg,
-	}, func(ctx context.Context) error {
+	return runner.Run(ctx, opts.Config(base, Component, reg), func(ctx context.Context) error {
 		return runProbe(ctx, base, m, opts)
 	})
 }
