@@ -1,9 +1,13 @@
 package redfish
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // stateHook reads the system's PowerState from inside the Off hook, as a
@@ -73,15 +77,16 @@ func TestFailedPowerOffNeverReadsOff(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("delay %v: the hook was never called", delay)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for s.PowerState("1") != "On" {
-			if got := s.PowerState("1"); got == "Off" {
-				t.Fatalf("delay %v: PowerState Off although the node did not stop", delay)
+		err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			switch got := s.PowerState("1"); got {
+			case "Off":
+				return false, fmt.Errorf("PowerState Off although the node did not stop")
+			default:
+				return got == "On", nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("delay %v: PowerState %q, want back to On", delay, s.PowerState("1"))
-			}
-			time.Sleep(time.Millisecond)
+		})
+		if err != nil {
+			t.Fatalf("delay %v: %v (PowerState %q, want back to On)", delay, err, s.PowerState("1"))
 		}
 		s.Close()
 	}
