@@ -70,6 +70,11 @@ const (
 	// it wrote: the actor that taints is the one that untaints.
 	OutOfServiceOwnerAnnotation = Domain + "/out-of-service-owner"
 
+	// FencingRequestNodeLabel is on every FencingRequest the controller
+	// creates; its value is the node's name, so that a node's requests are
+	// found by a label selector (spec.nodeName is not selectable).
+	FencingRequestNodeLabel = Domain + "/node"
+
 	// APIGroup is the API group of Fenceline's fencing kinds
 	// (FencingRequest, FenceClass, FenceTarget, FencePolicy).
 	APIGroup = Domain

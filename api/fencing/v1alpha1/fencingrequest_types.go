@@ -152,6 +152,13 @@ type FencingRequestStatus struct {
 	// +kubebuilder:validation:MaxLength=128
 	BootIDAtFence string `json:"bootIDAtFence,omitempty"`
 
+	// FailedRounds counts the rounds the fence agent ran through every
+	// level without one succeeding. At the policy's maxAttempts the request
+	// is Failed. The agent waits between rounds, longer after each.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FailedRounds int32 `json:"failedRounds,omitempty"`
+
 	// Attempts are the fence attempts, oldest first, at most
 	// MaxFenceAttempts (the oldest are dropped).
 	// +optional

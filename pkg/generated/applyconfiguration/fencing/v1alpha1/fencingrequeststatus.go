@@ -32,6 +32,10 @@ type FencingRequestStatusApplyConfiguration struct {
 	// BootIDAtFence is the node's status.nodeInfo.bootID when it was
 	// fenced. The node is unfenced only once it reports another boot ID.
 	BootIDAtFence *string `json:"bootIDAtFence,omitempty"`
+	// FailedRounds counts the rounds the fence agent ran through every
+	// level without one succeeding. At the policy's maxAttempts the request
+	// is Failed. The agent waits between rounds, longer after each.
+	FailedRounds *int32 `json:"failedRounds,omitempty"`
 	// Attempts are the fence attempts, oldest first, at most
 	// MaxFenceAttempts (the oldest are dropped).
 	Attempts []FenceAttemptApplyConfiguration `json:"attempts,omitempty"`
@@ -109,6 +113,14 @@ func (b *FencingRequestStatusApplyConfiguration) WithCompletionTime(value metav1
 // If called multiple times, the BootIDAtFence field is set to the value of the last call.
 func (b *FencingRequestStatusApplyConfiguration) WithBootIDAtFence(value string) *FencingRequestStatusApplyConfiguration {
 	b.BootIDAtFence = &value
+	return b
+}
+
+// WithFailedRounds sets the FailedRounds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailedRounds field is set to the value of the last call.
+func (b *FencingRequestStatusApplyConfiguration) WithFailedRounds(value int32) *FencingRequestStatusApplyConfiguration {
+	b.FailedRounds = &value
 	return b
 }
 
