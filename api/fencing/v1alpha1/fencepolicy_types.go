@@ -164,9 +164,10 @@ type StormGuard struct {
 	// +kubebuilder:validation:Maximum=1000
 	MaxConcurrentFencing int32 `json:"maxConcurrentFencing,omitempty"`
 	// MaxUnhealthy stops fencing when more selected nodes than this
-	// (a count or a percentage) are unhealthy.
+	// (a count or a percentage, rounded down) are unhealthy. The default,
+	// half of them, lets a cluster of two or three nodes fence one.
 	// +optional
-	// +default="33%"
+	// +default="50%"
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxUnhealthy must be a non-negative count or a percentage from 0% to 100%"
 	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`

@@ -17,7 +17,8 @@ type StormGuardApplyConfiguration struct {
 	// MaxConcurrentFencing is how many nodes may be fencing at once.
 	MaxConcurrentFencing *int32 `json:"maxConcurrentFencing,omitempty"`
 	// MaxUnhealthy stops fencing when more selected nodes than this
-	// (a count or a percentage) are unhealthy.
+	// (a count or a percentage, rounded down) are unhealthy. The default,
+	// half of them, lets a cluster of two or three nodes fence one.
 	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
 	// Rate is a token bucket on new fences.
 	Rate *FenceRateApplyConfiguration `json:"rate,omitempty"`
