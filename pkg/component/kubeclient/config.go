@@ -57,3 +57,13 @@ func WithUserAgent(cfg *rest.Config, userAgent string) *rest.Config {
 	c.UserAgent = userAgent
 	return c
 }
+
+// JSON returns a copy of cfg that speaks JSON: custom resources (the
+// fencing API) have no protobuf encoding, and Config asks for protobuf
+// first.
+func JSON(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = runtime.ContentTypeJSON
+	c.AcceptContentTypes = runtime.ContentTypeJSON
+	return c
+}

@@ -200,3 +200,22 @@ func (a *Actuator) FreshPodsOnNode(ctx context.Context, node string) ([]*v1.Pod,
 	}
 	return out, nil
 }
+
+// UpdateNodeStatus is UpdateNode for the node's status (conditions): it
+// applies mutate to the fresh node after check re-decided on it and writes
+// the status subresource.
+func (a *Actuator) UpdateNodeStatus(ctx context.Context, node *v1.Node, what string, check NodeCheck, mutate func(*v1.Node) bool) error {
+	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
+	if a.DryRun {
+		logger.Info("Dry run: would update node status", "write", what)
+		return nil
+	}
+	changed, err := a.updateNode(ctx, node, what, check, mutate, true)
+	if err != nil {
+		return fmt.Errorf("node %s: %s: %w", node.Name, what, err)
+	}
+	if changed {
+		logger.V(2).Info("Updated node status", "write", what)
+	}
+	return nil
+}

@@ -11,12 +11,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/featuregate"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/attacherevidence"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
+	"fenceline.io/fenceline/pkg/controller/nodefencing"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
 	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
+	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 )
 
 // Controller is one of fenceline-controller's controllers, set up and ready
@@ -43,7 +47,13 @@ type ControllerContext struct {
 	// Informers are the shared informers; NodeLeases those of the node
 	// Leases in kube-node-lease.
 	Informers, NodeLeases informers.SharedInformerFactory
-	Options               Options
+	// Fencing are the shared informers of the fencing API, and
+	// FencingClient the controller's own client for it (JSON, same user
+	// agent as Client). A controller that uses them must check that the
+	// API is served (FencingServed) before it creates an informer.
+	Fencing       fencinginformers.SharedInformerFactory
+	FencingClient versioned.Interface
+	Options       Options
 }
 
 // Descriptor describes one controller. Adding a controller is adding one
@@ -70,6 +80,7 @@ var Controllers = []Descriptor{
 	{Name: forceeviction.Name, EnabledByDefault: true, New: func(c ControllerContext) (Controller, error) {
 		return forceeviction.New(c.Informers, c.NodeLeases, c.Actuator, c.Options.ForceEvictionReadyGrace)
 	}},
+	{Name: nodefencing.Name, EnabledByDefault: true, New: newNodeFencing},
 	// Removing the out-of-service taint automatically is opt-in.
 	{Name: outofservice.Name, New: func(c ControllerContext) (Controller, error) {
 		return outofservice.New(c.Informers, c.Actuator)
@@ -187,4 +198,37 @@ func (q quarantineController) StartCaches(ctx context.Context) error {
 		return errors.New("heartbeat Lease cache did not sync")
 	}
 	return nil
+}
+
+// newNodeFencing sets up node-fencing when the fencing API is served. A
+// cluster without Fenceline's CRDs (an upgrade that did not apply
+// deploy/crds) runs every other controller: the error says what to do,
+// and waiting for informers of an API that is not there would stall all.
+func newNodeFencing(c ControllerContext) (Controller, error) {
+	if err := FencingServed(c.FencingClient); err != nil {
+		return nil, fmt.Errorf("%w: %v; install deploy/crds or disable it with --controllers=*,-%s", errNotServed, err, nodefencing.Name)
+	}
+	return nodefencing.New(nodefencing.Config{
+		Informers: c.Informers, NodeLeases: c.NodeLeases, Fencing: c.Fencing,
+		Client: c.FencingClient, Actuator: c.Actuator, Recorder: c.Actuator.Recorder, Metrics: c.Actuator.Metrics,
+	})
+}
+
+// errNotServed marks a controller that cannot run because an API it needs
+// is not served; the others run.
+var errNotServed = errors.New("the API it needs is not served")
+
+// FencingServed reports an error when the API server does not serve the
+// fencing API (fenceline.io/v1alpha1 FencingRequests).
+func FencingServed(client versioned.Interface) error {
+	res, err := client.Discovery().ServerResourcesForGroupVersion(fencingv1alpha1.SchemeGroupVersion.String())
+	if err != nil {
+		return fmt.Errorf("discovering %s: %w", fencingv1alpha1.SchemeGroupVersion, err)
+	}
+	for _, r := range res.APIResources {
+		if r.Name == "fencingrequests" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s does not serve fencingrequests", fencingv1alpha1.SchemeGroupVersion)
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -18,7 +21,16 @@ import (
 	"fenceline.io/fenceline/pkg/component/kubeclient"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/metrics"
+	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	fencingscheme "fenceline.io/fenceline/pkg/generated/clientset/versioned/scheme"
+	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 )
+
+func init() {
+	// Events name FencingRequests by kind: the recorder's scheme must know
+	// the fencing types.
+	utilruntime.Must(fencingscheme.AddToScheme(scheme.Scheme))
+}
 
 // UserAgent is the user agent of the named controller's requests, and of
 // the shared informers' ("shared-informers") and leader election's
@@ -42,12 +54,21 @@ func runControllers(ctx context.Context, base *rest.Config, m *metrics.Metrics, 
 	// cache (and the RBAC) to what force-eviction reads.
 	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
 		informers.WithNamespace(v1.NamespaceNodeLease), informers.WithTransform(dropManagedFields))
+	fencingInformerClient, err := versioned.NewForConfig(kubeclient.JSON(kubeclient.WithUserAgent(base, UserAgent("shared-informers"))))
+	if err != nil {
+		return fmt.Errorf("creating fencing client for the informers: %w", err)
+	}
+	fencingFactory := fencinginformers.NewSharedInformerFactoryWithOptions(fencingInformerClient, opts.Resync, fencinginformers.WithTransform(dropManagedFields))
 	var ctrls []Controller
 	for _, d := range Controllers {
 		if !enabled[d.Name] {
 			continue
 		}
-		c, stopEvents, err := newController(ctx, d, base, ControllerContext{Informers: factory, NodeLeases: leaseFactory, Options: opts}, m)
+		c, stopEvents, err := newController(ctx, d, base, ControllerContext{Informers: factory, NodeLeases: leaseFactory, Fencing: fencingFactory, Options: opts}, m)
+		if errors.Is(err, errNotServed) {
+			logger.Error(err, "Controller not started", "controller", d.Name)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("setting up controller %s: %w", d.Name, err)
 		}
@@ -64,7 +85,9 @@ func runControllers(ctx context.Context, base *rest.Config, m *metrics.Metrics, 
 		f.Start(ctx.Done())
 		defer f.Shutdown()
 	}
-	if err := waitForCaches(ctx, ctrls, factory, leaseFactory); err != nil || ctx.Err() != nil {
+	fencingFactory.Start(ctx.Done())
+	defer fencingFactory.Shutdown()
+	if err := waitForCaches(ctx, ctrls, fencingFactory, factory, leaseFactory); err != nil || ctx.Err() != nil {
 		return err
 	}
 	logger.Info("Caches synced; controllers running")
@@ -84,6 +107,9 @@ func newController(ctx context.Context, d Descriptor, base *rest.Config, cc Cont
 	if cc.Client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, nil, err
 	}
+	if cc.FencingClient, err = versioned.NewForConfig(kubeclient.JSON(cfg)); err != nil {
+		return nil, nil, err
+	}
 	// Events go through a second client, with a rate limiter of its own,
 	// so that they never delay a deletion.
 	eventClient, err := kubernetes.NewForConfig(cfg)
@@ -99,9 +125,14 @@ func newController(ctx context.Context, d Descriptor, base *rest.Config, cc Cont
 	return c, stopEvents, nil
 }
 
+// cacheSyncer is an informer factory of any client set.
+type cacheSyncer interface {
+	WaitForCacheSync(stopCh <-chan struct{}) map[reflect.Type]bool
+}
+
 // waitForCaches waits for the shared informers and then for the
 // controllers' own caches. A wait cut short by ctx is no error.
-func waitForCaches(ctx context.Context, ctrls []Controller, factories ...informers.SharedInformerFactory) error {
+func waitForCaches(ctx context.Context, ctrls []Controller, factories ...cacheSyncer) error {
 	for _, f := range factories {
 		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 			if !ok {

@@ -34,6 +34,11 @@ type Metrics struct {
 	// turned Ready after the cached decision). A steady rate means the
 	// caches lag far behind the API server.
 	DecisionChanged *prometheus.CounterVec
+	// FencingTransitions counts FencingRequests entering a phase.
+	FencingTransitions *prometheus.CounterVec
+	// FencingLatency is the time from a FencingRequest's creation to the
+	// phase it entered (Fenced, Recovered, Failed).
+	FencingLatency *prometheus.HistogramVec
 }
 
 // New creates the collectors and registers them with reg (when not nil).
@@ -68,9 +73,22 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name:      "decision_changed_total",
 			Help:      "Writes not made because the decision, re-checked on fresh data at write time, no longer held.",
 		}, []string{"write"}),
+		FencingTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "fenceline",
+			Subsystem: "node_fencing",
+			Name:      "requests_total",
+			Help:      "FencingRequests that entered a phase (Pending counts the requests created), by phase and reason.",
+		}, []string{"phase", "reason"}),
+		FencingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "fenceline",
+			Subsystem: "node_fencing",
+			Name:      "phase_latency_seconds",
+			Help:      "Time from a FencingRequest's creation to the phase it entered (Fenced, Recovered, Failed).",
+			Buckets:   []float64{1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 300, 600},
+		}, []string{"phase"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.ForceDeletes, m.ForceDeleteErrors, m.ForceDeleteLatency, m.QuarantinedNodes, m.DecisionChanged} {
+		for _, c := range []prometheus.Collector{m.ForceDeletes, m.ForceDeleteErrors, m.ForceDeleteLatency, m.QuarantinedNodes, m.DecisionChanged, m.FencingTransitions, m.FencingLatency} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering metrics: %w", err)
 			}
@@ -108,4 +126,20 @@ func (m *Metrics) ObserveDecisionChanged(write string) {
 		return
 	}
 	m.DecisionChanged.WithLabelValues(write).Inc()
+}
+
+// ObserveFencingPhase records a FencingRequest entering phase, created at
+// created (zero: no latency is observed).
+func (m *Metrics) ObserveFencingPhase(phase, reason string, created, now time.Time) {
+	if m == nil {
+		return
+	}
+	m.FencingTransitions.WithLabelValues(phase, reason).Inc()
+	if created.IsZero() {
+		return
+	}
+	switch phase {
+	case "Fenced", "Recovered", "Failed":
+		m.FencingLatency.WithLabelValues(phase).Observe(max(now.Sub(created), 0).Seconds())
+	}
 }

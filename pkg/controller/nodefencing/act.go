@@ -1,0 +1,347 @@
+package nodefencing
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// Event reasons on Nodes and FencingRequests.
+const (
+	EventRequested    = "FencingRequested"
+	EventTriaged      = "FencingTriaged"
+	EventRefused      = "FencingRefused"
+	EventAdmitted     = "FencingStarted"
+	EventFenced       = "NodeFenced"
+	EventOutOfService = "NodeOutOfService"
+	EventFailed       = "FencingFailed"
+	EventRecovering   = "NodeRecovering"
+	EventUnfenced     = "NodeUnfenced"
+	EventCancelled    = "FencingCancelled"
+	EventWaiting      = "FencingWaiting"
+)
+
+// refusedRecheck is when a refused admission whose refusal does not lift
+// by itself (another fence holds the slot, a storm) is looked at again,
+// besides the node events that may lift it sooner.
+const refusedRecheck = 5 * time.Second
+
+// act makes the write of d. Every write re-decides on data read fresh from
+// the API server first (recheck) and is skipped when the step changed.
+func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Duration, error) {
+	name := nodeName(in)
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", name, "step", d.Step, "reason", d.Reason))
+	switch d.Step {
+	case StepNone:
+		return d.RecheckAfter, c.noteWaiting(ctx, in.Request, d)
+	case StepCreate:
+		return 0, c.create(ctx, in, d)
+	case StepTriage:
+		return 0, c.triage(ctx, in, d)
+	case StepAdmit:
+		return c.admit(ctx, in, d)
+	case StepFenced:
+		return 0, c.fenced(ctx, in, d)
+	case StepFail:
+		return 0, c.fail(ctx, in, d)
+	case StepOutOfService:
+		return 0, c.outOfService(ctx, in, d)
+	case StepRecovering:
+		return 0, c.recovering(ctx, in, d)
+	case StepRecover:
+		return 0, c.recover(ctx, in, d)
+	case StepCancel:
+		return 0, c.cancel(ctx, in, d)
+	}
+	return 0, fmt.Errorf("unknown step %q", d.Step)
+}
+
+func nodeName(in Input) string {
+	if in.Request != nil {
+		return in.Request.Spec.NodeName
+	}
+	if in.Node != nil {
+		return in.Node.Name
+	}
+	return ""
+}
+
+// create creates an automatic request, after deciding again on the node,
+// its Lease and its requests as the API server has them now.
+func (c *Controller) create(ctx context.Context, in Input, d Decision) error {
+	fresh, err := c.freshInput(ctx, in.Node.Name, nil, nil, false)
+	if err != nil {
+		return err
+	}
+	if fd := Decide(fresh); fd.Step != StepCreate {
+		klog.FromContext(ctx).V(2).Info("Not creating a FencingRequest: decision changed on fresh data", "why", fd.Why)
+		return nil
+	}
+	node := fresh.Node
+	req := &fencingv1alpha1.FencingRequest{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: generateName(node.Name),
+			Labels:       map[string]string{names.FencingRequestNodeLabel: nodeLabelValue(node.Name)},
+		},
+		Spec: fencingv1alpha1.FencingRequestSpec{
+			NodeName: node.Name, NodeUID: node.UID, PolicyName: fresh.Policy.Name,
+			Reason: d.Reason, Requester: RequesterController, Action: fencingv1alpha1.FenceActionOff,
+		},
+	}
+	created, err := c.cfg.Client.FencingV1alpha1().FencingRequests().Create(ctx, req, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating FencingRequest for node %s: %w", node.Name, err)
+	}
+	klog.FromContext(ctx).Info("Created FencingRequest", "request", created.Name, "why", d.Why)
+	c.cfg.Actuator.Recorder.Eventf(node, v1.EventTypeWarning, EventRequested, "FencingRequest %s: %s", created.Name, d.Why)
+	c.cfg.Metrics.ObserveFencingPhase(string(fencingv1alpha1.FencingPhasePending), d.Reason, time.Time{}, c.now())
+	return nil
+}
+
+// triage marks the node triaged, then the request.
+func (c *Controller) triage(ctx context.Context, in Input, d Decision) error {
+	r := in.Request
+	if in.Node != nil {
+		check := c.recheck(ctx, r, StepTriage, false)
+		if err := c.setNodeConditions(ctx, in.Node, check, nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why))); err != nil {
+			return err
+		}
+		if err := c.cfg.Actuator.AddTaint(ctx, in.Node, triagedTaint, "FencingRequest "+r.Name+" triaged the node", check); err != nil {
+			return err
+		}
+	}
+	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseTriaged, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+		if s.StartTime == nil {
+			s.StartTime = &now
+		}
+		setCondition(s, fencingv1alpha1.FencingRequestTriaged, metav1.ConditionTrue, "Triaged", d.Why, now)
+	}, fencingv1alpha1.FencingPhasePending, "")
+}
+
+// fenced records the proof on the node (FencingComplete), then the request.
+func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
+	r := in.Request
+	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
+	if in.Node != nil {
+		check := c.recheck(ctx, r, StepFenced, false)
+		if err := c.setNodeConditions(ctx, in.Node, check,
+			nodeCondition(names.FencingCompleteCondition, v1.ConditionTrue, d.Reason, msg),
+			nodeCondition(names.FencingRequiredCondition, v1.ConditionFalse, "FencingComplete", msg)); err != nil {
+			return err
+		}
+		c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeWarning, EventFenced, "%s", msg)
+	}
+	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseFenced, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+		s.FencedTime = &now
+		setCondition(s, fencingv1alpha1.FencingRequestComplete, metav1.ConditionTrue, d.Reason, d.Why, now)
+		setCondition(s, fencingv1alpha1.FencingRequestRequired, metav1.ConditionFalse, "FencingComplete", d.Why, now)
+	}, fencingv1alpha1.FencingPhaseFencing, EventFenced)
+}
+
+// fail ends a request whose rounds all failed. The node keeps
+// FencingRequired=True and its taints: it is not known to be off, so
+// nothing of it is recovered.
+func (c *Controller) fail(ctx context.Context, in Input, d Decision) error {
+	r := in.Request
+	msg := fmt.Sprintf("FencingRequest %s failed: %s", r.Name, d.Why)
+	if in.Node != nil {
+		check := c.recheck(ctx, r, StepFail, false)
+		if err := c.setNodeConditions(ctx, in.Node, check, nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "FencingFailed", msg)); err != nil {
+			return err
+		}
+		c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeWarning, EventFailed, "%s", msg)
+	}
+	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseFailed, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+		s.CompletionTime = &now
+		s.ErrorReason, s.ErrorMessage = d.Reason, d.Why
+		setCondition(s, fencingv1alpha1.FencingRequestFailed, metav1.ConditionTrue, d.Reason, d.Why, now)
+	}, fencingv1alpha1.FencingPhaseFencing, EventFailed)
+}
+
+// outOfService adds the out-of-service taint and the owner annotation in
+// one write, so that Fenceline later removes only a taint it added.
+func (c *Controller) outOfService(ctx context.Context, in Input, d Decision) error {
+	r := in.Request
+	check := c.recheck(ctx, r, StepOutOfService, false)
+	err := c.cfg.Actuator.UpdateNode(ctx, in.Node, "add out-of-service taint", check, func(n *v1.Node) bool {
+		for _, t := range n.Spec.Taints {
+			if t.Key == outOfServiceTaint.Key {
+				return false
+			}
+		}
+		t := outOfServiceTaint
+		now := metav1.NewTime(c.now())
+		t.TimeAdded = &now
+		n.Spec.Taints = append(n.Spec.Taints, t)
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[ownerAnnotation] = string(r.UID)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeWarning, EventOutOfService, "Added taint %s for FencingRequest %s: %s", outOfServiceTaint.ToString(), r.Name, d.Why)
+	return c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
+		return setCondition(s, fencingv1alpha1.FencingRequestOutOfServiceApplied, metav1.ConditionTrue, "TaintAdded", "added "+outOfServiceTaint.ToString(), now)
+	})
+}
+
+// recovering notes that the node is back with a new boot ID.
+func (c *Controller) recovering(ctx context.Context, in Input, d Decision) error {
+	return c.transition(ctx, in.Request, fencingv1alpha1.FencingPhaseRecovering, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+		setCondition(s, fencingv1alpha1.FencingRequestRecovered, metav1.ConditionFalse, d.Reason, d.Why, now)
+	}, fencingv1alpha1.FencingPhaseFenced, EventRecovering)
+}
+
+// recover unfences: the conditions first (the attacher stops treating the
+// node as cut off), then Fenceline's taints, the out-of-service one only if
+// this request added it, then the request. Each node write re-decides on
+// the fresh node and a fresh list of its VolumeAttachments.
+func (c *Controller) recover(ctx context.Context, in Input, d Decision) error {
+	r := in.Request
+	check := c.recheck(ctx, r, StepRecover, true)
+	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
+	if err := c.setNodeConditions(ctx, in.Node, check,
+		nodeCondition(names.FencingCompleteCondition, v1.ConditionFalse, "Unfenced", msg),
+		nodeCondition(names.FencingRequiredCondition, v1.ConditionFalse, "Unfenced", msg),
+		nodeCondition(names.FencingTriagedCondition, v1.ConditionFalse, "Unfenced", msg)); err != nil {
+		return err
+	}
+	if err := c.removeTaints(ctx, in.Node, r, check, "unfence"); err != nil {
+		return err
+	}
+	c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeNormal, EventUnfenced, "%s", msg)
+	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseRecovered, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+		s.CompletionTime = &now
+		setCondition(s, fencingv1alpha1.FencingRequestRecovered, metav1.ConditionTrue, d.Reason, d.Why, now)
+	}, fencingv1alpha1.FencingPhaseRecovering, EventUnfenced)
+}
+
+// cancel drops a request that was never admitted.
+func (c *Controller) cancel(ctx context.Context, in Input, d Decision) error {
+	r := in.Request
+	if in.Node != nil && (in.Request.Spec.NodeUID == "" || in.Node.UID == in.Request.Spec.NodeUID) {
+		check := c.recheck(ctx, r, StepCancel, false)
+		if err := c.setNodeConditions(ctx, in.Node, check, nodeCondition(names.FencingTriagedCondition, v1.ConditionFalse, d.Reason, d.Why)); err != nil {
+			return err
+		}
+		if err := c.removeTaints(ctx, in.Node, r, check, "cancel"); err != nil {
+			return err
+		}
+	}
+	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseCancelled, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+		s.CompletionTime = &now
+		setCondition(s, fencingv1alpha1.FencingRequestTriaged, metav1.ConditionFalse, d.Reason, d.Why, now)
+	}, "", EventCancelled)
+}
+
+// removeTaints removes Fenceline's fencing taints and, if this request
+// added it (owner annotation), the out-of-service taint and the annotation,
+// in one write.
+func (c *Controller) removeTaints(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, check actuator.NodeCheck, why string) error {
+	return c.cfg.Actuator.UpdateNode(ctx, node, why+": remove fencing taints", check, func(n *v1.Node) bool {
+		owned := OwnsOutOfService(n, r)
+		kept := n.Spec.Taints[:0:0]
+		for _, t := range n.Spec.Taints {
+			if t.Key == triagedTaint.Key || t.Key == requiredTaint.Key || (owned && t.Key == outOfServiceTaint.Key) {
+				continue
+			}
+			kept = append(kept, t)
+		}
+		changed := len(kept) != len(n.Spec.Taints) || owned
+		n.Spec.Taints = kept
+		if owned {
+			delete(n.Annotations, ownerAnnotation)
+		}
+		return changed
+	})
+}
+
+// noteWaiting records, on the request, why it waits (once per reason).
+func (c *Controller) noteWaiting(ctx context.Context, r *fencingv1alpha1.FencingRequest, d Decision) error {
+	if r == nil || d.Reason == "" {
+		return nil
+	}
+	cond := waitingCondition(r.Status.Phase)
+	if cond == "" {
+		return nil
+	}
+	changed := false
+	err := c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
+		changed = setConditionReason(s, cond, metav1.ConditionFalse, d.Reason, d.Why, now)
+		return changed
+	})
+	if err == nil && changed {
+		klog.FromContext(ctx).Info("FencingRequest waits", "request", r.Name, "why", d.Why)
+		c.cfg.Recorder.Eventf(r, eventType(d.Reason), EventWaiting, "%s: %s", d.Reason, d.Why)
+	}
+	return err
+}
+
+// waitingCondition is the request condition that says why a request in the
+// phase waits.
+func waitingCondition(p fencingv1alpha1.FencingPhase) string {
+	switch p {
+	case "", fencingv1alpha1.FencingPhasePending:
+		return fencingv1alpha1.FencingRequestTriaged
+	case fencingv1alpha1.FencingPhaseTriaged:
+		return fencingv1alpha1.FencingRequestRequired
+	case fencingv1alpha1.FencingPhaseFencing:
+		return fencingv1alpha1.FencingRequestComplete
+	case fencingv1alpha1.FencingPhaseFenced, fencingv1alpha1.FencingPhaseRecovering:
+		return fencingv1alpha1.FencingRequestRecovered
+	}
+	return ""
+}
+
+func eventType(reason string) string {
+	switch reason {
+	case ReasonInvalidPolicy, ReasonSameBootID, ReasonUnknownBootID:
+		return v1.EventTypeWarning
+	}
+	return v1.EventTypeNormal
+}
+
+// generateName is the request's name prefix: the node's name, cut so that
+// the generated suffix still fits.
+func generateName(node string) string {
+	if len(node) > 200 {
+		node = node[:200]
+	}
+	return node + "-"
+}
+
+// nodeLabelValue is the value of names.FencingRequestNodeLabel: the node's
+// name when it is a valid label value, else a hash of it.
+func nodeLabelValue(node string) string {
+	if len(validation.IsValidLabelValue(node)) == 0 {
+		return node
+	}
+	sum := sha256.Sum256([]byte(node))
+	return "sha256-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// errRequestGone: the request was deleted or recreated since the decision.
+var errRequestGone = errors.New("FencingRequest was deleted or recreated")
+
+func ignoreGone(err error) error {
+	if errors.Is(err, errRequestGone) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,142 @@
+package nodefencing
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
+	"fenceline.io/fenceline/pkg/controller/nodefencing/stormguard"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// admit moves a triaged request to Fencing when the storm guard admits it.
+// Admissions are serialised and decided on fresh data: the candidate, its
+// Lease and request are read from the API server, and the fences in
+// progress are listed from it, so that a lagging cache never lets two
+// admissions share one concurrency slot. A manual request (a human asked,
+// and approved) is not subject to the storm guard.
+func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Duration, error) {
+	c.admitMu.Lock()
+	defer c.admitMu.Unlock()
+	r := in.Request
+	fresh, err := c.freshInput(ctx, r.Spec.NodeName, nil, r, false)
+	if err != nil {
+		return 0, err
+	}
+	if fd := Decide(fresh); fd.Step != StepAdmit {
+		klog.FromContext(ctx).V(2).Info("Not admitting: decision changed on fresh data", "why", fd.Why)
+		return 0, nil
+	}
+	if automatic(r) {
+		g, err := c.guard(ctx, fresh)
+		if err != nil {
+			return 0, err
+		}
+		if !g.Admit {
+			return c.refused(ctx, fresh, g)
+		}
+		d.Why = g.Why
+	}
+	node := fresh.Node
+	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
+	bootID := ""
+	if node != nil {
+		check := c.recheck(ctx, r, StepAdmit, false)
+		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, r.Spec.Reason, msg)); err != nil {
+			return 0, err
+		}
+		if err := c.cfg.Actuator.AddTaint(ctx, node, requiredTaint, "FencingRequest "+r.Name+" admitted: the node is about to be fenced", check); err != nil {
+			return 0, err
+		}
+		bootID = node.Status.NodeInfo.BootID
+	}
+	return 0, c.transition(ctx, r, fencingv1alpha1.FencingPhaseFencing, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+		s.BootIDAtFence = bootID
+		setCondition(s, fencingv1alpha1.FencingRequestRequired, metav1.ConditionTrue, "Admitted", d.Why, now)
+	}, fencingv1alpha1.FencingPhaseTriaged, EventAdmitted)
+}
+
+// refused records a refusal on the request; a final one fails it.
+func (c *Controller) refused(ctx context.Context, in Input, g stormguard.Decision) (time.Duration, error) {
+	d := Decision{Reason: g.Reason, Why: g.Why}
+	if g.Final {
+		d.Step = StepFail
+		return 0, c.transition(ctx, in.Request, fencingv1alpha1.FencingPhaseFailed, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+			s.CompletionTime = &now
+			s.ErrorReason, s.ErrorMessage = g.Reason, g.Why
+			setCondition(s, fencingv1alpha1.FencingRequestFailed, metav1.ConditionTrue, g.Reason, g.Why, now)
+		}, fencingv1alpha1.FencingPhaseTriaged, EventFailed)
+	}
+	if err := c.noteWaiting(ctx, in.Request, d); err != nil {
+		return 0, err
+	}
+	if g.RetryAfter > 0 {
+		return g.RetryAfter, nil
+	}
+	return refusedRecheck, nil
+}
+
+// guard runs the storm guard for the input's node and keeps the policy's
+// bucket and storm state.
+func (c *Controller) guard(ctx context.Context, in Input) (stormguard.Decision, error) {
+	pol, qps, burst := GuardPolicy(in.Policy)
+	nodes, err := c.stormView(ctx, in, pol.Zones.ZoneLabel)
+	if err != nil {
+		return stormguard.Decision{}, err
+	}
+	st := c.guards[in.Policy.Name]
+	st.bucket.QPS, st.bucket.Burst = qps, burst
+	zone := ""
+	if in.Node != nil {
+		zone = stormguard.ZoneOf(in.Node, pol.Zones.ZoneLabel)
+	}
+	g := stormguard.Admit(stormguard.Input{
+		Candidate: stormguard.Candidate{Name: in.Request.Spec.NodeName, Zone: zone},
+		Attempts:  int(in.Request.Status.FailedRounds),
+		Nodes:     nodes, Policy: pol, Bucket: st.bucket, Storm: st.storm, Now: in.Now,
+	})
+	c.guards[in.Policy.Name] = guardState{bucket: g.NewBucket, storm: g.NewStorm}
+	return g, nil
+}
+
+// stormView is every node the policy selects as the storm guard sees it:
+// healthy when Ready and not a fencing candidate, fencing when it has a
+// request in phase Fencing (listed from the API server). The candidate
+// comes from in, read fresh.
+func (c *Controller) stormView(ctx context.Context, in Input, zoneLabel string) ([]stormguard.NodeHealth, error) {
+	rules := DetectRules(in.Policy)
+	nodes, err := c.nodes.List(rules.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	reqs, err := c.cfg.Client.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing FencingRequests: %w", err)
+	}
+	fencing := map[string]bool{}
+	for _, r := range reqs.Items {
+		if r.Status.Phase == fencingv1alpha1.FencingPhaseFencing {
+			fencing[r.Spec.NodeName] = true
+		}
+	}
+	out := make([]stormguard.NodeHealth, 0, len(nodes))
+	for _, n := range nodes {
+		lease, err := c.lease(n.Name)
+		if err != nil {
+			return nil, err
+		}
+		if in.Node != nil && n.Name == in.Node.Name {
+			n, lease = in.Node, in.Lease
+		}
+		healthy := nodeutil.IsReady(n) && !detect.Unhealthy(n, lease, rules, in.Now).Candidate
+		out = append(out, stormguard.NodeHealth{Name: n.Name, Zone: stormguard.ZoneOf(n, zoneLabel), Healthy: healthy, Fencing: fencing[n.Name]})
+	}
+	return out, nil
+}

@@ -1,0 +1,276 @@
+package nodefencing
+
+import (
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
+	"fenceline.io/fenceline/pkg/kube/fencingreq"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+)
+
+// RequesterController is spec.requester of the requests this controller
+// creates; any other value (a human's "user:<name>") is a manual request.
+const RequesterController = "controller"
+
+// Step is the one write the controller makes next for a node.
+type Step string
+
+// The steps, in the order of docs/fencing.md's state table.
+const (
+	StepNone         Step = ""
+	StepCreate       Step = "Create"       // create an automatic FencingRequest
+	StepTriage       Step = "Triage"       // Pending → Triaged
+	StepAdmit        Step = "Admit"        // Triaged → Fencing, if the storm guard admits
+	StepFenced       Step = "Fenced"       // Fencing → Fenced: a level is proven
+	StepFail         Step = "Fail"         // Fencing → Failed: maxAttempts rounds failed
+	StepOutOfService Step = "OutOfService" // Fenced: add the out-of-service taint
+	StepRecovering   Step = "Recovering"   // Fenced → Recovering: back with a new boot ID
+	StepRecover      Step = "Recover"      // Recovering → Recovered: unfence
+	StepCancel       Step = "Cancel"       // Pending/Triaged → Cancelled
+)
+
+// Reasons of a Decision that waits, for conditions, Events and logs.
+const (
+	ReasonInvalidPolicy     = "InvalidPolicy"
+	ReasonNoPolicy          = "NoPolicy"
+	ReasonNotCandidate      = "NotCandidate"
+	ReasonEarlierFailure    = "EarlierRequestFailed"
+	ReasonAwaitingApproval  = "AwaitingApproval"
+	ReasonAwaitingAgent     = "AwaitingFenceAgent"
+	ReasonNodeHealthy       = "NodeHealthy"
+	ReasonNodeDeleted       = "NodeDeleted"
+	ReasonNodeRecreated     = "NodeRecreated"
+	ReasonSameBootID        = "SameBootID"
+	ReasonNodeDown          = "NodeNotReady"
+	ReasonHealthyDelay      = "HealthyDelay"
+	ReasonAttachmentsRemain = "VolumeAttachmentsRemain"
+	ReasonVolumesInUse      = "VolumesInUse"
+	ReasonManualUnfence     = "ManualUnfence"
+	ReasonUnknownBootID     = "BootIDUnknown"
+)
+
+// Input is everything Decide reads about one node.
+type Input struct {
+	// Node is nil when it does not exist.
+	Node *v1.Node
+	// Lease is the node's Lease in kube-node-lease, nil when none.
+	Lease *coordinationv1.Lease
+	// Policy is the node's resolved FencePolicy (ResolvePolicy), nil when
+	// none; PolicyProblem says why it cannot be used ("" when it can).
+	Policy        *fencingv1alpha1.FencePolicy
+	PolicyProblem string
+	// Request is the node's open (not terminal) request, nil when none.
+	Request *fencingv1alpha1.FencingRequest
+	// Blocked, when no request is open, is why none may be created: a
+	// request of the node's current boot Failed, and only a human who
+	// deletes it may start over.
+	Blocked string
+	// VolumeAttachments counts the VolumeAttachments for the node.
+	VolumeAttachments int
+	Now               time.Time
+}
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	Step Step
+	// Reason is CamelCase (a detect or Reason* constant); Why says it in
+	// words with the numbers.
+	Reason, Why string
+	// Level is the proven level for StepFenced.
+	Level int32
+	// RecheckAfter, when non-zero, is when the same inputs give another
+	// answer (a Lease goes stale, a healthy delay ends).
+	RecheckAfter time.Duration
+}
+
+// Decide is the single place that states the node-fencing lifecycle of
+// docs/fencing.md. The controller calls it on cached data to choose a
+// step, and again on data read fresh from the API server right before the
+// write, which it makes only if the step is the same.
+//
+// Safety invariants:
+//   - only a level proven by read-back Off attempts (fencingreq.ProvenLevel)
+//     makes a request Fenced, and only a Fenced request gets the
+//     out-of-service taint;
+//   - a request in Fencing is never cancelled: a node that returns while it
+//     is being fenced may have written while it looked dead;
+//   - a node is unfenced only when it is Ready for the healthy delay with a
+//     boot ID that is known and differs from the one at fence time, and no
+//     VolumeAttachment and no volume in use is left for it;
+//   - a Node recreated under the same name (another UID) is treated as
+//     missing: nothing of the old machine's request touches it.
+func Decide(in Input) Decision {
+	node := in.Node
+	if r := in.Request; r != nil && node != nil && r.Spec.NodeUID != "" && node.UID != r.Spec.NodeUID {
+		node = nil
+	}
+	if in.Request == nil {
+		return decideNew(in)
+	}
+	switch in.Request.Status.Phase {
+	case "", fencingv1alpha1.FencingPhasePending, fencingv1alpha1.FencingPhaseTriaged:
+		return decideBeforeFence(in, node)
+	case fencingv1alpha1.FencingPhaseFencing:
+		return decideFencing(in)
+	case fencingv1alpha1.FencingPhaseFenced:
+		return decideFenced(in, node)
+	case fencingv1alpha1.FencingPhaseRecovering:
+		return decideRecovering(in, node)
+	}
+	return Decision{Why: fmt.Sprintf("request is %s", in.Request.Status.Phase)}
+}
+
+// decideNew: no open request; create one for a candidate.
+func decideNew(in Input) Decision {
+	switch {
+	case in.Node == nil:
+		return Decision{Why: "node does not exist"}
+	case in.PolicyProblem != "":
+		return Decision{Reason: ReasonInvalidPolicy, Why: in.PolicyProblem}
+	case in.Policy == nil:
+		return Decision{Reason: ReasonNoPolicy, Why: "no FencePolicy selects the node"}
+	}
+	v := detect.Unhealthy(in.Node, in.Lease, DetectRules(in.Policy), in.Now)
+	if !v.Candidate {
+		return Decision{Reason: ReasonNotCandidate, Why: v.Message, RecheckAfter: v.RecheckAfter}
+	}
+	if in.Blocked != "" {
+		return Decision{Reason: ReasonEarlierFailure, Why: in.Blocked}
+	}
+	return Decision{Step: StepCreate, Reason: v.Reason, Why: v.Message}
+}
+
+// decideBeforeFence: Pending or Triaged.
+func decideBeforeFence(in Input, node *v1.Node) Decision {
+	r := in.Request
+	if automatic(r) {
+		if d, cancel := cancelAutomatic(in, node); cancel {
+			return d
+		}
+	}
+	if in.PolicyProblem != "" || in.Policy == nil {
+		why := in.PolicyProblem
+		if why == "" {
+			why = "no FencePolicy applies to the request"
+		}
+		return Decision{Reason: ReasonInvalidPolicy, Why: why}
+	}
+	if r.Status.Phase != fencingv1alpha1.FencingPhaseTriaged {
+		return Decision{Step: StepTriage, Reason: r.Spec.Reason, Why: "the request, its node, policy and fence classes are valid"}
+	}
+	if !approved(r, in.Policy) {
+		return Decision{Reason: ReasonAwaitingApproval, Why: fmt.Sprintf("FencePolicy %s asks for manual approval: set spec.approved to true to fence", in.Policy.Name)}
+	}
+	return Decision{Step: StepAdmit, Reason: r.Spec.Reason, Why: "approved; the storm guard decides"}
+}
+
+// cancelAutomatic cancels an automatic request whose node is gone or no
+// longer a candidate. A manual request is a human's decision and stays.
+func cancelAutomatic(in Input, node *v1.Node) (Decision, bool) {
+	switch {
+	case in.Node != nil && node == nil:
+		return Decision{Step: StepCancel, Reason: ReasonNodeRecreated, Why: "the node was recreated (another UID) before it was fenced"}, true
+	case node == nil:
+		return Decision{Step: StepCancel, Reason: ReasonNodeDeleted, Why: "the node was deleted before it was fenced"}, true
+	case in.Policy == nil:
+		return Decision{}, false
+	}
+	v := detect.Unhealthy(node, in.Lease, DetectRules(in.Policy), in.Now)
+	if !v.Candidate {
+		return Decision{Step: StepCancel, Reason: ReasonNodeHealthy, Why: "the node is no longer a fencing candidate: " + v.Message}, true
+	}
+	return Decision{}, false
+}
+
+// decideFencing: the fence agent works; a proven level or the last failed
+// round ends it.
+func decideFencing(in Input) Decision {
+	r := in.Request
+	var levels []fencingv1alpha1.FenceLevel
+	if in.Policy != nil {
+		levels = in.Policy.Spec.Levels
+	}
+	if level, ok := fencingreq.ProvenLevel(r.Status.Attempts, levels); ok {
+		return Decision{Step: StepFenced, Level: level, Reason: fmt.Sprintf("Level%dVerified", level), Why: fmt.Sprintf("every fence class of level %d read the power back Off", level)}
+	}
+	if max := MaxAttempts(in.Policy); int(r.Status.FailedRounds) >= max {
+		return Decision{Step: StepFail, Reason: "MaxAttemptsReached", Why: fmt.Sprintf("%d rounds through every level failed, maxAttempts is %d; the node is not known to be off and nothing is recovered", r.Status.FailedRounds, max)}
+	}
+	if in.Policy == nil {
+		return Decision{Reason: ReasonInvalidPolicy, Why: "the request's FencePolicy is gone: no level can be proven, the node stays fencing"}
+	}
+	return Decision{Reason: ReasonAwaitingAgent, Why: fmt.Sprintf("%d failed rounds of %d; waiting for the fence agent", r.Status.FailedRounds, MaxAttempts(in.Policy))}
+}
+
+// decideFenced: put the node out of service, and notice its return.
+func decideFenced(in Input, node *v1.Node) Decision {
+	r := in.Request
+	if node == nil || in.Policy == nil {
+		return Decision{Why: "node or policy gone: the node stays fenced"}
+	}
+	if AppliesOutOfService(in.Policy) && !nodeutil.HasTaint(node, outOfServiceTaint.Key) && !OwnsOutOfService(node, r) {
+		return Decision{Step: StepOutOfService, Reason: "Fenced", Why: "the node is fenced (power read back Off): its pods and volumes may go"}
+	}
+	if !nodeutil.IsReady(node) {
+		return Decision{Reason: ReasonNodeDown, Why: "the node is fenced and not Ready"}
+	}
+	boot := node.Status.NodeInfo.BootID
+	switch {
+	case r.Status.BootIDAtFence == "" || boot == "":
+		return Decision{Reason: ReasonUnknownBootID, Why: "the boot ID at fence time or now is unknown, so a reboot cannot be proven; the node stays fenced (delete the request's taints by hand)"}
+	case boot == r.Status.BootIDAtFence:
+		return Decision{Reason: ReasonSameBootID, Why: fmt.Sprintf("the node is Ready with the boot ID it had when fenced (%s): nothing proves it stopped, it stays fenced", boot)}
+	}
+	return Decision{Step: StepRecovering, Reason: "NewBootID", Why: fmt.Sprintf("the node is back with a new boot ID (%s, was %s)", boot, r.Status.BootIDAtFence)}
+}
+
+// decideRecovering: unfence once nothing of the old boot is left.
+func decideRecovering(in Input, node *v1.Node) Decision {
+	r := in.Request
+	switch {
+	case node == nil || in.Policy == nil:
+		return Decision{Why: "node or policy gone: the node stays fenced"}
+	case !nodeutil.IsReady(node):
+		return Decision{Reason: ReasonNodeDown, Why: "the node is not Ready"}
+	case node.Status.NodeInfo.BootID == "" || node.Status.NodeInfo.BootID == r.Status.BootIDAtFence:
+		return Decision{Reason: ReasonSameBootID, Why: "the node does not report a new boot ID"}
+	}
+	if ready := nodeutil.ReadyCondition(node); ready != nil {
+		if left := ready.LastTransitionTime.Add(HealthyDelay(in.Policy)).Sub(in.Now); left > 0 {
+			return Decision{Reason: ReasonHealthyDelay, Why: fmt.Sprintf("the node must be Ready for %s; %s left", HealthyDelay(in.Policy), left.Round(time.Millisecond)), RecheckAfter: left}
+		}
+	}
+	switch {
+	case in.VolumeAttachments > 0:
+		return Decision{Reason: ReasonAttachmentsRemain, Why: fmt.Sprintf("%d VolumeAttachments are left for the node", in.VolumeAttachments)}
+	case len(node.Status.VolumesInUse) > 0:
+		return Decision{Reason: ReasonVolumesInUse, Why: fmt.Sprintf("the node reports %d volumes in use: its storage clean-up has not run", len(node.Status.VolumesInUse))}
+	case !UnfencesOnNewBoot(in.Policy):
+		return Decision{Reason: ReasonManualUnfence, Why: fmt.Sprintf("FencePolicy %s unfences by hand: remove the request's taints and delete it", in.Policy.Name)}
+	}
+	return Decision{Step: StepRecover, Reason: "Unfenced", Why: "the node rebooted, is Ready, and no VolumeAttachment or volume in use is left"}
+}
+
+// automatic reports whether the controller created the request.
+func automatic(r *fencingv1alpha1.FencingRequest) bool {
+	return r.Spec.Requester == RequesterController
+}
+
+// approved: spec.approved decides when set; otherwise the policy.
+func approved(r *fencingv1alpha1.FencingRequest, p *fencingv1alpha1.FencePolicy) bool {
+	if r.Spec.Approved != nil {
+		return *r.Spec.Approved
+	}
+	return AutomaticApproval(p)
+}
+
+// OwnsOutOfService reports whether the node's out-of-service taint was put
+// there for the request: the owner annotation names the request's UID.
+func OwnsOutOfService(node *v1.Node, r *fencingv1alpha1.FencingRequest) bool {
+	return node != nil && r != nil && r.UID != "" && node.Annotations[ownerAnnotation] == string(r.UID)
+}

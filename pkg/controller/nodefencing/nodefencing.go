@@ -1,0 +1,329 @@
+// Package nodefencing is fenceline-controller's node-fencing controller:
+// it turns a node that stopped renewing its Lease into a FencingRequest,
+// admits it through the storm guard, waits for fenceline-fence-agent to
+// prove a power-off (read back Off), puts the node out of service, and
+// unfences it once it is back with a new boot ID and nothing of its old
+// boot holds a volume. docs/fencing.md has the state table; Decide is its
+// single statement in code. The controller holds no credentials and never
+// talks to a fencing device.
+package nodefencing
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/metrics"
+	"fenceline.io/fenceline/pkg/controller/nodefencing/stormguard"
+	"fenceline.io/fenceline/pkg/controller/nodequeue"
+	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
+	fencinglisters "fenceline.io/fenceline/pkg/generated/listers/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/kube/fencingreq"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// Name is the controller's name for --controllers.
+const Name = "node-fencing"
+
+// requestNodeIndex indexes FencingRequests by spec.nodeName.
+const requestNodeIndex = "spec.nodeName"
+
+var (
+	ownerAnnotation   = names.OutOfServiceOwnerAnnotation
+	outOfServiceTaint = v1.Taint{Key: names.OutOfServiceTaint, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute}
+	triagedTaint      = v1.Taint{Key: names.FencingTriagedTaint, Effect: names.FencingTriagedTaintEffect}
+	requiredTaint     = v1.Taint{Key: names.FencingRequiredTaint, Effect: names.FencingRequiredTaintEffect}
+)
+
+// Config is what New needs.
+type Config struct {
+	// Informers are the shared informers, NodeLeases those of
+	// kube-node-lease, Fencing those of the fencing API.
+	Informers, NodeLeases informers.SharedInformerFactory
+	Fencing               fencinginformers.SharedInformerFactory
+	// Client writes FencingRequests (JSON content type).
+	Client versioned.Interface
+	// Actuator writes Nodes and records their Events.
+	Actuator *actuator.Actuator
+	// Recorder records Events on FencingRequests.
+	Recorder record.EventRecorder
+	Metrics  *metrics.Metrics
+}
+
+// Controller runs the node-fencing lifecycle, one node per sync.
+type Controller struct {
+	cfg      Config
+	now      func() time.Time
+	nodes    corelisters.NodeLister
+	leases   coordinationlisters.LeaseNamespaceLister
+	policies fencinglisters.FencePolicyLister
+	classes  fencinglisters.FenceClassLister
+	requests cache.Indexer
+	vas      cache.Indexer
+	queue    *nodequeue.Queue
+
+	// admitMu serialises admissions, so that two workers never both see a
+	// free concurrency slot; guards holds each policy's storm-guard state.
+	admitMu sync.Mutex
+	guards  map[string]guardState
+}
+
+// guardState is one policy's token bucket and storm state.
+type guardState struct {
+	bucket stormguard.Bucket
+	storm  stormguard.Storm
+}
+
+// New wires the controller to the informers; call it before they start.
+func New(cfg Config) (*Controller, error) {
+	_, vaInf, err := nodeutil.NodeIndexedInformers(cfg.Informers)
+	if err != nil {
+		return nil, err
+	}
+	leaseInf := cfg.NodeLeases.Coordination().V1().Leases()
+	leaseInf.Informer()
+	fv := cfg.Fencing.Fencing().V1alpha1()
+	reqInf := fv.FencingRequests().Informer()
+	if err := reqInf.AddIndexers(cache.Indexers{requestNodeIndex: func(obj any) ([]string, error) {
+		if r, ok := obj.(*fencingv1alpha1.FencingRequest); ok {
+			return []string{r.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("adding FencingRequest index: %w", err)
+	}
+	c := &Controller{
+		cfg:      cfg,
+		now:      time.Now,
+		nodes:    cfg.Informers.Core().V1().Nodes().Lister(),
+		leases:   leaseInf.Lister().Leases(v1.NamespaceNodeLease),
+		policies: fv.FencePolicies().Lister(),
+		classes:  fv.FenceClasses().Lister(),
+		requests: reqInf.GetIndexer(),
+		vas:      vaInf.GetIndexer(),
+		guards:   map[string]guardState{},
+	}
+	c.queue = nodequeue.New(Name, c.sync)
+	return c, c.addHandlers(vaInf, reqInf)
+}
+
+func (c *Controller) addHandlers(vaInf, reqInf cache.SharedIndexInformer) error {
+	nodeInf := c.cfg.Informers.Core().V1().Nodes().Informer()
+	if err := nodequeue.AddHandler(nodeInf, "node", c.queue.NodeHandler(nodeChanged)); err != nil {
+		return err
+	}
+	if err := nodequeue.AddHandler(vaInf, "VolumeAttachment", c.queue.VAHandler()); err != nil {
+		return err
+	}
+	if err := nodequeue.AddHandler(reqInf, "FencingRequest", cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueRequest(obj) },
+		UpdateFunc: func(_, obj any) { c.enqueueRequest(obj) },
+		DeleteFunc: func(obj any) { c.enqueueRequest(obj) },
+	}); err != nil {
+		return err
+	}
+	// A policy or class change may change any node's decision; they are
+	// rare, so every node is looked at again.
+	all := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.enqueueAll() },
+		UpdateFunc: func(any, any) { c.enqueueAll() },
+		DeleteFunc: func(any) { c.enqueueAll() },
+	}
+	fv := c.cfg.Fencing.Fencing().V1alpha1()
+	if err := nodequeue.AddHandler(fv.FencePolicies().Informer(), "FencePolicy", all); err != nil {
+		return err
+	}
+	return nodequeue.AddHandler(fv.FenceClasses().Informer(), "FenceClass", all)
+}
+
+// nodeChanged filters the node updates that matter: readiness, boot ID,
+// labels (policy selection), taints, conditions and volumes in use. A
+// kubelet's heartbeat of an unchanged status is not one of them.
+func nodeChanged(old, cur *v1.Node) bool {
+	return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
+		old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID ||
+		!labels.Equals(old.Labels, cur.Labels) ||
+		len(old.Spec.Taints) != len(cur.Spec.Taints) ||
+		len(old.Status.VolumesInUse) != len(cur.Status.VolumesInUse) ||
+		old.Annotations[ownerAnnotation] != cur.Annotations[ownerAnnotation] ||
+		!conditionsEqual(old.Status.Conditions, cur.Status.Conditions)
+}
+
+func conditionsEqual(a, b []v1.NodeCondition) bool {
+	return slices.EqualFunc(a, b, func(x, y v1.NodeCondition) bool {
+		return x.Type == y.Type && x.Status == y.Status && x.LastTransitionTime.Equal(&y.LastTransitionTime)
+	})
+}
+
+func (c *Controller) enqueueRequest(obj any) {
+	if r, ok := nodequeue.DeletedObject[*fencingv1alpha1.FencingRequest](obj); ok {
+		c.queue.Enqueue(r.Spec.NodeName)
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, n := range nodes {
+		c.queue.Enqueue(n.Name)
+	}
+}
+
+// Run processes nodes until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+
+// Sync runs one sync of the node, for tests.
+func (c *Controller) Sync(ctx context.Context, nodeName string) (time.Duration, error) {
+	return c.sync(ctx, nodeName)
+}
+
+// sync gathers the node's inputs from the caches, decides, and acts.
+func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
+	in, err := c.gather(nodeName, nil)
+	if err != nil {
+		return 0, err
+	}
+	d := Decide(in)
+	return c.act(ctx, in, d)
+}
+
+// gather reads the node's inputs from the caches. A non-nil fresh node
+// replaces the cached one.
+func (c *Controller) gather(nodeName string, fresh *v1.Node) (Input, error) {
+	in := Input{Now: c.now(), Node: fresh}
+	var err error
+	if in.Node == nil {
+		if in.Node, err = nodeutil.Lookup(c.nodes, nodeName); err != nil {
+			return in, err
+		}
+	}
+	if in.Lease, err = c.lease(nodeName); err != nil {
+		return in, err
+	}
+	reqs, err := c.requestsOf(nodeName)
+	if err != nil {
+		return in, err
+	}
+	in.Request, in.Blocked = openRequest(reqs, in.Node)
+	vas, err := nodeutil.VAsOnNode(c.vas, nodeName)
+	if err != nil {
+		return in, err
+	}
+	in.VolumeAttachments = len(vas)
+	return in, c.resolve(&in)
+}
+
+// resolve fills the policy of the input's node or request.
+func (c *Controller) resolve(in *Input) error {
+	policies, err := c.policies.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing FencePolicies: %w", err)
+	}
+	name := ""
+	if in.Request != nil {
+		name = in.Request.Spec.PolicyName
+	}
+	in.Policy, in.PolicyProblem = ResolvePolicy(in.Node, name, policies)
+	if in.Policy == nil {
+		return nil
+	}
+	classes, err := c.classes.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing FenceClasses: %w", err)
+	}
+	byName := make(map[string]*fencingv1alpha1.FenceClass, len(classes))
+	for _, cl := range classes {
+		byName[cl.Name] = cl
+	}
+	in.PolicyProblem = PolicyProblem(in.Policy, byName)
+	return nil
+}
+
+func (c *Controller) lease(name string) (*coordinationv1.Lease, error) {
+	l, err := c.leases.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up node Lease %s: %w", name, err)
+	}
+	return l, nil
+}
+
+func (c *Controller) requestsOf(nodeName string) ([]*fencingv1alpha1.FencingRequest, error) {
+	objs, err := c.requests.ByIndex(requestNodeIndex, nodeName)
+	if err != nil {
+		return nil, fmt.Errorf("looking up FencingRequests of node %s: %w", nodeName, err)
+	}
+	out := make([]*fencingv1alpha1.FencingRequest, 0, len(objs))
+	for _, o := range objs {
+		if r, ok := o.(*fencingv1alpha1.FencingRequest); ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// openRequest returns the node's oldest open request, and, when there is
+// none, why no new one may be created: a request of the node's current boot
+// Failed. The oldest wins so that every replica and every restart picks the
+// same one.
+func openRequest(reqs []*fencingv1alpha1.FencingRequest, node *v1.Node) (*fencingv1alpha1.FencingRequest, string) {
+	slices.SortFunc(reqs, func(a, b *fencingv1alpha1.FencingRequest) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return compareStrings(a.Name, b.Name)
+	})
+	blocked := ""
+	for _, r := range reqs {
+		if !fencingreq.Terminal(r.Status.Phase) {
+			return r, ""
+		}
+		if r.Status.Phase == fencingv1alpha1.FencingPhaseFailed && sameBoot(r, node) {
+			blocked = fmt.Sprintf("FencingRequest %s failed for the node's current boot; delete it to try again", r.Name)
+		}
+	}
+	return nil, blocked
+}
+
+// sameBoot reports whether the failed request was about the node as it is
+// now: same UID (when recorded) and same boot ID (an unknown one counts as
+// the same, the safe reading).
+func sameBoot(r *fencingv1alpha1.FencingRequest, node *v1.Node) bool {
+	if node == nil {
+		return true
+	}
+	if r.Spec.NodeUID != "" && r.Spec.NodeUID != node.UID {
+		return false
+	}
+	return r.Status.BootIDAtFence == "" || r.Status.BootIDAtFence == node.Status.NodeInfo.BootID
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

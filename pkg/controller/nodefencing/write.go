@@ -1,0 +1,263 @@
+package nodefencing
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// updateStatus applies mutate to the request as the API server has it and
+// writes the status, retrying on conflicts (the fence agent writes the
+// attempts of the same status concurrently). A request deleted or
+// recreated since the decision is left alone.
+func (c *Controller) updateStatus(ctx context.Context, r *fencingv1alpha1.FencingRequest, mutate func(*fencingv1alpha1.FencingRequestStatus, metav1.Time) bool) error {
+	client := c.cfg.Client.FencingV1alpha1().FencingRequests()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := client.Get(ctx, r.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != r.UID {
+			return errRequestGone
+		}
+		if !mutate(&cur.Status, metav1.NewTime(c.now())) {
+			return nil
+		}
+		cur.Status.ObservedGeneration = cur.Generation
+		_, err = client.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && ignoreGone(err) == nil {
+		klog.FromContext(ctx).V(2).Info("FencingRequest gone before its status write", "request", r.Name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("updating status of FencingRequest %s: %w", r.Name, err)
+	}
+	return nil
+}
+
+// transition moves the request to phase to, if it is still in phase from
+// ("" means any phase that is not terminal), applying mutate in the same
+// write; then it records an Event and the metric.
+func (c *Controller) transition(ctx context.Context, r *fencingv1alpha1.FencingRequest, to fencingv1alpha1.FencingPhase, d Decision,
+	mutate func(*fencingv1alpha1.FencingRequestStatus, metav1.Time), from fencingv1alpha1.FencingPhase, event string) error {
+	moved := false
+	err := c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
+		cur := s.Phase
+		if cur == "" {
+			cur = fencingv1alpha1.FencingPhasePending
+		}
+		if (from != "" && cur != from) || (from == "" && isTerminal(cur)) {
+			return false
+		}
+		s.Phase = to
+		mutate(s, now)
+		moved = true
+		return true
+	})
+	if err != nil || !moved {
+		return err
+	}
+	klog.FromContext(ctx).Info("FencingRequest phase", "request", r.Name, "phase", to, "why", d.Why)
+	if event == "" {
+		event = "Fencing" + string(to)
+	}
+	typ := v1.EventTypeNormal
+	if to == fencingv1alpha1.FencingPhaseFailed || to == fencingv1alpha1.FencingPhaseFenced {
+		typ = v1.EventTypeWarning
+	}
+	c.cfg.Recorder.Eventf(r, typ, event, "%s: %s", to, d.Why)
+	c.cfg.Metrics.ObserveFencingPhase(string(to), d.Reason, r.CreationTimestamp.Time, c.now())
+	return nil
+}
+
+func isTerminal(p fencingv1alpha1.FencingPhase) bool {
+	return p == fencingv1alpha1.FencingPhaseRecovered || p == fencingv1alpha1.FencingPhaseFailed || p == fencingv1alpha1.FencingPhaseCancelled
+}
+
+// setCondition sets a request condition; it reports a change of status,
+// reason or message.
+func setCondition(s *fencingv1alpha1.FencingRequestStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) bool {
+	return meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: truncate(msg, 1024), LastTransitionTime: now})
+}
+
+// setConditionReason sets the condition only when its status or reason
+// changes, so that a message with a countdown does not rewrite the status
+// at every sync.
+func setConditionReason(s *fencingv1alpha1.FencingRequestStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) bool {
+	if c := meta.FindStatusCondition(s.Conditions, typ); c != nil && c.Status == status && c.Reason == reason {
+		return false
+	}
+	return setCondition(s, typ, status, reason, msg, now)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// nodeCondition is a Node condition to set (times are filled on write).
+func nodeCondition(typ string, status v1.ConditionStatus, reason, msg string) v1.NodeCondition {
+	return v1.NodeCondition{Type: v1.NodeConditionType(typ), Status: status, Reason: reason, Message: truncate(msg, 1024)}
+}
+
+// setNodeConditions writes the conditions to the node's status after check
+// re-decided on the fresh node. A condition whose status and reason are
+// already set is left as it is.
+func (c *Controller) setNodeConditions(ctx context.Context, node *v1.Node, check actuator.NodeCheck, conds ...v1.NodeCondition) error {
+	what := "set conditions"
+	for _, cd := range conds {
+		what += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
+	}
+	return c.cfg.Actuator.UpdateNodeStatus(ctx, node, what, check, func(n *v1.Node) bool {
+		now := metav1.NewTime(c.now())
+		changed := false
+		for _, cd := range conds {
+			i := slices.IndexFunc(n.Status.Conditions, func(x v1.NodeCondition) bool { return x.Type == cd.Type })
+			if i < 0 {
+				cd.LastTransitionTime, cd.LastHeartbeatTime = now, now
+				n.Status.Conditions = append(n.Status.Conditions, cd)
+				changed = true
+				continue
+			}
+			old := n.Status.Conditions[i]
+			if old.Status == cd.Status && old.Reason == cd.Reason {
+				continue
+			}
+			cd.LastHeartbeatTime, cd.LastTransitionTime = now, old.LastTransitionTime
+			if old.Status != cd.Status {
+				cd.LastTransitionTime = now
+			}
+			n.Status.Conditions[i] = cd
+			changed = true
+		}
+		return changed
+	})
+}
+
+// recheck returns the write-time check of a node write for step: Decide
+// again on the fresh node, the request and the node's Lease as the API
+// server has them, and (freshVAs) the node's VolumeAttachments listed from
+// the API server rather than the cache.
+func (c *Controller) recheck(ctx context.Context, r *fencingv1alpha1.FencingRequest, step Step, freshVAs bool) actuator.NodeCheck {
+	return func(node *v1.Node) (bool, string) {
+		in, err := c.freshInput(ctx, node.Name, node, r, freshVAs)
+		if err != nil {
+			return false, err.Error()
+		}
+		d := Decide(in)
+		if d.Step != step {
+			return false, fmt.Sprintf("the step is now %q: %s", d.Step, d.Why)
+		}
+		return true, d.Why
+	}
+}
+
+// freshInput is gather with the node (unless given), its Lease, the request
+// (or, with none, the node's requests) and optionally its VolumeAttachments
+// read from the API server.
+func (c *Controller) freshInput(ctx context.Context, nodeName string, node *v1.Node, r *fencingv1alpha1.FencingRequest, freshVAs bool) (Input, error) {
+	if node == nil {
+		n, err := c.cfg.Actuator.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return Input{}, fmt.Errorf("reading node %s: %w", nodeName, err)
+		default:
+			node = n
+		}
+	}
+	in, err := c.gather(nodeName, node)
+	if err != nil {
+		return in, err
+	}
+	if node == nil {
+		in.Node = nil
+	}
+	if in.Lease, err = c.freshLease(ctx, nodeName); err != nil {
+		return in, err
+	}
+	if err := c.freshRequest(ctx, &in, nodeName, r); err != nil {
+		return in, err
+	}
+	if freshVAs {
+		vas, err := c.cfg.Actuator.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return in, fmt.Errorf("listing VolumeAttachments: %w", err)
+		}
+		in.VolumeAttachments = 0
+		for _, va := range vas.Items {
+			if va.Spec.NodeName == nodeName {
+				in.VolumeAttachments++
+			}
+		}
+	}
+	return in, c.resolve(&in)
+}
+
+func (c *Controller) freshLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	l, err := c.cfg.Actuator.Client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading node Lease %s: %w", name, err)
+	}
+	return l, nil
+}
+
+// freshRequest replaces the input's request: r as the API server has it,
+// or, when r is nil, the node's open request listed from the API server.
+func (c *Controller) freshRequest(ctx context.Context, in *Input, nodeName string, r *fencingv1alpha1.FencingRequest) error {
+	client := c.cfg.Client.FencingV1alpha1().FencingRequests()
+	if r != nil {
+		cur, err := client.Get(ctx, r.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			in.Request = nil
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading FencingRequest %s: %w", r.Name, err)
+		}
+		in.Request = cur
+		return nil
+	}
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{names.FencingRequestNodeLabel: nodeLabelValue(nodeName)}).String()})
+	if err != nil {
+		return fmt.Errorf("listing FencingRequests of node %s: %w", nodeName, err)
+	}
+	reqs := make([]*fencingv1alpha1.FencingRequest, 0, len(list.Items))
+	for i := range list.Items {
+		if list.Items[i].Spec.NodeName == nodeName {
+			reqs = append(reqs, &list.Items[i])
+		}
+	}
+	// Requests made by hand carry no label: the cache's index adds them.
+	cached, err := c.requestsOf(nodeName)
+	if err != nil {
+		return err
+	}
+	for _, cr := range cached {
+		if !slices.ContainsFunc(reqs, func(x *fencingv1alpha1.FencingRequest) bool { return x.UID == cr.UID }) {
+			reqs = append(reqs, cr)
+		}
+	}
+	in.Request, in.Blocked = openRequest(reqs, in.Node)
+	return nil
+}
