@@ -71,6 +71,8 @@ func Decide(node *v1.Node, terminating, vas int) Decision {
 			return Decision{ClearRecord: true, Why: "out-of-service taint is gone; forgetting the recorded boot ID"}
 		}
 		return Decision{Why: "node has no out-of-service taint"}
+	case node.Annotations[names.OutOfServiceOwnerAnnotation] != "":
+		return Decision{Why: "node-fencing added the out-of-service taint (annotation " + names.OutOfServiceOwnerAnnotation + "); it removes it when it unfences the node"}
 	case !nodeutil.IsReady(node):
 		if !hasRecord {
 			return Decision{RecordBootID: true, Why: "out-of-service taint seen while the node is down; recording its boot ID for this taint"}
