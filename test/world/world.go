@@ -91,6 +91,12 @@ type Options struct {
 	ForceCleanup bool
 	// WriteInterval is the kubelet stand-ins' write period.
 	WriteInterval time.Duration
+	// Fencing installs the fencing CRDs before fenceline-controller starts
+	// (so that its node-fencing controller runs) and starts
+	// fenceline-fence-agent; SetUpFencing then gives every node a BMC.
+	Fencing bool
+	// FenceAgentArgs are extra flags for fenceline-fence-agent.
+	FenceAgentArgs []string
 	// Cluster is passed on to cluster.Start; ControllerManager, Scheduler
 	// and KWOK are always on.
 	Cluster cluster.Options
@@ -116,6 +122,8 @@ type World struct {
 	// the first replica and Controllers holds them all.
 	Driver, Attacher, Controller *cluster.Process
 	Controllers                  []*cluster.Process
+	// FenceAgent is fenceline-fence-agent with Options.Fencing, else nil.
+	FenceAgent *cluster.Process
 
 	standinLog     *os.File
 	controllerArgs []string // the flags every controller replica runs with
@@ -210,6 +218,14 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 			return w, err
 		}
 		w.Attacher = p
+	}
+	if opts.Fencing {
+		if _, err := w.InstallFencingCRDs(ctx); err != nil {
+			return w, err
+		}
+		if err := w.startFenceAgent(ctx, opts.FenceAgentArgs); err != nil {
+			return w, err
+		}
 	}
 	if !opts.NoController {
 		args := append([]string{

@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/pkg/names"
+	"fenceline.io/fenceline/test/kubelet"
+	"fenceline.io/fenceline/test/world"
+)
+
+// fenceTimeout bounds detection plus a verified power-off in the test
+// cluster (a Lease stale for 5 s, a BMC that answers at once).
+const fenceTimeout = 60 * time.Second
+
+// fencingScenario is a scenario whose nodes have BMCs and a FencePolicy.
+type fencingScenario struct {
+	*scenario
+	setup *world.FencingSetup
+}
+
+func newFencingScenario(t *testing.T, kind world.BMCKind, edit func(*fencingv1alpha1.FencePolicy)) *fencingScenario {
+	t.Helper()
+	s := newScenario(t, world.Options{Fencing: true})
+	setup, err := s.w.SetUpFencing(s.ctx, kind, s.timeline, edit)
+	must(t, err)
+	t.Cleanup(setup.Close)
+	return &fencingScenario{scenario: s, setup: setup}
+}
+
+// hang stops node's heartbeats while its pods keep writing (a hung
+// kubelet or a partition: from the control plane, a dead node), and
+// starts the clock of the failover.
+func (s *fencingScenario) hang(node string) {
+	s.t.Helper()
+	s.t0 = time.Now()
+	s.timeline.Add(s.t0, "node %s stops heartbeating; its pod keeps writing", node)
+	must(s.t, s.w.Partition(s.ctx, node))
+}
+
+// TestNodeFencingFailover is the whole story with no human: a node stops
+// heartbeating while its database keeps writing; node-fencing detects it
+// from its Lease, the fence agent powers it off through its Redfish BMC
+// and reads Off back, the node is put out of service, the pod is replaced
+// on another node with its volume fenced off the old one first, and no
+// write of the old node is accepted after the fence. The node is then
+// powered on through its BMC, comes back with a new boot ID, and is
+// unfenced: schedulable, no Fenceline taint, conditions cleared.
+func TestNodeFencingFailover(t *testing.T) {
+	s := newFencingScenario(t, world.BMCRedfish, nil)
+	pod := s.startDB()
+	nodeA := pod.Spec.NodeName
+	bmc := s.setup.BMCs[nodeA]
+
+	s.hang(nodeA)
+	req, err := s.setup.WaitRequestPhase(s.ctx, nodeA, fencingv1alpha1.FencingPhaseFenced, fenceTimeout)
+	must(t, err)
+	s.timeline.Add(req.Status.FencedTime.Time, "FencingRequest %s Fenced", req.Name)
+	checkProof(t, req, bmc)
+	if st, err := s.w.NodeCondition(s.ctx, nodeA, names.FencingCompleteCondition); err != nil || st != corev1.ConditionTrue {
+		t.Fatalf("node %s FencingComplete = %q (err %v), want True", nodeA, st, err)
+	}
+
+	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
+	must(t, err)
+	s.timeline.Add(time.Now(), "db-0 Running on %s", moved.Spec.NodeName)
+	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
+	s.assertNoWriteAfterFence(nodeA, moved.Spec.NodeName, req.Status.FencedTime.Time)
+	s.assertInvariant(nodeA, moved.Spec.NodeName)
+
+	// The node comes back (a human or a reboot action powers it on): new
+	// boot ID, then unfenced with no human.
+	dev, err := bmc.Device()
+	must(t, err)
+	must(t, dev.On(s.ctx))
+	rec, err := s.setup.WaitRequestPhase(s.ctx, nodeA, fencingv1alpha1.FencingPhaseRecovered, failoverTimeout)
+	must(t, err)
+	if rec.UID != req.UID {
+		t.Fatalf("request %s Recovered, want %s (the one that fenced)", rec.Name, req.Name)
+	}
+	s.assertUnfenced(nodeA)
+	if n := len(mustRequests(t, s, nodeA)); n != 1 {
+		t.Fatalf("%d FencingRequests for %s, want exactly 1 (no duplicate)", n, nodeA)
+	}
+}
+
+// checkProof checks that the request's proof is a read-back Off of the
+// BMC, which did receive a power-off.
+func checkProof(t *testing.T, req *fencingv1alpha1.FencingRequest, bmc *world.BMC) {
+	t.Helper()
+	if !slices.ContainsFunc(req.Status.Attempts, func(a fencingv1alpha1.FenceAttempt) bool {
+		return a.Result == fencingv1alpha1.FenceAttemptSucceeded && a.VerifiedPowerState == string(fencingv1alpha1.PowerStateOff)
+	}) {
+		t.Fatalf("Fenced request %s has no Succeeded attempt read back Off: %+v", req.Name, req.Status.Attempts)
+	}
+	if req.Status.BootIDAtFence == "" {
+		t.Fatalf("Fenced request %s recorded no boot ID", req.Name)
+	}
+	if !bmc.ReadsOff() {
+		t.Fatalf("request %s Fenced but the BMC of %s reads On", req.Name, bmc.Node)
+	}
+	if !slices.ContainsFunc(bmc.PowerCommands(), func(c world.PowerCommand) bool { return c.OK && c.Action == "ForceOff" }) {
+		t.Fatalf("the BMC of %s accepted no ForceOff: %+v", bmc.Node, bmc.PowerCommands())
+	}
+}
+
+// assertNoWriteAfterFence checks the driver's audit log: the volume was
+// unpublished from oldNode with fence=true before it was published to
+// newNode, and no write of oldNode was accepted after the verified
+// power-off.
+func (s *fencingScenario) assertNoWriteAfterFence(oldNode, newNode string, fencedAt time.Time) {
+	s.t.Helper()
+	recs := s.audit()
+	since := audit.LastIndex(recs, audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(oldNode), audit.OK()) + 1
+	fence := s.fenceIndex(recs, oldNode)
+	publish := audit.FirstIndex(recs[since:], audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(newNode), audit.OK())
+	if fence < 0 || publish < 0 || since+publish < fence {
+		s.t.Fatalf("audit log: fenced unpublish from %s at %d, publish to %s at %d (from %d): want a fenced unpublish first", oldNode, fence, newNode, publish, since)
+	}
+	if n := audit.Count(recs[fence+1:], audit.Method("Write"), audit.Node(oldNode), audit.Volume(s.handle), audit.OK()); n != 0 {
+		s.t.Fatalf("%d writes from %s accepted after the storage fence", n, oldNode)
+	}
+	acc, _ := kubelet.Accepted(s.w.Kubelets[oldNode].Writes(), fencedAt)
+	if acc != 0 {
+		s.t.Fatalf("%d writes from %s accepted after its verified power-off", acc, oldNode)
+	}
+}
+
+// assertUnfenced waits until node carries none of node-fencing's taints
+// and its fencing conditions are False.
+func (s *fencingScenario) assertUnfenced(node string) {
+	s.t.Helper()
+	must(s.t, world.WaitFor(s.ctx, nodeLostTimeout, node+" unfenced", func(ctx context.Context) (bool, error) {
+		n, err := s.w.Cluster.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // keep polling until the deadline
+		}
+		for _, t := range n.Spec.Taints {
+			if slices.Contains(world.FencingTaints, t.Key) {
+				return false, nil
+			}
+		}
+		for _, c := range n.Status.Conditions {
+			if slices.Contains([]string{names.FencingTriagedCondition, names.FencingRequiredCondition, names.FencingCompleteCondition}, string(c.Type)) && c.Status != corev1.ConditionFalse {
+				return false, nil
+			}
+		}
+		return n.Annotations[names.OutOfServiceOwnerAnnotation] == "" && !n.Spec.Unschedulable, nil
+	}))
+}
+
+// TestNodeFencingLyingBMC: the BMC accepts every power-off and leaves the
+// node on. The request never becomes Fenced, runs out of attempts and is
+// Failed; nothing is put out of service and the pod is not moved.
+func TestNodeFencingLyingBMC(t *testing.T) {
+	s := newFencingScenario(t, world.BMCRedfish, func(p *fencingv1alpha1.FencePolicy) {
+		p.Spec.StormGuard.MaxAttempts = 2
+	})
+	pod := s.startDB()
+	nodeA := pod.Spec.NodeName
+	bmc := s.setup.BMCs[nodeA]
+	must(t, bmc.SetFaults(world.BMCFaults{StaysOn: true}))
+
+	s.hang(nodeA)
+	req, err := s.setup.WaitRequestPhase(s.ctx, nodeA, fencingv1alpha1.FencingPhaseFailed, 2*fenceTimeout)
+	must(t, err)
+	if req.Status.FencedTime != nil || slices.ContainsFunc(req.Status.Attempts, func(a fencingv1alpha1.FenceAttempt) bool { return a.Result == fencingv1alpha1.FenceAttemptSucceeded }) {
+		t.Fatalf("lying BMC: request %s has a fence on record: %+v", req.Name, req.Status)
+	}
+	if !slices.ContainsFunc(bmc.PowerCommands(), func(c world.PowerCommand) bool { return c.OK && c.Action == "ForceOff" }) {
+		t.Fatalf("the BMC of %s accepted no ForceOff: the test proves nothing", nodeA)
+	}
+	if tainted, err := s.w.HasTaint(s.ctx, nodeA, names.OutOfServiceTaint); err != nil || tainted {
+		t.Fatalf("%s out of service = %v (err %v) after a fence that was never verified", nodeA, tainted, err)
+	}
+	if st, err := s.w.NodeCondition(s.ctx, nodeA, names.FencingCompleteCondition); err != nil || st == corev1.ConditionTrue {
+		t.Fatalf("%s FencingComplete = %q (err %v), want not True", nodeA, st, err)
+	}
+	if p, err := s.w.RunningPod(s.ctx, s.ns, "db-0"); err != nil || (p != nil && p.Spec.NodeName != nodeA) {
+		t.Fatalf("db-0 = %v (err %v): it moved off %s without a verified fence", p, err, nodeA)
+	}
+	if n := len(mustRequests(t, s, nodeA)); n != 1 {
+		t.Fatalf("%d FencingRequests for %s, want 1: a Failed request is not retried by a new one", n, nodeA)
+	}
+}
+
+// TestNodeFencingHeartbeatBlip: a node misses heartbeats for less than the
+// policy's leaseStaleAfter and comes back; nothing is fenced. To prove a
+// negative without a fixed wait, another node then hangs for good: once
+// its request exists the controller has looked past the moment the blip
+// would have counted, and the blipped node must still have none.
+func TestNodeFencingHeartbeatBlip(t *testing.T) {
+	const staleAfter = 15 * time.Second
+	s := newFencingScenario(t, world.BMCRedfish, func(p *fencingv1alpha1.FencePolicy) {
+		p.Spec.Detection.LeaseStaleAfter = &metav1.Duration{Duration: staleAfter}
+	})
+	pod := s.startDB()
+	nodeA := pod.Spec.NodeName
+	s.hang(nodeA)
+	must(t, s.w.Cluster.WaitNodeReady(s.ctx, nodeA, corev1.ConditionUnknown, nodeLostTimeout))
+	must(t, s.w.PartitionHeal(s.ctx, nodeA))
+	gap := time.Since(s.t0)
+	if gap >= staleAfter {
+		t.Fatalf("the blip lasted %s, not shorter than leaseStaleAfter %s: the test proves nothing", gap, staleAfter)
+	}
+	nodeB := otherNode(s.w, nodeA)
+	s.hang(nodeB)
+	if _, err := s.setup.WaitRequestPhase(s.ctx, nodeB, fencingv1alpha1.FencingPhaseFenced, fenceTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := mustRequests(t, s, nodeA); len(reqs) != 0 {
+		t.Fatalf("a heartbeat blip of %s on %s created %d FencingRequests", gap.Round(time.Millisecond), nodeA, len(reqs))
+	}
+	if !s.setup.BMCs[nodeA].PoweredOn() {
+		t.Fatalf("%s was powered off after a blip", nodeA)
+	}
+}
+
+func mustRequests(t *testing.T, s *fencingScenario, node string) []fencingv1alpha1.FencingRequest {
+	t.Helper()
+	reqs, err := s.setup.FencingRequests(s.ctx, node)
+	must(t, err)
+	return reqs
+}
+
