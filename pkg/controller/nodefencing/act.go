@@ -137,9 +137,10 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
 	if in.Node != nil {
 		check := c.recheck(ctx, r, StepFenced, false)
+		// FencingRequired stays True next to FencingComplete, as in the
+		// proposal's timeline; both are cleared when the node is unfenced.
 		if err := c.setNodeConditions(ctx, in.Node, check,
-			nodeCondition(names.FencingCompleteCondition, v1.ConditionTrue, d.Reason, msg),
-			nodeCondition(names.FencingRequiredCondition, v1.ConditionFalse, "FencingComplete", msg)); err != nil {
+			nodeCondition(names.FencingCompleteCondition, v1.ConditionTrue, d.Reason, msg)); err != nil {
 			return err
 		}
 		c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeWarning, EventFenced, "%s", msg)
@@ -147,7 +148,6 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseFenced, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		s.FencedTime = &now
 		setCondition(s, fencingv1alpha1.FencingRequestComplete, metav1.ConditionTrue, d.Reason, d.Why, now)
-		setCondition(s, fencingv1alpha1.FencingRequestRequired, metav1.ConditionFalse, "FencingComplete", d.Why, now)
 	}, fencingv1alpha1.FencingPhaseFencing, EventFenced)
 }
 
