@@ -114,11 +114,7 @@ func Build(class *fencingv1alpha1.FenceClass, ep fencingv1alpha1.FenceEndpoint, 
 	if err != nil {
 		return nil, err
 	}
-	timeout := DefaultActionTimeout
-	if t := class.Spec.Timeouts.Action; t != nil && t.Duration > 0 {
-		timeout = t.Duration
-	}
-	d, err := newDevice(Input{Class: class, Endpoint: ep, Credentials: creds, Timeout: timeout})
+	d, err := newDevice(Input{Class: class, Endpoint: ep, Credentials: creds, Timeout: PowerOptions(class).ActionTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("%w: FenceClass %q, address %q: %w", ErrInvalidConfiguration, class.Name, ep.Address, err)
 	}

@@ -9,25 +9,23 @@ package probe
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/fenceagent/devices"
 	"fenceline.io/fenceline/pkg/fenceagent/power"
+	"fenceline.io/fenceline/pkg/fenceagent/queue"
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions/fencing/v1alpha1"
 	fencinglisters "fenceline.io/fenceline/pkg/generated/listers/fencing/v1alpha1"
@@ -53,7 +51,7 @@ const (
 )
 
 // Builder builds an endpoint's device; devices.Build in production.
-type Builder func(*fencingv1alpha1.FenceClass, fencingv1alpha1.FenceEndpoint, *corev1.Secret) (power.Device, error)
+type Builder = devices.BuildFunc
 
 // Config wires a Controller.
 type Config struct {
@@ -80,7 +78,8 @@ type Controller struct {
 	targets fencinglisters.FenceTargetLister
 	classes fencinglisters.FenceClassLister
 	secrets corelisters.SecretLister
-	queue   workqueue.TypedRateLimitingInterface[string]
+	source  devices.Source
+	queue   *queue.Queue
 	synced  []cache.InformerSynced
 }
 
@@ -93,9 +92,6 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Build == nil {
-		cfg.Build = devices.Build
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -104,22 +100,16 @@ func New(cfg Config) (*Controller, error) {
 		targets: cfg.Targets.Lister(),
 		classes: cfg.Classes.Lister(),
 		secrets: cfg.Secrets.Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
+		source:  devices.Source{Classes: cfg.Classes.Lister(), Secrets: cfg.Secrets.Lister(), Namespace: cfg.CredentialsNamespace, Build: cfg.Build},
 	}
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{cfg.Targets.Informer(), c.targetHandler()},
-		{cfg.Classes.Informer(), c.dependentHandler(c.referencesClass)},
-		{cfg.Secrets.Informer(), c.dependentHandler(c.referencesSecret)},
-	}
-	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(h.h); err != nil {
-			return nil, fmt.Errorf("adding %s event handler: %w", Name, err)
-		}
-		c.synced = append(c.synced, h.inf.HasSynced)
+	c.queue = queue.New(Name, "fenceTarget", c.sync)
+	var err error
+	c.synced, err = queue.AddHandlers(Name,
+		queue.Watch{Informer: cfg.Targets.Informer(), Handler: c.targetHandler()},
+		queue.Watch{Informer: cfg.Classes.Informer(), Handler: c.dependentHandler(c.referencesClass)},
+		queue.Watch{Informer: cfg.Secrets.Informer(), Handler: c.dependentHandler(c.referencesSecret)})
+	if err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -128,28 +118,22 @@ func New(cfg Config) (*Controller, error) {
 // changes; the probe's own status writes do not enqueue it.
 func (c *Controller) targetHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueue,
+		AddFunc: c.queue.Enqueue,
 		UpdateFunc: func(old, cur any) {
 			o, ok1 := old.(*fencingv1alpha1.FenceTarget)
 			n, ok2 := cur.(*fencingv1alpha1.FenceTarget)
 			if !ok1 || !ok2 || o.Generation != n.Generation {
-				c.enqueue(cur)
+				c.queue.Enqueue(cur)
 			}
 		},
-		DeleteFunc: c.enqueue,
+		DeleteFunc: c.queue.Enqueue,
 	}
 }
 
-// dependentHandler enqueues the targets for which refers(target, obj).
+// dependentHandler enqueues the targets for which refers(target, obj). A
+// resync is no change: the target's own requeue probes it.
 func (c *Controller) dependentHandler(refers func(*fencingv1alpha1.FenceTarget, metav1.Object) bool) cache.ResourceEventHandler {
-	each := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		o, ok := obj.(metav1.Object)
-		if !ok {
-			return
-		}
+	return queue.OnChange(func(o metav1.Object) {
 		targets, err := c.targets.List(labels.Everything())
 		if err != nil {
 			return
@@ -159,25 +143,7 @@ func (c *Controller) dependentHandler(refers func(*fencingv1alpha1.FenceTarget, 
 				c.queue.Add(t.Name)
 			}
 		}
-	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: each, DeleteFunc: each, UpdateFunc: func(old, cur any) {
-		// A resync is no change: the target's own requeue probes it.
-		if o, ok := old.(metav1.Object); ok {
-			if n, ok := cur.(metav1.Object); ok && o.GetResourceVersion() == n.GetResourceVersion() {
-				return
-			}
-		}
-		each(cur)
-	}}
-}
-
-func (c *Controller) enqueue(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
+	})
 }
 
 // referencesClass: an endpoint of t uses class o.
@@ -203,38 +169,7 @@ func (c *Controller) referencesSecret(t *fencingv1alpha1.FenceTarget, o metav1.O
 
 // Run waits for the caches and runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithValues("controller", Name)
-	ctx = klog.NewContext(ctx, logger)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		return
-	}
-	logger.Info("Probing FenceTargets", "interval", c.cfg.Interval, "workers", workers)
-	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.next(ctx) {
-	}
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Probe failed; retrying", "fenceTarget", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	c.queue.Run(ctx, workers, c.synced, "Probing FenceTargets", "interval", c.cfg.Interval)
 }
 
 // Sync probes one target now; exported for tests.
@@ -300,72 +235,16 @@ func (c *Controller) probe(ctx context.Context, t *fencingv1alpha1.FenceTarget) 
 // The error kept is scrubbed of the credentials.
 func (c *Controller) probeEndpoint(ctx context.Context, ep fencingv1alpha1.FenceEndpoint) EndpointResult {
 	r := EndpointResult{FenceClassName: ep.FenceClassName, State: power.StateUnknown}
-	class, secret, err := c.lookup(ep)
+	e, err := c.source.Device(ep)
 	if err != nil {
 		r.Err = err
-		return r
-	}
-	d, err := c.cfg.Build(class, ep, secret)
-	if err != nil {
-		r.Err = scrub(err, secret)
 		return r
 	}
 	qctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	r.State, err = d.Status(qctx)
-	c.cfg.Metrics.Duration.WithLabelValues(string(class.Spec.Method)).Observe(time.Since(start).Seconds())
-	r.Err = scrub(err, secret)
+	r.State, err = e.Device.Status(qctx)
+	c.cfg.Metrics.Duration.WithLabelValues(string(e.Class.Spec.Method)).Observe(time.Since(start).Seconds())
+	r.Err = devices.Scrub(err, e.Secret)
 	return r
-}
-
-// lookup finds the endpoint's class and Secret in the caches; a missing
-// one is nil, for devices.Build to report.
-func (c *Controller) lookup(ep fencingv1alpha1.FenceEndpoint) (*fencingv1alpha1.FenceClass, *corev1.Secret, error) {
-	class, err := c.classes.Get(ep.FenceClassName)
-	if apierrors.IsNotFound(err) {
-		return nil, nil, nil
-	} else if err != nil {
-		return nil, nil, err
-	}
-	ref, err := devices.SecretRef(class, ep)
-	if err != nil {
-		return class, nil, nil
-	}
-	if ref.Namespace != c.cfg.CredentialsNamespace {
-		return nil, nil, fmt.Errorf("%w: credentials Secret %s/%s: the fence agent reads Secrets in namespace %s only",
-			devices.ErrInvalidConfiguration, ref.Namespace, ref.Name, c.cfg.CredentialsNamespace)
-	}
-	secret, err := c.secrets.Secrets(ref.Namespace).Get(ref.Name)
-	if apierrors.IsNotFound(err) {
-		return class, nil, nil
-	}
-	return class, secret, err
-}
-
-// scrubbedError is err with every credential value of secret masked in
-// its text; errors.Is still sees the original chain.
-type scrubbedError struct {
-	err error
-	msg string
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.err }
-
-// scrub masks the Secret's password in err's text: the devices already
-// keep credentials out of their errors, this is the second guard before
-// status, Events and logs.
-func scrub(err error, secret *corev1.Secret) error {
-	if err == nil || secret == nil {
-		return err
-	}
-	pw := string(secret.Data[devices.PasswordKey])
-	if pw == "" {
-		pw = secret.StringData[devices.PasswordKey]
-	}
-	if len(pw) < 3 || !strings.Contains(err.Error(), pw) {
-		return err
-	}
-	return &scrubbedError{err: err, msg: strings.ReplaceAll(err.Error(), pw, "***")}
 }

@@ -1,0 +1,128 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+)
+
+// updateStatus applies change to the request read fresh from the API
+// server and writes its status, again on a conflict: the controller writes
+// the phase and conditions of the same object concurrently, and each side
+// changes only its own fields on the latest version. change returns false
+// to write nothing. It returns the request as last read or written.
+func (c *Controller) updateStatus(ctx context.Context, name string, change func(*fencingv1alpha1.FencingRequest) (bool, error)) (*fencingv1alpha1.FencingRequest, error) {
+	client := c.cfg.Client.FencingV1alpha1().FencingRequests()
+	var out *fencingv1alpha1.FencingRequest
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		req, err := client.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		write, err := change(req)
+		if err != nil || !write {
+			out = req
+			return err
+		}
+		out, err = client.UpdateStatus(ctx, req, metav1.UpdateOptions{FieldManager: fieldManager})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("updating status of FencingRequest %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// startAttempt appends a running attempt (no result, no end), dropping the
+// oldest beyond MaxFenceAttempts. A request that left phase Fencing or
+// lost condition Required is not fenced further (errAborted).
+func (c *Controller) startAttempt(ctx context.Context, name string, a fencingv1alpha1.FenceAttempt) (*fencingv1alpha1.FencingRequest, error) {
+	return c.updateStatus(ctx, name, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
+		if r.Status.Phase != fencingv1alpha1.FencingPhaseFencing || !meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.FencingRequestRequired) {
+			return false, errAborted
+		}
+		r.Status.Attempts = appendAttempt(r.Status.Attempts, a)
+		return true, nil
+	})
+}
+
+// finishAttempt records the end of the attempt a started: its end time,
+// result, read-back power state and message; failRound adds one to
+// failedRounds in the same write.
+func (c *Controller) finishAttempt(ctx context.Context, name string, a fencingv1alpha1.FenceAttempt, o outcome, failRound bool) (*fencingv1alpha1.FencingRequest, error) {
+	end := metav1.NewTime(c.cfg.Now()).Rfc3339Copy()
+	a.EndTime, a.Result, a.VerifiedPowerState, a.Message = &end, o.result, string(o.state), truncate(o.message)
+	return c.updateStatus(ctx, name, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
+		i := -1
+		for j, b := range r.Status.Attempts {
+			if running(b) && b.Level == a.Level && b.FenceClass == a.FenceClass && b.StartTime.Equal(&a.StartTime) {
+				i = j
+			}
+		}
+		if i >= 0 {
+			r.Status.Attempts[i] = a
+		} else {
+			r.Status.Attempts = appendAttempt(r.Status.Attempts, a)
+		}
+		if failRound {
+			r.Status.FailedRounds++
+		}
+		return true, nil
+	})
+}
+
+// markInterrupted ends every attempt that has no end: the agent that ran
+// it stopped. On a request still fencing that is a failed round.
+func (c *Controller) markInterrupted(ctx context.Context, name string) error {
+	_, err := c.updateStatus(ctx, name, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
+		if unfinished(r.Status.Attempts) == 0 {
+			return false, nil
+		}
+		end := metav1.NewTime(c.cfg.Now()).Rfc3339Copy()
+		for i := range r.Status.Attempts {
+			if a := &r.Status.Attempts[i]; running(*a) {
+				a.EndTime, a.Result, a.Message = &end, fencingv1alpha1.FenceAttemptFailed, InterruptedMessage
+			}
+		}
+		if r.Status.Phase == fencingv1alpha1.FencingPhaseFencing {
+			r.Status.FailedRounds++
+		}
+		return true, nil
+	})
+	return err
+}
+
+// countFailedRound adds one to failedRounds.
+func (c *Controller) countFailedRound(ctx context.Context, name string) (*fencingv1alpha1.FencingRequest, error) {
+	return c.updateStatus(ctx, name, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
+		r.Status.FailedRounds++
+		return true, nil
+	})
+}
+
+// appendAttempt appends a, keeping the newest MaxFenceAttempts.
+func appendAttempt(attempts []fencingv1alpha1.FenceAttempt, a fencingv1alpha1.FenceAttempt) []fencingv1alpha1.FenceAttempt {
+	attempts = append(attempts, a)
+	if n := len(attempts) - fencingv1alpha1.MaxFenceAttempts; n > 0 {
+		attempts = attempts[n:]
+	}
+	return attempts
+}
+
+// truncate cuts s to the API's bound on a message, on a rune boundary.
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
