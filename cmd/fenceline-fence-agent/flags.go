@@ -29,8 +29,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "Bound on one endpoint's power-status query, beyond the FenceClass's action timeout.")
 	fs.StringVar(&o.CredentialsNamespace, "credentials-namespace", o.CredentialsNamespace, "The only namespace whose Secrets the agent reads: every credentialsSecretRef must point there.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "FenceTargets probed in parallel.")
+	fs.IntVar(&o.FenceWorkers, "fence-workers", o.FenceWorkers, "FencingRequests carried out in parallel.")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "Informer resync period.")
-	parsedShared := o.Options.AddFlags(fs, "QPS of each client (the probe, the informers, leader election and Events have their own).", "Burst of each client.")
+	parsedShared := o.Options.AddFlags(fs, "QPS of each client (the probe, the executor, the informers, leader election and Events have their own).", "Burst of each client.")
 	common, err := cli.NewCommonFlags(featuregate.NewFeatureGate())
 	if err != nil {
 		return nil, err

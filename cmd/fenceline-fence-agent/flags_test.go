@@ -38,6 +38,7 @@ func TestFlagConventions(t *testing.T) {
 		{"invalid duration", []string{"--probe-interval=often"}, cli.ExitUsage, "invalid value"},
 		{"interval too short", []string{"--probe-interval=10ms"}, cli.ExitUsage, "--probe-interval must be at least 1s"},
 		{"invalid value", []string{"--workers=0"}, cli.ExitUsage, "--workers must be at least 1"},
+		{"no fence worker", []string{"--fence-workers=0"}, cli.ExitUsage, "--fence-workers must be at least 1"},
 		{"no credentials namespace", []string{"--credentials-namespace="}, cli.ExitUsage, "--credentials-namespace"},
 		{"unknown feature gate", []string{"--feature-gates=NoSuchGate=true"}, cli.ExitUsage, "unrecognized feature gate"},
 		{"bad logging format", []string{"--logging-format=xml"}, cli.ExitUsage, "logging configuration"},
@@ -66,7 +67,7 @@ func TestFlagDefaults(t *testing.T) {
 	}
 	o := c.opts
 	if !o.LeaderElection || o.LeaseName != "fenceline-fence-agent" || o.LeaderElectionNamespace != "fenceline-system" ||
-		o.ProbeInterval != time.Minute || o.CredentialsNamespace != "fenceline-system" || o.LeaseDuration != 15*time.Second {
+		o.ProbeInterval != time.Minute || o.FenceWorkers != 4 || o.CredentialsNamespace != "fenceline-system" || o.LeaseDuration != 15*time.Second {
 		t.Errorf("unexpected defaults: %+v", o)
 	}
 	if _, err := parse("--help"); !errors.Is(err, flag.ErrHelp) {

@@ -2,7 +2,9 @@
 // fencing devices (BMCs over Redfish or IPMI) and the only one that reads
 // their credentials. It probes every FenceTarget's endpoints with a
 // read-only power-status query and writes the result to the target's
-// status, so that a broken device shows before the node it guards dies.
+// status, so that a broken device shows before the node it guards dies;
+// and it carries out the FencingRequests fenceline-controller admitted:
+// power off, read back Off, and record each attempt.
 package main
 
 import (

@@ -1,7 +1,8 @@
 // Package app runs fenceline-fence-agent, the only Fenceline component that
-// holds BMC credentials: the FenceTarget probe, with informers on
-// FenceTargets, FenceClasses and the Secrets of its own namespace, leader
-// election, and the metrics and health endpoints. The binary in
+// holds BMC credentials: the FenceTarget probe and the FencingRequest
+// executor, with informers on the fencing API, Nodes (read only) and the
+// Secrets of its own namespace, leader election, and the metrics and
+// health endpoints. The binary in
 // cmd/fenceline-fence-agent only parses flags and calls Run; tests call Run
 // in-process.
 package app
@@ -17,6 +18,7 @@ import (
 
 	"fenceline.io/fenceline/pkg/component/kubeclient"
 	"fenceline.io/fenceline/pkg/component/runner"
+	"fenceline.io/fenceline/pkg/fenceagent/executor"
 	"fenceline.io/fenceline/pkg/fenceagent/probe"
 )
 
@@ -36,6 +38,8 @@ type Options struct {
 	ProbeInterval, ProbeTimeout time.Duration
 	// Workers probe targets in parallel.
 	Workers int
+	// FenceWorkers execute FencingRequests in parallel.
+	FenceWorkers int
 	// Resync is the informers' resync period.
 	Resync time.Duration
 	// CredentialsNamespace is the namespace of the credential Secrets.
@@ -52,6 +56,7 @@ func DefaultOptions() Options {
 		ProbeInterval:        probe.DefaultInterval,
 		ProbeTimeout:         probe.DefaultTimeout,
 		Workers:              4,
+		FenceWorkers:         4,
 		Resync:               10 * time.Minute,
 		CredentialsNamespace: Namespace,
 	}
@@ -70,6 +75,9 @@ func (o Options) Validate() error {
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
 	}
+	if o.FenceWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--fence-workers must be at least 1, got %d", o.FenceWorkers))
+	}
 	if o.Resync <= 0 {
 		errs = append(errs, fmt.Errorf("--resync must be positive, got %v", o.Resync))
 	}
@@ -82,9 +90,9 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Run runs the probe until ctx is cancelled (nil error) or leadership is
-// lost (error). With leader election the probe runs only while this
-// replica leads.
+// Run runs the probe and the executor until ctx is cancelled (nil error)
+// or leadership is lost (error). With leader election they run only while
+// this replica leads.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
@@ -97,11 +105,15 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	m, err := probe.NewMetrics(reg)
+	pm, err := probe.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	em, err := executor.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
 	return runner.Run(ctx, opts.Config(base, Component, reg), func(ctx context.Context) error {
-		return runProbe(ctx, base, m, opts)
+		return runAgent(ctx, base, metrics{probe: pm, executor: em}, opts)
 	})
 }

@@ -41,7 +41,9 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // TestAgentOnRealAPIServer runs the agent under the ServiceAccount and RBAC
 // of deploy/fence-agent against a real kube-apiserver with the fencing
 // CRDs, a Redfish BMC simulator and an IPMI one, and waits for both
-// FenceTargets to be Reachable with power On.
+// FenceTargets to be Reachable with power On. Then a FencingRequest in
+// phase Fencing fences the Redfish node: a Succeeded attempt read back Off,
+// and the simulator off.
 func TestAgentOnRealAPIServer(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	ctx := t.Context()
@@ -140,25 +142,91 @@ func TestAgentOnRealAPIServer(t *testing.T) {
 			return false, err
 		}
 		cond := meta.FindStatusCondition(ft.Status.Conditions, fencingv1alpha1.FenceTargetReachable)
-		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != devices.ReasonUnreachable {
-			return false, nil
-		}
-		evs, err := c.Client().CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == devices.ReasonUnreachable, nil
+	})
+	if err != nil {
+		t.Fatalf("no Unreachable condition for %s: %v", broken.Name, err)
+	}
+	waitEvent(t, c, broken.Name, "FenceDeviceUnreachable", corev1.EventTypeWarning)
+	if !ip.PoweredOn() || rf.PowerState("1") != "On" {
+		t.Fatal("a probe changed a node's power")
+	}
+	fenceNode(t, c, admin, "node-redfish", "redfish")
+	if rf.PowerState("1") != "Off" {
+		t.Errorf("the attempt Succeeded but the simulator reads %s", rf.PowerState("1"))
+	}
+	if !ip.PoweredOn() {
+		t.Error("fencing node-redfish powered node-ipmi off")
+	}
+}
+
+// fenceNode does what fenceline-controller does when it admits a request
+// (phase Fencing, Required=True) for node, whose policy has one level with
+// class, and waits for the agent to record a Succeeded attempt read back
+// Off, and its FenceVerified Event.
+func fenceNode(t *testing.T, c *cluster.Cluster, admin versioned.Interface, node, class string) {
+	t.Helper()
+	ctx := t.Context()
+	n, err := c.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := &fencingv1alpha1.FencePolicy{ObjectMeta: metav1.ObjectMeta{Name: "fence-" + node}, Spec: fencingv1alpha1.FencePolicySpec{
+		Levels: []fencingv1alpha1.FenceLevel{{Index: 1, FenceClassNames: []string{class}}}}}
+	if _, err := admin.FencingV1alpha1().FencePolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req, err := admin.FencingV1alpha1().FencingRequests().Create(ctx, &fencingv1alpha1.FencingRequest{ObjectMeta: metav1.ObjectMeta{Name: node + "-fence"},
+		Spec: fencingv1alpha1.FencingRequestSpec{NodeName: node, NodeUID: n.UID, PolicyName: policy.Name, Reason: "Manual", Requester: "user:test"}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Status.Phase = fencingv1alpha1.FencingPhaseFencing
+	meta.SetStatusCondition(&req.Status.Conditions, metav1.Condition{Type: fencingv1alpha1.FencingRequestRequired, Status: metav1.ConditionTrue, Reason: "Admitted", Message: "test"})
+	if _, err := admin.FencingV1alpha1().FencingRequests().UpdateStatus(ctx, req, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var last fencingv1alpha1.FencingRequestStatus
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		r, err := admin.FencingV1alpha1().FencingRequests().Get(ctx, req.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == broken.Name && e.Reason == "FenceDeviceUnreachable" && e.Type == corev1.EventTypeWarning {
+		last = r.Status
+		for _, a := range r.Status.Attempts {
+			if a.Level == 1 && a.FenceClass == class && a.Result == fencingv1alpha1.FenceAttemptSucceeded && a.VerifiedPowerState == "Off" && a.EndTime != nil {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no Unreachable condition and Warning Event for %s: %v", broken.Name, err)
+		t.Fatalf("no Succeeded attempt read back Off for %s: %v; last status %+v", req.Name, err, last)
 	}
-	if !ip.PoweredOn() || rf.PowerState("1") != "On" {
-		t.Error("a probe changed a node's power")
+	if last.Phase != fencingv1alpha1.FencingPhaseFencing || last.FailedRounds != 0 || len(last.Attempts) != 1 {
+		t.Errorf("status %+v: want phase Fencing kept, no failed round, one attempt", last)
+	}
+	waitEvent(t, c, req.Name, "FenceVerified", corev1.EventTypeNormal)
+}
+
+// waitEvent waits for an Event of type and reason on the object name.
+func waitEvent(t *testing.T, c *cluster.Cluster, name, reason, typ string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		evs, err := c.Client().CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == name && e.Reason == reason && e.Type == typ {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s Event %s on %s: %v", typ, reason, name, err)
 	}
 }
 
