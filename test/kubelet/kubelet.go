@@ -151,7 +151,8 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 }
 
 // PowerOff cuts the node off from the API server. Its writers keep going
-// only with Config.ZombieWrites.
+// only with Config.ZombieWrites, also when the node was partitioned: the
+// power cut ends the partition.
 func (k *Kubelet) PowerOff() {
 	if k.cutOff(k.cfg.ZombieWrites, false) {
 		klog.FromContext(k.baseCtx).Info("Kubelet stand-in powered off", "zombieWrites", k.cfg.ZombieWrites)
@@ -168,12 +169,21 @@ func (k *Kubelet) Partition() {
 }
 
 // cutOff ends the powered-on period; it reports false if the node was
-// already off.
+// already off. A power cut of a partitioned node (its BMC powering it off)
+// ends the partition: the node no longer runs, so its writers stop unless
+// keepWriters, and only PowerOn brings it back.
 func (k *Kubelet) cutOff(keepWriters, partitioned bool) bool {
 	k.mu.Lock()
 	if !k.powered {
+		cut := k.partitioned && !partitioned
+		if cut {
+			k.partitioned = false
+			if !keepWriters {
+				k.stopWritersLocked()
+			}
+		}
 		k.mu.Unlock()
-		return false
+		return cut
 	}
 	k.powered, k.partitioned = false, partitioned
 	cancel, done := k.apiCancel, k.apiDone

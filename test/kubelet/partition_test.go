@@ -133,6 +133,36 @@ func TestPartitionHeal(t *testing.T) {
 	}
 }
 
+// TestPowerOffEndsPartition: the power cut of a partitioned node (its BMC
+// fencing it) stops the writers the partition left running, and the node
+// can no longer Heal: only a PowerOn brings it back.
+func TestPowerOffEndsPartition(t *testing.T) {
+	const interval = 50 * time.Millisecond
+	f := startFixture(t, func(c *Config) { c.ZombieWrites, c.WriteInterval = false, interval })
+	ctx, k := f.ctx, f.k
+
+	k.Partition()
+	cut := time.Now()
+	poll(t, ctx, "a write accepted from the partitioned node", func(context.Context) (bool, error) {
+		a, _ := Accepted(k.Writes(), cut)
+		return a > 0, nil
+	})
+	k.PowerOff()
+	off := time.Now()
+	if k.Partitioned() || k.Powered() {
+		t.Fatalf("after the power cut: partitioned=%t powered=%t, want both false", k.Partitioned(), k.Powered())
+	}
+	// A negative needs time: ten write intervals. A write in flight when
+	// the power went may still be recorded right at the cut.
+	time.Sleep(10 * interval)
+	if a, r := Accepted(k.Writes(), off.Add(2*interval)); a+r != 0 {
+		t.Fatalf("a powered-off node wrote: %d writes accepted, %d refused after its power cut", a, r)
+	}
+	if err := k.Heal(ctx); err == nil {
+		t.Fatal("Heal after a power cut succeeded, want an error (only PowerOn brings the node back)")
+	}
+}
+
 // firstReadyUpdate returns the first Node from w whose Ready condition is
 // True.
 func firstReadyUpdate(t *testing.T, ctx context.Context, w watch.Interface) *corev1.Node {
