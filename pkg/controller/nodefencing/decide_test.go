@@ -1,0 +1,361 @@
+package nodefencing
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+const (
+	pending    = fencingv1alpha1.FencingPhasePending
+	triaged    = fencingv1alpha1.FencingPhaseTriaged
+	fencing    = fencingv1alpha1.FencingPhaseFencing
+	fenced     = fencingv1alpha1.FencingPhaseFenced
+	recovering = fencingv1alpha1.FencingPhaseRecovering
+
+	succeeded = fencingv1alpha1.FenceAttemptSucceeded
+	off       = fencingv1alpha1.PowerStateOff
+)
+
+func TestDecide(t *testing.T) {
+	now := testobj.Epoch.Add(time.Hour)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+
+	// The node n1 in its states. dead: Ready=Unknown for a minute, under
+	// stale below; healthy: Ready for an hour, under fresh below.
+	dead := testobj.UnknownSince(ago(time.Minute))
+	up := testobj.ReadySince(ago(time.Hour))
+	stale := testobj.Lease("n1", ago(time.Minute))
+	fresh := testobj.Lease("n1", now)
+	recreated := nodeUID("uid-n1-new")
+	oos := testobj.TaintAt(names.OutOfServiceTaint, v1.TaintEffectNoExecute, ago(time.Hour))
+	owner := testobj.Annotation(names.OutOfServiceOwnerAnnotation, "uid-req-n1")
+	rebooted := testobj.BootID("boot-2")
+
+	pol := policy("p")
+	manualPol := policy("p", manualApproval())
+	proof := attempts(attempt(1, "bmc", succeeded, off))
+	atFence := bootAtFence("boot-1")
+
+	type want struct {
+		step    Step
+		reason  string
+		level   int32
+		recheck time.Duration
+	}
+	tests := []struct {
+		name string
+		in   Input
+		want want
+	}{
+		// No open request: create one for a candidate, and only then.
+		{"no request, Lease stale for 40 s: create", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol},
+			want{step: StepCreate, reason: detect.ReasonLeaseExpired}},
+		{"no request, Ready with a fresh Lease: none until the Lease may go stale", Input{Node: testobj.Node("n1", up), Lease: testobj.Lease("n1", ago(5*time.Second)), Policy: pol},
+			want{reason: ReasonNotCandidate, recheck: 15 * time.Second}},
+		{"no request, node labelled out of fencing", Input{Node: testobj.Node("n1", dead, testobj.Label(detect.ExcludeLabel, "")), Lease: stale, Policy: pol},
+			want{reason: ReasonNotCandidate}},
+		{"no request, candidate, but a request of its boot failed: blocked", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Blocked: "FencingRequest n1-req failed"},
+			want{reason: ReasonEarlierFailure}},
+		{"no request, no policy selects the node", Input{Node: testobj.Node("n1", dead), Lease: stale},
+			want{reason: ReasonNoPolicy}},
+		{"no request, two policies select the node", Input{Node: testobj.Node("n1", dead), Lease: stale, PolicyProblem: "node n1 is selected by several FencePolicies (a, b)"},
+			want{reason: ReasonInvalidPolicy}},
+		{"no request, the policy names a missing class", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, PolicyProblem: "FencePolicy p names FenceClasses that do not exist: bmc"},
+			want{reason: ReasonInvalidPolicy}},
+		{"no request, node deleted", Input{Lease: stale, Policy: pol}, want{}},
+
+		// Pending and Triaged.
+		{"Pending, node still a candidate: triage", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1")},
+			want{step: StepTriage, reason: "LeaseExpired"}},
+		{"new request without a phase: triage", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(""))},
+			want{step: StepTriage, reason: "LeaseExpired"}},
+		{"Pending request naming no node UID: the node is its node", Input{Node: testobj.Node("n1", dead, recreated), Lease: stale, Policy: pol, Request: request("n1", forNodeUID(""))},
+			want{step: StepTriage, reason: "LeaseExpired"}},
+		{"automatic Pending, node healthy again: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1")},
+			want{step: StepCancel, reason: ReasonNodeHealthy}},
+		{"automatic Triaged, node healthy again: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", inPhase(triaged))},
+			want{step: StepCancel, reason: ReasonNodeHealthy}},
+		{"automatic Pending, node deleted: cancel", Input{Lease: stale, Policy: pol, Request: request("n1")},
+			want{step: StepCancel, reason: ReasonNodeDeleted}},
+		{"automatic Triaged, node deleted: cancel", Input{Policy: pol, Request: request("n1", inPhase(triaged))},
+			want{step: StepCancel, reason: ReasonNodeDeleted}},
+		{"automatic Triaged, node recreated (another UID), dead too: cancel", Input{Node: testobj.Node("n1", dead, recreated), Lease: stale, Policy: pol, Request: request("n1", inPhase(triaged))},
+			want{step: StepCancel, reason: ReasonNodeRecreated}},
+		{"automatic Pending, node recreated and healthy: cancel as recreated", Input{Node: testobj.Node("n1", up, recreated), Lease: fresh, Policy: pol, Request: request("n1")},
+			want{step: StepCancel, reason: ReasonNodeRecreated}},
+		{"manual Pending, node healthy: a human asked, triage", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"))},
+			want{step: StepTriage, reason: "Manual"}},
+		{"manual Triaged, node healthy, policy approves: admit", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"), inPhase(triaged))},
+			want{step: StepAdmit, reason: "Manual"}},
+		{"Pending, policy gone: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Request: request("n1")},
+			want{reason: ReasonInvalidPolicy}},
+		{"Pending, policy invalid: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, PolicyProblem: "FencePolicy p has no level", Request: request("n1")},
+			want{reason: ReasonInvalidPolicy}},
+		{"Triaged, policy invalid: no admission", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, PolicyProblem: "FencePolicy p has no level", Request: request("n1", inPhase(triaged))},
+			want{reason: ReasonInvalidPolicy}},
+		{"Triaged, candidate, automatic approval: admit", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(triaged))},
+			want{step: StepAdmit, reason: "LeaseExpired"}},
+		{"Triaged, manual approval, spec.approved unset: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: request("n1", inPhase(triaged))},
+			want{reason: ReasonAwaitingApproval}},
+		{"Triaged, manual approval, spec.approved false: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: request("n1", inPhase(triaged), approval(false))},
+			want{reason: ReasonAwaitingApproval}},
+		{"Triaged, manual approval, spec.approved true: admit", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: request("n1", inPhase(triaged), approval(true))},
+			want{step: StepAdmit, reason: "LeaseExpired"}},
+		{"Triaged, automatic policy but spec.approved false: the request decides, wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(triaged), approval(false))},
+			want{reason: ReasonAwaitingApproval}},
+		{"Pending, manual approval: triage first", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: request("n1")},
+			want{step: StepTriage, reason: "LeaseExpired"}},
+
+		// Fencing: only a level read back Off ends it well; never cancelled.
+		{"Fencing, level 1 read back Off: fenced", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, proof)},
+			want{step: StepFenced, reason: "Level1Verified", level: 1}},
+		{"Fencing, level 1 failed, both classes of level 2 Off: fenced at 2", Input{Node: testobj.Node("n1", dead), Lease: stale,
+			Policy: policy("p", levels(level(1, "bmc"), level(2, "pdu-a", "pdu-b"))),
+			Request: request("n1", inPhase(fencing), atFence, attempts(attempt(1, "bmc", fencingv1alpha1.FenceAttemptTimedOut, fencingv1alpha1.PowerStateOn),
+				attempt(2, "pdu-a", succeeded, off), attempt(2, "pdu-b", succeeded, off)))},
+			want{step: StepFenced, reason: "Level2Verified", level: 2}},
+		{"Fencing, one class of two at level 2 Off: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale,
+			Policy:  policy("p", levels(level(2, "pdu-a", "pdu-b"))),
+			Request: request("n1", inPhase(fencing), atFence, attempts(attempt(2, "pdu-a", succeeded, off)))},
+			want{reason: ReasonAwaitingAgent}},
+		{"Fencing, Succeeded but no power state read back: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, attempts(attempt(1, "bmc", succeeded, "")))},
+			want{reason: ReasonAwaitingAgent}},
+		{"Fencing, Succeeded but read back On: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, attempts(attempt(1, "bmc", succeeded, fencingv1alpha1.PowerStateOn)))},
+			want{reason: ReasonAwaitingAgent}},
+		{"Fencing, Off read back on a Failed attempt: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, attempts(attempt(1, "bmc", fencingv1alpha1.FenceAttemptFailed, off)))},
+			want{reason: ReasonAwaitingAgent}},
+		{"Fencing, no attempt yet: wait for the agent", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence)},
+			want{reason: ReasonAwaitingAgent}},
+		{"Fencing, 4 failed rounds of the default 5: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, failedRounds(4))},
+			want{reason: ReasonAwaitingAgent}},
+		{"Fencing, 5 failed rounds of the default 5: fail", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, failedRounds(5))},
+			want{step: StepFail, reason: "MaxAttemptsReached"}},
+		{"Fencing, maxAttempts 2 and 3 failed rounds: fail", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: policy("p", maxAttempts(2)), Request: request("n1", inPhase(fencing), atFence, failedRounds(3))},
+			want{step: StepFail, reason: "MaxAttemptsReached"}},
+		{"Fencing, proven in the round that also reached maxAttempts: the proof wins", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, failedRounds(5), proof)},
+			want{step: StepFenced, reason: "Level1Verified", level: 1}},
+		{"Fencing, policy gone: Off attempts prove nothing, stays Fencing", Input{Node: testobj.Node("n1", dead), Lease: stale, Request: request("n1", inPhase(fencing), atFence, proof)},
+			want{reason: ReasonInvalidPolicy}},
+		{"Fencing, node healthy again: never cancelled", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fencing), atFence)},
+			want{reason: ReasonAwaitingAgent}},
+		{"Fencing, node deleted: never cancelled", Input{Policy: pol, Request: request("n1", inPhase(fencing), atFence)},
+			want{reason: ReasonAwaitingAgent}},
+		{"manual Fencing, node healthy: never cancelled", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"), inPhase(fencing), atFence)},
+			want{reason: ReasonAwaitingAgent}},
+
+		// Fenced: out of service, then a return with a new boot ID.
+		{"Fenced, no out-of-service taint: add it", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence, proof)},
+			want{step: StepOutOfService, reason: "Fenced"}},
+		{"Fenced, our out-of-service taint present: wait for the node", Input{Node: testobj.Node("n1", dead, oos, owner), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+			want{reason: ReasonNodeDown}},
+		{"Fenced, a human's out-of-service taint present: not added again", Input{Node: testobj.Node("n1", dead, oos), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+			want{reason: ReasonNodeDown}},
+		{"Fenced, owner annotation names the request but the taint was removed: not added again", Input{Node: testobj.Node("n1", dead, owner), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+			want{reason: ReasonNodeDown}},
+		{"Fenced, policy says outOfServiceTaint None", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: policy("p", noOutOfService()), Request: request("n1", inPhase(fenced), atFence)},
+			want{reason: ReasonNodeDown}},
+		{"Fenced, node recreated: no out-of-service taint on the new node", Input{Node: testobj.Node("n1", dead, recreated), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+			want{}},
+		{"Fenced, node recreated Ready with a new boot ID: never recovered", Input{Node: testobj.Node("n1", up, recreated, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+			want{}},
+		{"Fenced, node deleted: stays fenced", Input{Policy: pol, Request: request("n1", inPhase(fenced), atFence)}, want{}},
+		{"Fenced, policy gone: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Request: request("n1", inPhase(fenced), atFence)}, want{}},
+		{"Fenced, Ready with the boot ID it had when fenced: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+			want{reason: ReasonSameBootID}},
+		{"Fenced, Ready, boot ID at fence time unknown: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced))},
+			want{reason: ReasonUnknownBootID}},
+		{"Fenced, Ready, node reports no boot ID: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, testobj.BootID("")), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+			want{reason: ReasonUnknownBootID}},
+		{"Fenced, new boot ID but not Ready: wait", Input{Node: testobj.Node("n1", testobj.NotReadySince(ago(time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+			want{reason: ReasonNodeDown}},
+		{"Fenced, Ready with a new boot ID: recovering", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+			want{step: StepRecovering, reason: "NewBootID"}},
+
+		// Recovering: unfence once nothing of the old boot is left.
+		{"Recovering, not Ready: wait", Input{Node: testobj.Node("n1", testobj.NotReadySince(ago(time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+			want{reason: ReasonNodeDown}},
+		{"Recovering, Ready 3 s of the default 10 s: wait 7 s", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(3*time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+			want{reason: ReasonHealthyDelay, recheck: 7 * time.Second}},
+		{"Recovering, Ready 30 s of a 1 m healthy delay: wait 30 s", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(30*time.Second)), oos, owner, rebooted), Lease: fresh, Policy: policy("p", healthyDelay(time.Minute)), Request: request("n1", inPhase(recovering), atFence)},
+			want{reason: ReasonHealthyDelay, recheck: 30 * time.Second}},
+		{"Recovering, Ready exactly the healthy delay: recover", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(10*time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+			want{step: StepRecover, reason: "Unfenced"}},
+		{"Recovering, a VolumeAttachment left: wait", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence), VolumeAttachments: 1},
+			want{reason: ReasonAttachmentsRemain}},
+		{"Recovering, volumes in use left: wait", Input{Node: testobj.Node("n1", up, oos, owner, rebooted, testobj.VolumesInUse("kubernetes.io/csi/disk^v1")), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+			want{reason: ReasonVolumesInUse}},
+		{"Recovering, policy unfences by hand", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: policy("p", manualUnfence()), Request: request("n1", inPhase(recovering), atFence)},
+			want{reason: ReasonManualUnfence}},
+		{"Recovering, boot ID back to the fenced one: wait", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+			want{reason: ReasonSameBootID}},
+		{"Recovering, node recreated: never recovered", Input{Node: testobj.Node("n1", up, recreated, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+			want{}},
+		{"Recovering, policy gone: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Request: request("n1", inPhase(recovering), atFence)},
+			want{}},
+		{"Recovering, all clear: recover", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+			want{step: StepRecover, reason: "Unfenced"}},
+
+		// A terminal request is never acted on.
+		{"Recovered request given: nothing", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencingv1alpha1.FencingPhaseRecovered))}, want{}},
+		{"Failed request given: nothing", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencingv1alpha1.FencingPhaseFailed))}, want{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Now = now
+			got := Decide(tc.in)
+			if (want{got.Step, got.Reason, got.Level, got.RecheckAfter}) != tc.want || got.Why == "" {
+				t.Errorf("Decide() = %+v\nwant %+v with a Why", got, tc.want)
+			}
+			if msg := brokenInvariant(tc.in, got); msg != "" {
+				t.Errorf("Decide() = %+v breaks an invariant: %s", got, msg)
+			}
+		})
+	}
+}
+
+// brokenInvariant checks a decision against the safety invariants of
+// Decide's doc comment, whatever the case expects; "" when they hold.
+func brokenInvariant(in Input, d Decision) string {
+	phase := fencingv1alpha1.FencingPhase("")
+	if in.Request != nil {
+		phase = in.Request.Status.Phase
+	}
+	recreated := in.Node != nil && in.Request != nil && in.Request.Spec.NodeUID != "" && in.Node.UID != in.Request.Spec.NodeUID
+	switch d.Step {
+	case StepFenced:
+		var levels []fencingv1alpha1.FenceLevel
+		if in.Policy != nil {
+			levels = in.Policy.Spec.Levels
+		}
+		if !provenByHand(in.Request.Status.Attempts, levels, d.Level) {
+			return fmt.Sprintf("Fenced at level %d without every class of it read back Off", d.Level)
+		}
+	case StepOutOfService:
+		if phase != fenced {
+			return "out-of-service taint for a request in phase " + string(phase)
+		}
+		if in.Node == nil || recreated {
+			return "out-of-service taint on a node the request is not about"
+		}
+	case StepCancel:
+		if phase == fencing || phase == fenced || phase == recovering {
+			return "cancelled a request in phase " + string(phase)
+		}
+	case StepRecovering, StepRecover:
+		n := in.Node
+		if n == nil || recreated {
+			return "recovered a node the request is not about"
+		}
+		rc := readyCondition(n)
+		if rc == nil || rc.Status != v1.ConditionTrue || n.Status.NodeInfo.BootID == "" || n.Status.NodeInfo.BootID == in.Request.Status.BootIDAtFence {
+			return "recovery without a Ready node on a known, new boot ID"
+		}
+		if d.Step == StepRecover && (in.VolumeAttachments > 0 || len(n.Status.VolumesInUse) > 0) {
+			return "unfenced with volumes left"
+		}
+		if d.Step == StepRecover && in.Now.Sub(rc.LastTransitionTime.Time) < HealthyDelay(in.Policy) {
+			return "unfenced before the healthy delay"
+		}
+	}
+	if phase == fencing && d.Step != StepNone && d.Step != StepFenced && d.Step != StepFail {
+		return "a Fencing request left for " + string(d.Step)
+	}
+	return ""
+}
+
+// provenByHand restates the proof rule without fencingreq, so that the
+// invariant does not trust the code it checks.
+func provenByHand(as []fencingv1alpha1.FenceAttempt, levels []fencingv1alpha1.FenceLevel, index int32) bool {
+	for _, l := range levels {
+		if l.Index != index || len(l.FenceClassNames) == 0 {
+			continue
+		}
+		for _, c := range l.FenceClassNames {
+			ok := false
+			for _, a := range as {
+				ok = ok || (a.Level == index && a.FenceClass == c && a.Result == succeeded && a.VerifiedPowerState == string(off))
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func readyCondition(n *v1.Node) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == v1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// TestDecideInvariants runs Decide over every combination of phase, node
+// state, Lease, proof, volumes and policy variant, and checks the safety
+// invariants on each outcome.
+func TestDecideInvariants(t *testing.T) {
+	now := testobj.Epoch.Add(time.Hour)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	phases := []fencingv1alpha1.FencingPhase{"", pending, triaged, fencing, fenced, recovering}
+	up, rebooted := testobj.ReadySince(ago(time.Hour)), testobj.BootID("boot-2")
+	nodes := map[string]*v1.Node{
+		"deleted":               nil,
+		"dead":                  testobj.Node("n1", testobj.UnknownSince(ago(time.Minute))),
+		"up, same boot":         testobj.Node("n1", up),
+		"up, new boot":          testobj.Node("n1", up, rebooted),
+		"up 1 s, new boot":      testobj.Node("n1", testobj.ReadySince(ago(time.Second)), rebooted),
+		"up, no boot ID":        testobj.Node("n1", up, testobj.BootID("")),
+		"up, new boot, volumes": testobj.Node("n1", up, rebooted, testobj.VolumesInUse("v")),
+		"recreated, up":         testobj.Node("n1", up, rebooted, nodeUID("uid-other")),
+		"recreated, dead":       testobj.Node("n1", testobj.UnknownSince(ago(time.Minute)), nodeUID("uid-other")),
+	}
+	leases := map[string]*coordinationv1.Lease{"none": nil, "stale": testobj.Lease("n1", ago(time.Minute)), "fresh": testobj.Lease("n1", now)}
+	proofs := map[string][]fencingv1alpha1.FenceAttempt{
+		"none":       nil,
+		"off":        {attempt(1, "bmc", succeeded, off)},
+		"no read":    {attempt(1, "bmc", succeeded, "")},
+		"failed off": {attempt(1, "bmc", fencingv1alpha1.FenceAttemptFailed, off)},
+	}
+	policies := map[string]*fencingv1alpha1.FencePolicy{
+		"none": nil, "default": policy("p"), "manual": policy("p", manualApproval(), manualUnfence()), "no oos": policy("p", noOutOfService()),
+	}
+	n := 0
+	for _, phase := range phases {
+		for nodeName, node := range nodes {
+			for leaseName, lease := range leases {
+				for proofName, proof := range proofs {
+					for polName, pol := range policies {
+						for _, vas := range []int{0, 1} {
+							for _, manual := range []bool{false, true} {
+								opts := []requestOption{inPhase(phase), bootAtFence("boot-1"), attempts(proof...)}
+								if manual {
+									opts = append(opts, byUser("ada"))
+								}
+								in := Input{Node: node.DeepCopy(), Lease: lease, Policy: pol, Request: request("n1", opts...), VolumeAttachments: vas, Now: now}
+								d := Decide(in)
+								n++
+								if msg := brokenInvariant(in, d); msg != "" {
+									t.Errorf("phase %q, node %s, lease %s, attempts %s, policy %s, %d VAs, manual %v: Decide() = %+v: %s",
+										phase, nodeName, leaseName, proofName, polName, vas, manual, d, msg)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d inputs checked", n)
+}

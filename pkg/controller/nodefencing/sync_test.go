@@ -1,0 +1,660 @@
+package nodefencing
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/controller/actuator"
+	fencingfake "fenceline.io/fenceline/pkg/generated/clientset/versioned/fake"
+	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// env is the controller on fake clientsets, its informers started, with a
+// clock the test sets. The fakes run no CEL, no defaulting and no status
+// subresource rules (an update writes the status too): what the tests
+// check is the controller's own logic, not the API server's.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	kube    *kubefake.Clientset
+	fencing *fencingfake.Clientset
+	c       *Controller
+	now     time.Time
+	// caches are the informers whose stores must match the API server
+	// before the next sync.
+	caches map[string]cache.SharedIndexInformer
+}
+
+// newEnv starts the controller with the objects in the fake API servers:
+// Nodes, Leases and VolumeAttachments go to the core one, the fencing API
+// objects to the fencing one. The clock starts at now.
+func newEnv(t *testing.T, now time.Time, objs ...runtime.Object) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	var kubeObjs, fencingObjs []runtime.Object
+	for _, o := range objs {
+		switch o.(type) {
+		case *fencingv1alpha1.FencePolicy, *fencingv1alpha1.FenceClass, *fencingv1alpha1.FencingRequest:
+			fencingObjs = append(fencingObjs, o)
+		default:
+			kubeObjs = append(kubeObjs, o)
+		}
+	}
+	e := &env{t: t, ctx: ctx, kube: kubefake.NewClientset(kubeObjs...), now: now}
+	// NewClientset tracks managed fields with a schema the CRDs do not have.
+	e.fencing = fencingfake.NewSimpleClientset(fencingObjs...)
+	e.fencing.PrependReactor("create", "fencingrequests", e.apiServerCreate())
+
+	core := informers.NewSharedInformerFactory(e.kube, 0)
+	leases := informers.NewSharedInformerFactoryWithOptions(e.kube, 0, informers.WithNamespace(v1.NamespaceNodeLease))
+	fi := fencinginformers.NewSharedInformerFactory(e.fencing, 0)
+	c, err := New(Config{
+		Informers: core, NodeLeases: leases, Fencing: fi, Client: e.fencing,
+		Actuator: &actuator.Actuator{Client: e.kube, Recorder: record.NewFakeRecorder(100), Now: func() time.Time { return e.now }},
+		Recorder: record.NewFakeRecorder(100),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = func() time.Time { return e.now }
+	e.c = c
+	e.caches = map[string]cache.SharedIndexInformer{
+		"nodes":             core.Core().V1().Nodes().Informer(),
+		"volumeattachments": core.Storage().V1().VolumeAttachments().Informer(),
+		"leases":            leases.Coordination().V1().Leases().Informer(),
+		"fencingrequests":   fi.Fencing().V1alpha1().FencingRequests().Informer(),
+		"fencepolicies":     fi.Fencing().V1alpha1().FencePolicies().Informer(),
+		"fenceclasses":      fi.Fencing().V1alpha1().FenceClasses().Informer(),
+	}
+	for _, f := range []interface{ Start(<-chan struct{}) }{core, leases, fi} {
+		f.Start(ctx.Done())
+	}
+	t.Cleanup(func() { cancel(); core.Shutdown(); leases.Shutdown(); fi.Shutdown() })
+	for what, inf := range e.caches {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			t.Fatalf("%s cache never synced", what)
+		}
+	}
+	return e
+}
+
+// apiServerCreate does for a created FencingRequest what the API server
+// does and the fake does not: a name from generateName, a UID and a
+// creation time.
+func (e *env) apiServerCreate() k8stesting.ReactionFunc {
+	var n atomic.Int32
+	return func(action k8stesting.Action) (bool, runtime.Object, error) {
+		r, ok := action.(k8stesting.CreateAction).GetObject().(*fencingv1alpha1.FencingRequest)
+		if !ok {
+			return false, nil, nil
+		}
+		i := n.Add(1)
+		if r.Name == "" && r.GenerateName != "" {
+			r.Name = fmt.Sprintf("%s%05d", r.GenerateName, i)
+		}
+		r.UID = types.UID(fmt.Sprintf("uid-created-%d", i))
+		r.CreationTimestamp = metav1.NewTime(e.now)
+		return false, nil, nil // the tracker stores it
+	}
+}
+
+// sync runs one sync of the node and waits until every cache has what the
+// API servers have, so that the next sync decides on it.
+func (e *env) sync(node string) time.Duration {
+	e.t.Helper()
+	after, err := e.c.Sync(e.ctx, node)
+	if err != nil {
+		e.t.Fatalf("Sync(%s): %v", node, err)
+	}
+	e.settle()
+	return after
+}
+
+// settle waits until every informer's store holds exactly the objects the
+// fake API servers hold.
+func (e *env) settle() {
+	e.t.Helper()
+	var diff string
+	err := wait.PollUntilContextTimeout(e.ctx, time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		diff = ""
+		for what, inf := range e.caches {
+			stored, err := e.stored(what)
+			if err != nil {
+				return false, err
+			}
+			cached := inf.GetStore().List()
+			if len(cached) != len(stored) {
+				diff = fmt.Sprintf("%s: %d cached, %d stored", what, len(cached), len(stored))
+				return false, nil
+			}
+			for _, o := range stored {
+				c, ok, _ := inf.GetStore().Get(o)
+				if !ok || !equality.Semantic.DeepEqual(c, o) {
+					diff = fmt.Sprintf("%s: cache lags for %T", what, o)
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		e.t.Fatalf("caches never caught up with the API servers (%s): %v", diff, err)
+	}
+}
+
+// stored lists the objects of a resource from the fake API servers.
+func (e *env) stored(what string) ([]runtime.Object, error) {
+	var out []runtime.Object
+	add := func(n int, item func(int) runtime.Object) {
+		for i := range n {
+			out = append(out, item(i))
+		}
+	}
+	ctx, opts := e.ctx, metav1.ListOptions{}
+	switch what {
+	case "nodes":
+		l, err := e.kube.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
+	case "volumeattachments":
+		l, err := e.kube.StorageV1().VolumeAttachments().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
+	case "leases":
+		l, err := e.kube.CoordinationV1().Leases(v1.NamespaceNodeLease).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
+	case "fencingrequests":
+		l, err := e.fencing.FencingV1alpha1().FencingRequests().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
+	case "fencepolicies":
+		l, err := e.fencing.FencingV1alpha1().FencePolicies().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
+	case "fenceclasses":
+		l, err := e.fencing.FencingV1alpha1().FenceClasses().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
+	}
+	return out, nil
+}
+
+// node reads the node from the API server.
+func (e *env) node(name string) *v1.Node {
+	e.t.Helper()
+	n, err := e.kube.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// updateNode changes the node in the API server (spec and status) and
+// waits for the caches.
+func (e *env) updateNode(name string, change func(*v1.Node)) {
+	e.t.Helper()
+	n := e.node(name)
+	change(n)
+	if _, err := e.kube.CoreV1().Nodes().Update(e.ctx, n, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(e.ctx, n, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.settle()
+}
+
+// renewLease renews the node's Lease in the API server at the clock's now.
+func (e *env) renewLease(name string) {
+	e.t.Helper()
+	if _, err := e.kube.CoordinationV1().Leases(v1.NamespaceNodeLease).Update(e.ctx, testobj.Lease(name, e.now), metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.settle()
+}
+
+// requests lists the node's FencingRequests from the API server.
+func (e *env) requests(node string) []fencingv1alpha1.FencingRequest {
+	e.t.Helper()
+	l, err := e.fencing.FencingV1alpha1().FencingRequests().List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return slices.DeleteFunc(l.Items, func(r fencingv1alpha1.FencingRequest) bool { return r.Spec.NodeName != node })
+}
+
+// request returns the node's only FencingRequest from the API server.
+func (e *env) request(node string) *fencingv1alpha1.FencingRequest {
+	e.t.Helper()
+	rs := e.requests(node)
+	if len(rs) != 1 {
+		e.t.Fatalf("node %s has %d FencingRequests, want 1", node, len(rs))
+	}
+	return &rs[0]
+}
+
+// agentWrites updates the request's status as the fence agent does.
+func (e *env) agentWrites(node string, change func(*fencingv1alpha1.FencingRequestStatus)) {
+	e.t.Helper()
+	r := e.request(node)
+	change(&r.Status)
+	if _, err := e.fencing.FencingV1alpha1().FencingRequests().UpdateStatus(e.ctx, r, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.settle()
+}
+
+// wantPhase checks the phase of the node's request.
+func (e *env) wantPhase(node string, want fencingv1alpha1.FencingPhase) *fencingv1alpha1.FencingRequest {
+	e.t.Helper()
+	r := e.request(node)
+	got := r.Status.Phase
+	if got == "" {
+		got = fencingv1alpha1.FencingPhasePending // a new request, as Decide reads it
+	}
+	if got != want {
+		e.t.Fatalf("request %s is %q, want %q (conditions %+v)", r.Name, r.Status.Phase, want, r.Status.Conditions)
+	}
+	return r
+}
+
+// wantRequestCondition checks a condition of the node's request.
+func (e *env) wantRequestCondition(node, typ string, status metav1.ConditionStatus, reason string) {
+	e.t.Helper()
+	r := e.request(node)
+	for _, c := range r.Status.Conditions {
+		if c.Type == typ {
+			if c.Status != status || c.Reason != reason {
+				e.t.Fatalf("request %s condition %s = %s/%s, want %s/%s (%s)", r.Name, typ, c.Status, c.Reason, status, reason, c.Message)
+			}
+			return
+		}
+	}
+	e.t.Fatalf("request %s has no condition %s, want %s/%s", r.Name, typ, status, reason)
+}
+
+// wantNode checks the node's Fenceline conditions (type to status, absent
+// when "") and which of Fenceline's taints and the out-of-service taint
+// it carries.
+func (e *env) wantNode(name string, conds map[string]v1.ConditionStatus, taints ...string) *v1.Node {
+	e.t.Helper()
+	n := e.node(name)
+	for typ, want := range conds {
+		got := v1.ConditionStatus("")
+		for _, c := range n.Status.Conditions {
+			if string(c.Type) == typ {
+				got = c.Status
+			}
+		}
+		if got != want {
+			e.t.Errorf("node %s condition %s = %q, want %q", name, typ, got, want)
+		}
+	}
+	var got []string
+	for _, t := range n.Spec.Taints {
+		switch t.Key {
+		case names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint:
+			got = append(got, t.Key)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(taints)
+	if !slices.Equal(got, taints) {
+		e.t.Errorf("node %s has taints %v, want %v", name, got, taints)
+	}
+	return n
+}
+
+const (
+	triagedCond  = names.FencingTriagedCondition
+	requiredCond = names.FencingRequiredCondition
+	completeCond = names.FencingCompleteCondition
+)
+
+// cluster is three nodes of the policy "p" with the class "bmc": n1 dead
+// (kubelet silent for a minute, its Lease 60 s old), n2 and n3 healthy, so
+// that the storm guard sees a cluster it may fence in. extra are more
+// objects, and options of n1.
+func cluster(now time.Time, n1 []testobj.NodeOption, extra ...runtime.Object) []runtime.Object {
+	objs := []runtime.Object{policy("p"), class("bmc", false)}
+	objs = append(objs, testobj.Node("n1", append([]testobj.NodeOption{testobj.UnknownSince(now.Add(-time.Minute))}, n1...)...), testobj.Lease("n1", now.Add(-time.Minute)))
+	for _, n := range []string{"n2", "n3"} {
+		objs = append(objs, testobj.Node(n, testobj.ReadySince(now.Add(-time.Hour))), testobj.Lease(n, now))
+	}
+	return append(objs, extra...)
+}
+
+// fenceToFenced drives n1 from no request to Fenced with its
+// out-of-service taint, checking each step; taints are the taints of
+// interest n1 had before (a human's out-of-service one).
+func (e *env) fenceToFenced(taints ...string) *fencingv1alpha1.FencingRequest {
+	e.t.Helper()
+	e.sync("n1")
+	r := e.wantPhase("n1", fencingv1alpha1.FencingPhasePending)
+	if r.Labels[names.FencingRequestNodeLabel] != "n1" || r.Spec.Requester != RequesterController || r.Spec.NodeUID != "uid-n1" ||
+		r.Spec.PolicyName != "p" || r.Spec.Reason != "LeaseExpired" || r.Spec.Action != fencingv1alpha1.FenceActionOff {
+		e.t.Fatalf("created request = %+v %+v, want label %s=n1, requester controller, nodeUID uid-n1, policy p, reason LeaseExpired, action Off",
+			r.Labels, r.Spec, names.FencingRequestNodeLabel)
+	}
+
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
+	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: "", completeCond: ""}, append(taints, names.FencingTriagedTaint)...)
+
+	e.sync("n1")
+	r = e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	if r.Status.BootIDAtFence != "boot-1" {
+		e.t.Fatalf("bootIDAtFence = %q, want boot-1", r.Status.BootIDAtFence)
+	}
+	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: v1.ConditionTrue, completeCond: ""}, append(taints, names.FencingTriagedTaint, names.FencingRequiredTaint)...)
+
+	// Without an attempt read back Off, the request waits for the agent.
+	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
+		s.Attempts = []fencingv1alpha1.FenceAttempt{attempt(1, "bmc", succeeded, "")}
+	})
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestComplete, metav1.ConditionFalse, ReasonAwaitingAgent)
+
+	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
+		s.Attempts = append(s.Attempts, attempt(1, "bmc", succeeded, off))
+	})
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
+	// FencingRequired stays True next to FencingComplete.
+	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: v1.ConditionTrue, completeCond: v1.ConditionTrue}, append(taints, names.FencingTriagedTaint, names.FencingRequiredTaint)...)
+
+	e.sync("n1")
+	return e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
+}
+
+// comesBack makes n1 Ready since a minute ago with the boot ID, its Lease
+// renewed.
+func (e *env) comesBack(bootID string) {
+	e.updateNode("n1", func(n *v1.Node) {
+		n.Status.NodeInfo.BootID = bootID
+		for i, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				n.Status.Conditions[i] = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
+					LastTransitionTime: metav1.NewTime(e.now.Add(-time.Minute)), LastHeartbeatTime: metav1.NewTime(e.now)}
+			}
+		}
+	})
+	e.renewLease("n1")
+}
+
+func TestSyncLifecycle(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	r := e.fenceToFenced()
+	n := e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionTrue},
+		names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
+	if got := n.Annotations[names.OutOfServiceOwnerAnnotation]; got != string(r.UID) || r.UID == "" {
+		t.Fatalf("out-of-service owner annotation = %q, want the request's UID %q", got, r.UID)
+	}
+	if oos := n.Spec.Taints[slices.IndexFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == names.OutOfServiceTaint })]; oos.Effect != v1.TaintEffectNoExecute {
+		t.Errorf("out-of-service taint = %+v, want effect NoExecute", oos)
+	}
+
+	// Still down: nothing changes.
+	e.now = e.now.Add(time.Minute)
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
+
+	e.comesBack("boot-2")
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovering)
+	e.wantNode("n1", nil, names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
+
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovered)
+	n = e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse, requiredCond: v1.ConditionFalse, completeCond: v1.ConditionFalse})
+	if _, ok := n.Annotations[names.OutOfServiceOwnerAnnotation]; ok {
+		t.Errorf("owner annotation left after recovery: %v", n.Annotations)
+	}
+
+	// Healthy, the request terminal: no new request.
+	e.sync("n1")
+	if rs := e.requests("n1"); len(rs) != 1 {
+		t.Errorf("after recovery the node has %d requests, want 1", len(rs))
+	}
+}
+
+func TestSyncSameBootIDStaysFenced(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	e.fenceToFenced()
+	e.comesBack("boot-1")
+	for range 2 {
+		e.sync("n1")
+		e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
+	}
+	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestRecovered, metav1.ConditionFalse, ReasonSameBootID)
+	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionTrue}, names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
+}
+
+func TestSyncKeepsAHumansOutOfServiceTaint(t *testing.T) {
+	now := testobj.Epoch
+	human := testobj.TaintAt(names.OutOfServiceTaint, v1.TaintEffectNoExecute, now.Add(-time.Minute))
+	e := newEnv(t, now, cluster(now, []testobj.NodeOption{human})...)
+	e.fenceToFenced(names.OutOfServiceTaint)
+	// The taint was there: Fenceline adds none and claims none.
+	n := e.wantNode("n1", nil, names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
+	if _, ok := n.Annotations[names.OutOfServiceOwnerAnnotation]; ok {
+		t.Fatalf("Fenceline claimed a human's out-of-service taint: %v", n.Annotations)
+	}
+	e.comesBack("boot-2")
+	e.sync("n1")
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovered)
+	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionFalse}, names.OutOfServiceTaint)
+}
+
+func TestSyncVolumeAttachmentBlocksRecovery(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	e.fenceToFenced()
+	e.comesBack("boot-2")
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovering)
+
+	va := testobj.VA("va-1", "disk.example.com", "pv-1", "n1")
+	if _, err := e.kube.StorageV1().VolumeAttachments().Create(e.ctx, va, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	for range 2 {
+		e.sync("n1")
+		e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovering)
+	}
+	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestRecovered, metav1.ConditionFalse, ReasonAttachmentsRemain)
+	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionTrue}, names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
+
+	if err := e.kube.StorageV1().VolumeAttachments().Delete(e.ctx, "va-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovered)
+	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionFalse})
+}
+
+// A VolumeAttachment the API server has and the cache not yet: the
+// write-time recheck lists them fresh, and nothing is unfenced.
+func TestSyncRecoverRechecksVolumeAttachments(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	e.fenceToFenced()
+	e.comesBack("boot-2")
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovering)
+
+	va := testobj.VA("va-1", "disk.example.com", "pv-1", "n1")
+	e.kube.PrependReactor("list", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &storagev1.VolumeAttachmentList{Items: []storagev1.VolumeAttachment{*va}}, nil
+	})
+	if _, err := e.c.Sync(e.ctx, "n1"); !actuator.IsDecisionChanged(err) {
+		t.Fatalf("Sync with a VolumeAttachment only the API server has = %v, want the decision changed on fresh data", err)
+	}
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovering)
+	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: v1.ConditionTrue, completeCond: v1.ConditionTrue},
+		names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
+}
+
+// Two dead nodes of five under maxConcurrentFencing 1: one is fenced, the
+// other waits in Triaged.
+func TestSyncStormGuardAdmitsOneAtATime(t *testing.T) {
+	now := testobj.Epoch
+	objs := []runtime.Object{policy("p", maxConcurrent(1)), class("bmc", false)}
+	for _, n := range []string{"n1", "n2"} {
+		objs = append(objs, testobj.Node(n, testobj.UnknownSince(now.Add(-time.Minute))), testobj.Lease(n, now.Add(-time.Minute)))
+	}
+	for _, n := range []string{"n3", "n4", "n5"} {
+		objs = append(objs, testobj.Node(n, testobj.ReadySince(now.Add(-time.Hour))), testobj.Lease(n, now))
+	}
+	e := newEnv(t, now, objs...)
+	for range 2 {
+		e.sync("n1")
+		e.sync("n2")
+	}
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
+	e.wantPhase("n2", fencingv1alpha1.FencingPhaseTriaged)
+
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	if after := e.sync("n2"); after <= 0 {
+		t.Errorf("a refused admission asks for no recheck (%s)", after)
+	}
+	e.sync("n2")
+	e.wantPhase("n2", fencingv1alpha1.FencingPhaseTriaged)
+	e.wantRequestCondition("n2", fencingv1alpha1.FencingRequestRequired, metav1.ConditionFalse, "MaxConcurrentFencing")
+	e.wantNode("n2", map[string]v1.ConditionStatus{requiredCond: ""}, names.FencingTriagedTaint)
+
+	// Once n1 is fenced its slot is free.
+	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
+		s.Attempts = []fencingv1alpha1.FenceAttempt{attempt(1, "bmc", succeeded, off)}
+	})
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
+	e.sync("n2")
+	e.wantPhase("n2", fencingv1alpha1.FencingPhaseFencing)
+}
+
+// The Lease renewed in the API server after the cached decision: the
+// write-time decision sees it and creates no request.
+func TestSyncCreateRechecksTheLease(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	renewed := testobj.Lease("n1", now)
+	e.kube.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() != "n1" {
+			return false, nil, nil
+		}
+		return true, renewed.DeepCopy(), nil
+	})
+	cached, err := e.c.leases.Get("n1")
+	if err != nil || !cached.Spec.RenewTime.Time.Before(now.Add(-30*time.Second)) {
+		t.Fatalf("the cache should still hold the stale Lease: %+v, %v", cached, err)
+	}
+	e.sync("n1")
+	if rs := e.requests("n1"); len(rs) != 0 {
+		t.Fatalf("a request was created for a node whose Lease the API server has renewed: %+v", rs)
+	}
+}
+
+// A healthy node: no request, and a recheck when its Lease may go stale.
+func TestSyncHealthyNode(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	if after := e.sync("n2"); after != 20*time.Second {
+		t.Errorf("Sync of a node whose Lease was just renewed = recheck after %s, want 20s", after)
+	}
+	if rs := e.requests("n2"); len(rs) != 0 {
+		t.Errorf("healthy node got requests: %+v", rs)
+	}
+}
+
+// An automatic request whose node came back before it was admitted is
+// cancelled, and Fenceline's triage marks go.
+func TestSyncCancelsWhenTheNodeComesBack(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	e.sync("n1")
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
+	e.comesBack("boot-1")
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseCancelled)
+	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse})
+}
+
+// A request in Fencing whose node came back is fenced anyway.
+func TestSyncFencingIsNotCancelled(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	for range 3 {
+		e.sync("n1")
+	}
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	e.comesBack("boot-1")
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
+		s.Attempts = []fencingv1alpha1.FenceAttempt{attempt(1, "bmc", succeeded, off)}
+	})
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
+}
+
+// failedRounds at maxAttempts fails the request; the node keeps its marks.
+func TestSyncFailsAfterMaxAttempts(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	for range 3 {
+		e.sync("n1")
+	}
+	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) { s.FailedRounds = 5 })
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFailed)
+	e.wantNode("n1", map[string]v1.ConditionStatus{requiredCond: v1.ConditionTrue, completeCond: ""}, names.FencingTriagedTaint, names.FencingRequiredTaint)
+	// The failed request blocks a new one for the same boot.
+	e.sync("n1")
+	if rs := e.requests("n1"); len(rs) != 1 {
+		t.Errorf("after a failure the node has %d requests, want 1", len(rs))
+	}
+}
