@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -190,6 +192,13 @@ func (f *fixture) sync(t *testing.T) *fencingv1alpha1.FencingRequest {
 	return r
 }
 
+// statusWrites counts the status updates sent.
+func (f *fixture) statusWrites() int {
+	return len(slices.DeleteFunc(f.fencing.Actions(), func(a k8stesting.Action) bool {
+		return !a.Matches("update", "fencingrequests") || a.GetSubresource() != "status"
+	}))
+}
+
 // drainEvents returns the reasons of the Events recorded so far.
 func (f *fixture) drainEvents() []string {
 	var out []string
@@ -279,6 +288,10 @@ func TestAllLevelsFail(t *testing.T) {
 	r := f.sync(t)
 	if len(r.Status.Attempts) != 2 || r.Status.FailedRounds != 1 {
 		t.Fatalf("attempts %+v, failedRounds %d; want two failed attempts and failedRounds 1", summarize(r.Status.Attempts), r.Status.FailedRounds)
+	}
+	// A start and an end per attempt; the count rides on the last end.
+	if n := f.statusWrites(); n != 4 {
+		t.Errorf("%d status writes for two attempts, want 4", n)
 	}
 	if events := strings.Join(f.drainEvents(), "\n"); !strings.Contains(events, "Warning "+EventRoundFailed) {
 		t.Errorf("no %s Event in:\n%s", EventRoundFailed, events)
