@@ -65,7 +65,7 @@ func (c *Controller) runRound(ctx context.Context, req *fencingv1alpha1.FencingR
 	for i, level := range levels {
 		devs, cur, err := c.runLevel(ctx, req, target, level, i == len(levels)-1)
 		if errors.Is(err, errAborted) {
-			logger.Info("Fencing round stopped", "reason", err)
+			logger.Info("Fencing round stopped: the request is no longer fencing")
 			return nil
 		} else if err != nil {
 			return err
@@ -117,10 +117,7 @@ func (c *Controller) runLevel(ctx context.Context, req *fencingv1alpha1.FencingR
 		}
 		devs = append(devs, *dev)
 	}
-	if len(devs) == 0 {
-		return nil, cur, nil
-	}
-	return devs, cur, nil
+	return devs, cur, nil // nil for a level with no class: it proves nothing
 }
 
 // runClass is one attempt: recorded as started before the device is
