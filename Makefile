@@ -90,11 +90,15 @@ test-unit: ## Fast loop: unit tests only (tests needing a control plane are skip
 	$(GO) test -short -count=1 ./...
 
 .PHONY: demo
-demo: build tools ## Start a local cluster, kill a node, and show the fenced failover timeline.
+demo: build tools ## Start a local cluster, hang a node, and show it fenced through its BMC and failed over with no human.
 	$(GO) run ./test/cmd/demo
 
+.PHONY: demo-manual
+demo-manual: build tools ## The manual story: an operator applies the out-of-service taint to a powered-off node.
+	$(GO) run ./test/cmd/demo --manual
+
 .PHONY: up
-up: build tools ## Start the local cluster with Fenceline and leave it running.
+up: build tools ## Start the local cluster with Fenceline (and a simulated BMC per node) and leave it running.
 	$(GO) run ./test/cmd/demo --up
 
 .PHONY: down

@@ -1,7 +1,12 @@
-// Command demo starts a local cluster with Fenceline, powers a node off
-// under a StatefulSet and prints the fenced failover as a timeline
-// (`make demo`). With --up it leaves the world running in the background
-// for exploration with kubectl (`make up`); --down stops it (`make down`).
+// Command demo starts a local cluster with Fenceline and prints a fenced
+// failover of a StatefulSet as a timeline (`make demo`): a node stops
+// heartbeating while its pod keeps writing, and with no human step
+// node-fencing has it powered off through its BMC, the pod moves with its
+// volume fenced, and the node is unfenced once powered on again. With
+// --manual it tells the KEP-2268 story instead, where an operator applies
+// the out-of-service taint (`make demo-manual`). With --up it leaves the
+// world running in the background for exploration with kubectl (`make
+// up`); --down stops it (`make down`).
 package main
 
 import (
@@ -22,6 +27,7 @@ func main() {
 	up := flag.Bool("up", false, "start the world and leave it running in the background")
 	down := flag.Bool("down", false, "stop a world started with --up")
 	serve := flag.Bool("serve", false, "internal: run the world in the foreground until SIGTERM (used by --up)")
+	manual := flag.Bool("manual", false, "tell the manual story: an operator applies the out-of-service taint to a powered-off node")
 	replicas := flag.Int("replicas", 2, "pods of the demo StatefulSet")
 	verbose := flag.Bool("verbose", false, "print the components' log directory and progress details")
 	flag.Parse()
@@ -41,6 +47,8 @@ func main() {
 		err = runUp()
 	case *serve:
 		err = runServe(ctx)
+	case *manual:
+		err = runManualDemo(ctx, *replicas, *verbose)
 	default:
 		err = runDemo(ctx, *replicas, *verbose)
 	}

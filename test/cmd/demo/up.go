@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/world"
 )
 
 // upState is what `make up` records under .cache/demo/up/ for `make down`.
@@ -28,6 +29,17 @@ type upState struct {
 	Kubeconfig string         `json:"kubeconfig"`
 	LogDir     string         `json:"logDir"`
 	Started    time.Time      `json:"started"`
+	// BMCs are the nodes' simulated Redfish BMCs by node name.
+	BMCs map[string]upBMC `json:"bmcs,omitempty"`
+}
+
+// upBMC is one node's simulated BMC, as an explorer reaches it.
+type upBMC struct {
+	// URL is the node's Redfish ComputerSystem.
+	URL string `json:"url"`
+	// Secret is the credentials Secret (fenceline-system/<name>, keys
+	// username and password).
+	Secret string `json:"secret"`
 }
 
 func upDir() (string, error) {
@@ -114,12 +126,28 @@ func runUp() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nFenceline is running: 3 KWOK nodes, the mock driver, fenceline-attacher and fenceline-controller.\n\n")
+	printUp(s)
+	return nil
+}
+
+// printUp tells an explorer what runs and how to make a node fail.
+func printUp(s *upState) {
+	fmt.Printf("\nFenceline is running: 3 KWOK nodes with a simulated Redfish BMC each, the mock driver,\n")
+	fmt.Printf("fenceline-attacher, fenceline-controller and fenceline-fence-agent.\n\n")
 	fmt.Printf("  export KUBECONFIG=%s\n", s.Kubeconfig)
 	fmt.Printf("  kubectl get nodes,pods -A -o wide        # kubectl is in .cache/tools/bin\n")
-	fmt.Printf("  kubectl taint node node-a node.kubernetes.io/out-of-service=nodeshutdown:NoExecute\n\n")
+	fmt.Printf("  kubectl get fencetargets,fencepolicies,fencingrequests\n\n")
+	fmt.Printf("Make node-a stop heartbeating (KWOK lets it go) and watch it fenced with no human:\n\n")
+	fmt.Printf("  kubectl label node node-a %s-\n", cluster.PoweredLabel)
+	fmt.Printf("  kubectl get fencingrequests -w\n\n")
+	if b, ok := s.BMCs["node-a"]; ok {
+		fmt.Printf("Once it is Fenced, power it on through its BMC; it comes back with a new boot ID and is unfenced:\n\n")
+		for _, key := range []string{"username", "password"} {
+			fmt.Printf("  BMC_%s=$(kubectl -n %s get secret %s -o jsonpath='{.data.%s}' | base64 -d)\n", strings.ToUpper(key[:4]), world.Namespace, b.Secret, key)
+		}
+		fmt.Printf("  curl -sk -u \"$BMC_USER:$BMC_PASS\" -H 'Content-Type: application/json' -d '{\"ResetType\":\"On\"}' \\\n      %s/Actions/ComputerSystem.Reset\n\n", b.URL)
+	}
 	fmt.Printf("Component logs: %s\nStop it with `make down`.\n", s.LogDir)
-	return nil
 }
 
 // runServe runs the world until SIGINT/SIGTERM, recording its state for
@@ -130,13 +158,13 @@ func runServe(ctx context.Context) error {
 		return err
 	}
 	st := stepper{start: time.Now()}
-	w, teardown, err := startWorld(ctx, st, "up")
+	w, err := startWorld(ctx, st, worldConfig{name: "up", fencing: true})
 	if err != nil {
 		return err
 	}
 	defer func() {
 		st.printf("stopping")
-		teardown()
+		w.teardown()
 		_ = os.Remove(filepath.Join(dir, "state.json"))
 	}()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -151,7 +179,11 @@ func runServe(ctx context.Context) error {
 	for _, p := range w.Cluster.Processes() {
 		comps[p.Name] = p.PID()
 	}
-	state, err := json.Marshal(upState{PID: os.Getpid(), Components: comps, Kubeconfig: kubeconfig, LogDir: w.Cluster.LogDir(), Started: time.Now()})
+	bmcs := map[string]upBMC{}
+	for node, b := range w.Fencing.BMCs {
+		bmcs[node] = upBMC{URL: b.Address + "/redfish/v1/Systems/" + b.SystemID, Secret: b.SecretName}
+	}
+	state, err := json.Marshal(upState{PID: os.Getpid(), Components: comps, Kubeconfig: kubeconfig, LogDir: w.Cluster.LogDir(), Started: time.Now(), BMCs: bmcs})
 	if err != nil {
 		return err
 	}
