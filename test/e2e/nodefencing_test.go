@@ -232,4 +232,3 @@ func mustRequests(t *testing.T, s *fencingScenario, node string) []fencingv1alph
 	must(t, err)
 	return reqs
 }
-

@@ -3,13 +3,10 @@ package forceeviction
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
@@ -100,27 +97,13 @@ func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, wo
 
 // lease returns the node's Lease from the cache, nil when there is none.
 func (c *Controller) lease(name string) (*coordinationv1.Lease, error) {
-	l, err := c.leases.Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("looking up node Lease %s: %w", name, err)
-	}
-	return l, nil
+	return nodeutil.LookupLease(c.leases, name)
 }
 
 // freshLease reads the node's Lease from the API server for a write-time
-// re-check: a kubelet renewing it between decision and write must count.
+// re-check.
 func (c *Controller) freshLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	l, err := c.act.Client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading node Lease %s: %w", name, err)
-	}
-	return l, nil
+	return nodeutil.ReadLease(ctx, c.act.Client, name)
 }
 
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {

@@ -111,15 +111,25 @@ func (c *Controller) create(ctx context.Context, in Input, d Decision) error {
 	return nil
 }
 
+// liveNode is the input's node if it is the request's (same UID, when the
+// request recorded one), else nil: nothing of a request is ever written to
+// a Node recreated under the same name.
+func liveNode(in Input) *v1.Node {
+	if in.Node == nil || in.Request == nil || in.Request.Spec.NodeUID == "" || in.Node.UID == in.Request.Spec.NodeUID {
+		return in.Node
+	}
+	return nil
+}
+
 // triage marks the node triaged, then the request.
 func (c *Controller) triage(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
-	if in.Node != nil {
+	if node := liveNode(in); node != nil {
 		check := c.recheck(ctx, r, StepTriage, false)
-		if err := c.setNodeConditions(ctx, in.Node, check, nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why))); err != nil {
+		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why))); err != nil {
 			return err
 		}
-		if err := c.cfg.Actuator.AddTaint(ctx, in.Node, triagedTaint, "FencingRequest "+r.Name+" triaged the node", check); err != nil {
+		if err := c.cfg.Actuator.AddTaint(ctx, node, triagedTaint, "FencingRequest "+r.Name+" triaged the node", check); err != nil {
 			return err
 		}
 	}
@@ -128,27 +138,27 @@ func (c *Controller) triage(ctx context.Context, in Input, d Decision) error {
 			s.StartTime = &now
 		}
 		setCondition(s, fencingv1alpha1.FencingRequestTriaged, metav1.ConditionTrue, "Triaged", d.Why, now)
-	}, fencingv1alpha1.FencingPhasePending, "")
+	}, phases(fencingv1alpha1.FencingPhasePending), "")
 }
 
 // fenced records the proof on the node (FencingComplete), then the request.
 func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
-	if in.Node != nil {
+	if node := liveNode(in); node != nil {
 		check := c.recheck(ctx, r, StepFenced, false)
 		// FencingRequired stays True next to FencingComplete, as in the
 		// proposal's timeline; both are cleared when the node is unfenced.
-		if err := c.setNodeConditions(ctx, in.Node, check,
+		if err := c.setNodeConditions(ctx, node, check,
 			nodeCondition(names.FencingCompleteCondition, v1.ConditionTrue, d.Reason, msg)); err != nil {
 			return err
 		}
-		c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeWarning, EventFenced, "%s", msg)
+		c.cfg.Actuator.Recorder.Eventf(node, v1.EventTypeWarning, EventFenced, "%s", msg)
 	}
 	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseFenced, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		s.FencedTime = &now
 		setCondition(s, fencingv1alpha1.FencingRequestComplete, metav1.ConditionTrue, d.Reason, d.Why, now)
-	}, fencingv1alpha1.FencingPhaseFencing, EventFenced)
+	}, phases(fencingv1alpha1.FencingPhaseFencing), EventFenced)
 }
 
 // fail ends a request whose rounds all failed. The node keeps
@@ -157,18 +167,18 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 func (c *Controller) fail(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
 	msg := fmt.Sprintf("FencingRequest %s failed: %s", r.Name, d.Why)
-	if in.Node != nil {
+	if node := liveNode(in); node != nil {
 		check := c.recheck(ctx, r, StepFail, false)
-		if err := c.setNodeConditions(ctx, in.Node, check, nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "FencingFailed", msg)); err != nil {
+		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "FencingFailed", msg)); err != nil {
 			return err
 		}
-		c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeWarning, EventFailed, "%s", msg)
+		c.cfg.Actuator.Recorder.Eventf(node, v1.EventTypeWarning, EventFailed, "%s", msg)
 	}
 	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseFailed, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		s.CompletionTime = &now
 		s.ErrorReason, s.ErrorMessage = d.Reason, d.Why
 		setCondition(s, fencingv1alpha1.FencingRequestFailed, metav1.ConditionTrue, d.Reason, d.Why, now)
-	}, fencingv1alpha1.FencingPhaseFencing, EventFailed)
+	}, phases(fencingv1alpha1.FencingPhaseFencing), EventFailed)
 }
 
 // outOfService adds the out-of-service taint and the owner annotation in
@@ -205,7 +215,7 @@ func (c *Controller) outOfService(ctx context.Context, in Input, d Decision) err
 func (c *Controller) recovering(ctx context.Context, in Input, d Decision) error {
 	return c.transition(ctx, in.Request, fencingv1alpha1.FencingPhaseRecovering, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		setCondition(s, fencingv1alpha1.FencingRequestRecovered, metav1.ConditionFalse, d.Reason, d.Why, now)
-	}, fencingv1alpha1.FencingPhaseFenced, EventRecovering)
+	}, phases(fencingv1alpha1.FencingPhaseFenced), EventRecovering)
 }
 
 // recover unfences: the conditions first (the attacher stops treating the
@@ -229,25 +239,25 @@ func (c *Controller) recover(ctx context.Context, in Input, d Decision) error {
 	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseRecovered, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		s.CompletionTime = &now
 		setCondition(s, fencingv1alpha1.FencingRequestRecovered, metav1.ConditionTrue, d.Reason, d.Why, now)
-	}, fencingv1alpha1.FencingPhaseRecovering, EventUnfenced)
+	}, phases(fencingv1alpha1.FencingPhaseRecovering), EventUnfenced)
 }
 
 // cancel drops a request that was never admitted.
 func (c *Controller) cancel(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
-	if in.Node != nil && (in.Request.Spec.NodeUID == "" || in.Node.UID == in.Request.Spec.NodeUID) {
+	if node := liveNode(in); node != nil {
 		check := c.recheck(ctx, r, StepCancel, false)
-		if err := c.setNodeConditions(ctx, in.Node, check, nodeCondition(names.FencingTriagedCondition, v1.ConditionFalse, d.Reason, d.Why)); err != nil {
+		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingTriagedCondition, v1.ConditionFalse, d.Reason, d.Why)); err != nil {
 			return err
 		}
-		if err := c.removeTaints(ctx, in.Node, r, check, "cancel"); err != nil {
+		if err := c.removeTaints(ctx, node, r, check, "cancel"); err != nil {
 			return err
 		}
 	}
 	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseCancelled, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		s.CompletionTime = &now
 		setCondition(s, fencingv1alpha1.FencingRequestTriaged, metav1.ConditionFalse, d.Reason, d.Why, now)
-	}, "", EventCancelled)
+	}, phases(fencingv1alpha1.FencingPhasePending, fencingv1alpha1.FencingPhaseTriaged), EventCancelled)
 }
 
 // removeTaints removes Fenceline's fencing taints and, if this request
@@ -284,6 +294,9 @@ func (c *Controller) noteWaiting(ctx context.Context, r *fencingv1alpha1.Fencing
 	changed := false
 	err := c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
 		changed = setConditionReason(s, cond, metav1.ConditionFalse, d.Reason, d.Why, now)
+		if s.Phase == "" {
+			s.Phase, changed = fencingv1alpha1.FencingPhasePending, true
+		}
 		return changed
 	})
 	if err == nil && changed {

@@ -44,7 +44,7 @@ func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Dura
 		}
 		d.Why = g.Why
 	}
-	node := fresh.Node
+	node := liveNode(fresh)
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
 	bootID := ""
 	if node != nil {
@@ -60,7 +60,7 @@ func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Dura
 	return 0, c.transition(ctx, r, fencingv1alpha1.FencingPhaseFencing, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		s.BootIDAtFence = bootID
 		setCondition(s, fencingv1alpha1.FencingRequestRequired, metav1.ConditionTrue, "Admitted", d.Why, now)
-	}, fencingv1alpha1.FencingPhaseTriaged, EventAdmitted)
+	}, phases(fencingv1alpha1.FencingPhaseTriaged), EventAdmitted)
 }
 
 // refused records a refusal on the request; a final one fails it.
@@ -72,7 +72,7 @@ func (c *Controller) refused(ctx context.Context, in Input, g stormguard.Decisio
 			s.CompletionTime = &now
 			s.ErrorReason, s.ErrorMessage = g.Reason, g.Why
 			setCondition(s, fencingv1alpha1.FencingRequestFailed, metav1.ConditionTrue, g.Reason, g.Why, now)
-		}, fencingv1alpha1.FencingPhaseTriaged, EventFailed)
+		}, phases(fencingv1alpha1.FencingPhaseTriaged), EventFailed)
 	}
 	if err := c.noteWaiting(ctx, in.Request, d); err != nil {
 		return 0, err

@@ -52,6 +52,7 @@ const (
 	ReasonVolumesInUse      = "VolumesInUse"
 	ReasonManualUnfence     = "ManualUnfence"
 	ReasonUnknownBootID     = "BootIDUnknown"
+	ReasonDuplicate         = "Duplicate"
 )
 
 // Input is everything Decide reads about one node.
@@ -148,6 +149,11 @@ func decideNew(in Input) Decision {
 // decideBeforeFence: Pending or Triaged.
 func decideBeforeFence(in Input, node *v1.Node) Decision {
 	r := in.Request
+	if in.Node != nil && node == nil {
+		// Whoever asked, a request bound to a node's UID never fences
+		// another machine that registered under the same name.
+		return Decision{Step: StepCancel, Reason: ReasonNodeRecreated, Why: "the node was recreated (another UID) before it was fenced"}
+	}
 	if automatic(r) {
 		if d, cancel := cancelAutomatic(in, node); cancel {
 			return d
@@ -173,8 +179,6 @@ func decideBeforeFence(in Input, node *v1.Node) Decision {
 // longer a candidate. A manual request is a human's decision and stays.
 func cancelAutomatic(in Input, node *v1.Node) (Decision, bool) {
 	switch {
-	case in.Node != nil && node == nil:
-		return Decision{Step: StepCancel, Reason: ReasonNodeRecreated, Why: "the node was recreated (another UID) before it was fenced"}, true
 	case node == nil:
 		return Decision{Step: StepCancel, Reason: ReasonNodeDeleted, Why: "the node was deleted before it was fenced"}, true
 	case in.Policy == nil:

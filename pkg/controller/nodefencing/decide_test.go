@@ -359,3 +359,17 @@ func TestDecideInvariants(t *testing.T) {
 	}
 	t.Logf("%d inputs checked", n)
 }
+
+// A manual request bound to a node's UID never fences another machine that
+// registered under the same name.
+func TestDecideManualRequestOfARecreatedNode(t *testing.T) {
+	now := testobj.Epoch.Add(time.Hour)
+	node := testobj.Node("n1", testobj.UnknownSince(now.Add(-time.Minute)), nodeUID("uid-n1-new"))
+	for _, phase := range []fencingv1alpha1.FencingPhase{pending, triaged} {
+		d := Decide(Input{Node: node, Lease: testobj.Lease("n1", now.Add(-time.Minute)), Policy: policy("p"),
+			Request: request("n1", byUser("ada"), inPhase(phase), approval(true)), Now: now})
+		if d.Step != StepCancel || d.Reason != ReasonNodeRecreated {
+			t.Errorf("manual %s request of uid-n1, node now uid-n1-new: Decide() = %s (%s), want Cancel (NodeRecreated)", phase, d.Step, d.Reason)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
@@ -201,8 +201,39 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
+	if err := c.cancelDuplicates(ctx, nodeName, in.Request); err != nil {
+		return 0, err
+	}
 	d := Decide(in)
 	return c.act(ctx, in, d)
+}
+
+// cancelDuplicates cancels every open request of the node other than the
+// one the controller follows (the oldest) that was not admitted yet: two
+// open requests can exist when a human adds one, or when a create's answer
+// was lost and it was retried. One that is already fencing is left to
+// finish; the oldest is followed either way.
+func (c *Controller) cancelDuplicates(ctx context.Context, nodeName string, open *fencingv1alpha1.FencingRequest) error {
+	if open == nil {
+		return nil
+	}
+	reqs, err := c.requestsOf(nodeName)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if r.UID == open.UID || fencingreq.Terminal(r.Status.Phase) {
+			continue
+		}
+		d := Decision{Step: StepCancel, Reason: ReasonDuplicate, Why: fmt.Sprintf("FencingRequest %s is the node's open request", open.Name)}
+		if err := c.transition(ctx, r, fencingv1alpha1.FencingPhaseCancelled, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+			s.CompletionTime = &now
+			setCondition(s, fencingv1alpha1.FencingRequestTriaged, metav1.ConditionFalse, d.Reason, d.Why, now)
+		}, phases(fencingv1alpha1.FencingPhasePending, fencingv1alpha1.FencingPhaseTriaged), EventCancelled); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // gather reads the node's inputs from the caches. A non-nil fresh node
@@ -258,14 +289,7 @@ func (c *Controller) resolve(in *Input) error {
 }
 
 func (c *Controller) lease(name string) (*coordinationv1.Lease, error) {
-	l, err := c.leases.Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("looking up node Lease %s: %w", name, err)
-	}
-	return l, nil
+	return nodeutil.LookupLease(c.leases, name)
 }
 
 func (c *Controller) requestsOf(nodeName string) ([]*fencingv1alpha1.FencingRequest, error) {

@@ -658,3 +658,82 @@ func TestSyncFailsAfterMaxAttempts(t *testing.T) {
 		t.Errorf("after a failure the node has %d requests, want 1", len(rs))
 	}
 }
+
+// A node recreated while its request is Fencing gets nothing of the
+// request when the old machine's fence is proven.
+func TestFencedLeavesARecreatedNodeAlone(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	for range 3 {
+		e.sync("n1") // Fencing
+	}
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	if err := e.kube.CoreV1().Nodes().Delete(e.ctx, "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kube.CoreV1().Nodes().Create(e.ctx, testobj.Node("n1", testobj.ReadySince(now), testobj.BootID("boot-new"), nodeUID("uid-n1-new")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.renewLease("n1")
+	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
+		s.Attempts = []fencingv1alpha1.FenceAttempt{attempt(1, "bmc", succeeded, off)}
+	})
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
+	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: "", requiredCond: "", triagedCond: ""})
+}
+
+// A cache that still shows Triaged after the admission (the API server has
+// Fencing) never cancels the request: the phase is checked on the fresh
+// request.
+func TestCancelNeverCancelsAFencingRequest(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	e.sync("n1")
+	e.sync("n1") // Triaged
+	stale, err := e.c.gather("n1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sync("n1") // admitted: Fencing in the API server
+	if err := e.kube.CoreV1().Nodes().Delete(e.ctx, "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stale.Node = nil // the node's deletion seen, the request's update not yet
+	d := Decide(stale)
+	if d.Step != StepCancel {
+		t.Fatalf("stale Decide = %s, want Cancel (the test proves nothing otherwise)", d.Step)
+	}
+	if _, err := e.c.act(e.ctx, stale, d); err != nil {
+		t.Fatal(err)
+	}
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+}
+
+// A second open request of the node (a human's, or a retried create) is
+// cancelled before it is admitted; the oldest is followed.
+func TestDuplicateRequestCancelled(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	e.sync("n1") // the controller's request
+	first := e.requests("n1")
+	if len(first) != 1 {
+		t.Fatalf("%d requests after the first sync, want 1", len(first))
+	}
+	dup := request("n1", byUser("ada"), approval(true))
+	dup.Name = "n1-dup" // sorts after the generated name at the same creation time
+	if _, err := e.fencing.FencingV1alpha1().FencingRequests().Create(e.ctx, dup, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	e.sync("n1")
+	for _, r := range e.requests("n1") {
+		want := fencingv1alpha1.FencingPhaseTriaged
+		if r.Name == "n1-dup" {
+			want = fencingv1alpha1.FencingPhaseCancelled
+		}
+		if r.Status.Phase != want {
+			t.Errorf("request %s is %q, want %q", r.Name, r.Status.Phase, want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -50,18 +51,20 @@ func (c *Controller) updateStatus(ctx context.Context, r *fencingv1alpha1.Fencin
 	return nil
 }
 
-// transition moves the request to phase to, if it is still in phase from
-// ("" means any phase that is not terminal), applying mutate in the same
-// write; then it records an Event and the metric.
+// transition moves the request to phase to, if it is still in one of the
+// phases from (an empty phase counts as Pending), applying mutate in the
+// same write; then it records an Event and the metric. The phase is checked
+// on the request as the API server has it, so a lagging cache never moves
+// a request from a phase it already left.
 func (c *Controller) transition(ctx context.Context, r *fencingv1alpha1.FencingRequest, to fencingv1alpha1.FencingPhase, d Decision,
-	mutate func(*fencingv1alpha1.FencingRequestStatus, metav1.Time), from fencingv1alpha1.FencingPhase, event string) error {
+	mutate func(*fencingv1alpha1.FencingRequestStatus, metav1.Time), from []fencingv1alpha1.FencingPhase, event string) error {
 	moved := false
 	err := c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
 		cur := s.Phase
 		if cur == "" {
 			cur = fencingv1alpha1.FencingPhasePending
 		}
-		if (from != "" && cur != from) || (from == "" && isTerminal(cur)) {
+		if !slices.Contains(from, cur) {
 			return false
 		}
 		s.Phase = to
@@ -85,9 +88,8 @@ func (c *Controller) transition(ctx context.Context, r *fencingv1alpha1.FencingR
 	return nil
 }
 
-func isTerminal(p fencingv1alpha1.FencingPhase) bool {
-	return p == fencingv1alpha1.FencingPhaseRecovered || p == fencingv1alpha1.FencingPhaseFailed || p == fencingv1alpha1.FencingPhaseCancelled
-}
+// phases is a set of phases for transition.
+func phases(ps ...fencingv1alpha1.FencingPhase) []fencingv1alpha1.FencingPhase { return ps }
 
 // setCondition sets a request condition; it reports a change of status,
 // reason or message.
@@ -212,14 +214,7 @@ func (c *Controller) freshInput(ctx context.Context, nodeName string, node *v1.N
 }
 
 func (c *Controller) freshLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	l, err := c.cfg.Actuator.Client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading node Lease %s: %w", name, err)
-	}
-	return l, nil
+	return nodeutil.ReadLease(ctx, c.cfg.Actuator.Client, name)
 }
 
 // freshRequest replaces the input's request: r as the API server has it,
