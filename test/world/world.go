@@ -127,6 +127,10 @@ type World struct {
 
 	standinLog     *os.File
 	controllerArgs []string // the flags every controller replica runs with
+	// fenceAgentArgs are the fence agent's flags; fenceAgentRestarts
+	// counts KillFenceAgent's restarts.
+	fenceAgentArgs     []string
+	fenceAgentRestarts int
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
