@@ -19,6 +19,7 @@ import (
 // `make bench`, from environment variables; a flag wins over the variable.
 var (
 	flagReps            = flag.Int("reps", 0, "failover repetitions per configuration (env FENCELINE_BENCH_REPS, default 5)")
+	flagNoHumanReps     = flag.Int("nohuman-reps", 0, "repetitions of the no-human failover at production timings (env FENCELINE_BENCH_NOHUMAN_REPS, default 3)")
 	flagPods            = flag.Int("pods", 0, "StatefulSet pods in the failover benchmark (env FENCELINE_BENCH_PODS, default 21)")
 	flagVAs             = flag.Int("vas", 0, "VolumeAttachments in the throughput benchmark (env FENCELINE_BENCH_VAS, default 500)")
 	flagWorkers         = flag.Int("worker-threads", 0, "--worker-threads of both attachers in the throughput benchmark (env FENCELINE_BENCH_WORKERS, default 10)")
@@ -32,6 +33,7 @@ var (
 // settings are the resolved benchmark parameters.
 type settings struct {
 	Reps            int           `json:"reps"`
+	NoHumanReps     int           `json:"nohuman_reps"`
 	Pods            int           `json:"pods"`
 	VAs             int           `json:"vas"`
 	Workers         int           `json:"worker_threads"`
@@ -62,6 +64,7 @@ func loadSettings() (settings, error) {
 		rationale string
 	}{
 		{&s.Reps, *flagReps, "FENCELINE_BENCH_REPS", 5, 1, "repetitions"},
+		{&s.NoHumanReps, *flagNoHumanReps, "FENCELINE_BENCH_NOHUMAN_REPS", 3, 1, "repetitions"},
 		{&s.Pods, *flagPods, "FENCELINE_BENCH_PODS", 21, 3, "pods (at least one per node)"},
 		{&s.VAs, *flagVAs, "FENCELINE_BENCH_VAS", 500, 1, "VolumeAttachments"},
 		{&s.Workers, *flagWorkers, "FENCELINE_BENCH_WORKERS", 10, 1, "worker threads"},

@@ -202,7 +202,12 @@ func (c *Cluster) startSecureComponent(ctx context.Context, name, bin, certDir s
 	})
 }
 
-func (c *Cluster) startKWOK(ctx context.Context, bin string) error {
+// startKWOK starts KWOK; leaseSeconds is its node Lease duration, 0 for
+// NodeLeaseDurationSeconds.
+func (c *Cluster) startKWOK(ctx context.Context, bin string, leaseSeconds int) error {
+	if leaseSeconds <= 0 {
+		leaseSeconds = NodeLeaseDurationSeconds
+	}
 	cfg := filepath.Join(c.dir, "kwok.yaml")
 	if err := os.WriteFile(cfg, []byte(kwokConfig), 0o600); err != nil {
 		return fmt.Errorf("writing kwok config: %w", err)
@@ -213,7 +218,7 @@ func (c *Cluster) startKWOK(ctx context.Context, bin string) error {
 			"--kubeconfig="+c.adminKubeconfig,
 			"--config="+cfg,
 			"--manage-nodes-with-label-selector="+PoweredLabel+"="+PoweredOn,
-			"--node-lease-duration-seconds="+strconv.Itoa(NodeLeaseDurationSeconds),
+			"--node-lease-duration-seconds="+strconv.Itoa(leaseSeconds),
 			"--server-address="+addr,
 			"--node-ip=127.0.0.1",
 		)

@@ -1,0 +1,474 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/pkg/controller/forceeviction"
+	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
+	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/invariant"
+	"fenceline.io/fenceline/test/world"
+)
+
+// Production defaults of the no-human benchmark: what a kubelet and
+// kube-controller-manager v1.37 run with when nothing is tuned.
+const (
+	// prodLeaseSeconds is the kubelet's --node-lease-duration-seconds; it
+	// renews the Lease every quarter of that, 10 s.
+	prodLeaseSeconds = 40
+	// prodRenewInterval is that renewal period.
+	prodRenewInterval = prodLeaseSeconds * time.Second / 4
+	// prodTolerationSeconds is what the DefaultTolerationSeconds admission
+	// plugin gives every pod for the not-ready and unreachable taints.
+	prodTolerationSeconds = 300
+	// noHumanTimeout bounds a broken run's failover only.
+	noHumanTimeout = 4 * time.Minute
+)
+
+// prodControllerManagerArgs put kube-controller-manager back on its
+// defaults where the harness shortens them (node-monitor-period 5 s,
+// node-monitor-grace-period 50 s, node-startup-grace-period 1 m).
+var prodControllerManagerArgs = []string{
+	"--node-monitor-period=5s",
+	"--node-monitor-grace-period=50s",
+	"--node-startup-grace-period=1m",
+}
+
+// noHumanRun is one repetition's figures, each from T0, the moment the
+// node stopped heartbeating (negative: before it).
+type noHumanRun struct {
+	Rep    int    `json:"rep"`
+	Victim string `json:"victim"`
+	Moved  int    `json:"moved_pods"`
+	T0     string `json:"t0"`
+	// LastRenewal is the node's last Lease renewal (or status heartbeat)
+	// before T0.
+	LastRenewal time.Duration `json:"last_renewal_ns"`
+	// Created, Admitted and Fenced are when the FencingRequest was first
+	// seen, in phase Fencing and in phase Fenced (power read back Off).
+	Created  time.Duration `json:"request_created_ns"`
+	Admitted time.Duration `json:"request_admitted_ns"`
+	Fenced   time.Duration `json:"fenced_ns"`
+	// NotReady is when kube-controller-manager marked the node not Ready.
+	NotReady     time.Duration `json:"node_not_ready_ns"`
+	PodsDeleted  time.Duration `json:"pods_deleted_ns"`
+	Unpublished  time.Duration `json:"fenced_unpublished_ns"`
+	Running      time.Duration `json:"replacements_running_ns"`
+	Replacements time.Duration `json:"replacements_attached_ns"`
+}
+
+// Metric names of the no-human table, in order.
+const (
+	nhCreated      = "heartbeat loss -> FencingRequest created"
+	nhAdmitted     = "heartbeat loss -> request admitted (Fencing)"
+	nhFenced       = "heartbeat loss -> Fenced (BMC read back Off)"
+	nhNotReady     = "heartbeat loss -> node NotReady (kube-controller-manager)"
+	nhPodsDeleted  = "heartbeat loss -> last stuck pod deleted"
+	nhUnpublished  = "heartbeat loss -> last old volume unpublished (fence=true)"
+	nhReplacements = "heartbeat loss -> last replacement Running + attached"
+	nhFromFenced   = "Fenced -> last replacement Running + attached"
+	nhFromRenewal  = "last Lease renewal -> last replacement Running + attached"
+)
+
+// BenchmarkFailoverNoHuman measures the failover with no human at
+// production-default timings: a kubelet Lease of 40 s renewed every 10 s,
+// kube-controller-manager's default node monitoring, pods with the default
+// 300 s tolerations, and Fenceline's shipped FencePolicy and FenceClass
+// defaults (nothing set but the class's method and the simulated BMCs'
+// self-signed certificate). The node holding the most pods of a
+// StatefulSet stops heartbeating while it keeps running (a hang or a
+// partition: the case that needs a fence); node-fencing detects the stale
+// Lease, the fence agent powers the node off through its Redfish BMC and
+// reads Off back, the node is put out of service, and the benchmark
+// measures until every replacement is Running with its volume attached,
+// each old volume detached with fence=true first.
+func BenchmarkFailoverNoHuman(b *testing.B) {
+	s := benchSetup(b)
+	for _, bin := range []string{"fenceline-controller", "fenceline-fence-agent"} {
+		if _, err := cluster.Binary(bin); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range b.N {
+		var runs []noHumanRun
+		for rep := 1; rep <= s.NoHumanReps; rep++ {
+			ctx, cancel := context.WithTimeout(context.Background(), repetitionDeadline)
+			start := time.Now()
+			run, err := runNoHuman(ctx, s)
+			cancel()
+			if err != nil {
+				b.Fatalf("no-human repetition %d: %v", rep, err)
+			}
+			run.Rep = rep
+			runs = append(runs, run)
+			b.Logf("no-human rep %d/%d: %d pods moved off %s; Lease renewed %.2fs, fenced %.2fs, NotReady %.2fs, replacements attached %.2fs after the heartbeat loss (wall %s)",
+				rep, s.NoHumanReps, run.Moved, run.Victim, run.LastRenewal.Seconds(), run.Fenced.Seconds(), run.NotReady.Seconds(),
+				run.Replacements.Seconds(), time.Since(start).Round(time.Second))
+		}
+		report := newNoHumanReport(s, runs)
+		fmt.Printf("\nFailover with no human at production-default timings, %d pods over 3 nodes, %d repetitions (median [min–max]); %s\n%s\n",
+			s.Pods, s.NoHumanReps, report.Machine, report.Table)
+		path, err := writeResult(fmt.Sprintf("failover-nohuman-%dpods", s.Pods), report)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("wrote %s", path)
+		b.ReportMetric(report.Summaries[nhReplacements].Median, "heartbeat-loss-to-attached-s")
+	}
+}
+
+// noHumanReport is the JSON written to bench-results/.
+type noHumanReport struct {
+	Machine   machine            `json:"machine"`
+	Settings  settings           `json:"settings"`
+	Timings   map[string]string  `json:"timings"`
+	Runs      []noHumanRun       `json:"runs"`
+	Summaries map[string]Summary `json:"summaries"`
+	Table     string             `json:"table"`
+}
+
+func newNoHumanReport(s settings, runs []noHumanRun) noHumanReport {
+	r := noHumanReport{Machine: thisMachine(), Settings: s, Runs: runs, Summaries: map[string]Summary{}, Timings: productionTimings()}
+	metrics := []struct {
+		name string
+		get  func(noHumanRun) time.Duration
+	}{
+		{nhCreated, func(r noHumanRun) time.Duration { return r.Created }},
+		{nhAdmitted, func(r noHumanRun) time.Duration { return r.Admitted }},
+		{nhFenced, func(r noHumanRun) time.Duration { return r.Fenced }},
+		{nhNotReady, func(r noHumanRun) time.Duration { return r.NotReady }},
+		{nhPodsDeleted, func(r noHumanRun) time.Duration { return r.PodsDeleted }},
+		{nhUnpublished, func(r noHumanRun) time.Duration { return r.Unpublished }},
+		{nhReplacements, func(r noHumanRun) time.Duration { return r.Replacements }},
+		{nhFromFenced, func(r noHumanRun) time.Duration { return r.Replacements - r.Fenced }},
+		{nhFromRenewal, func(r noHumanRun) time.Duration { return r.Replacements - r.LastRenewal }},
+	}
+	t := Table{Header: []string{"metric", "F, no human", "upstream, no human"}}
+	for _, m := range metrics {
+		var d []time.Duration
+		for _, run := range runs {
+			d = append(d, m.get(run))
+		}
+		r.Summaries[m.name] = Summarize(d)
+		upstream := "n/a"
+		if m.name == nhReplacements || m.name == nhFromRenewal {
+			upstream = "never (pods stay Terminating)"
+		}
+		t.AddRow(m.name, r.Summaries[m.name].String(), upstream)
+	}
+	r.Table = t.String()
+	return r
+}
+
+// productionTimings records the timings the runs had, for the JSON.
+func productionTimings() map[string]string {
+	return map[string]string{
+		"node_lease_duration":     (prodLeaseSeconds * time.Second).String(),
+		"lease_renew_interval":    prodRenewInterval.String(),
+		"kube_controller_manager": fmt.Sprint(prodControllerManagerArgs),
+		"pod_tolerations":         (prodTolerationSeconds * time.Second).String(),
+		"fence_policy":            "shipped defaults (CRD defaults)",
+		"fence_class":             "shipped defaults; method Redfish, insecureTLS for the simulated BMCs",
+		"fenceline_controller":    "--force-eviction-ready-grace=" + forceeviction.DefaultReadyGrace.String(),
+	}
+}
+
+// runNoHuman runs one repetition on a fresh cluster at production timings.
+func runNoHuman(ctx context.Context, s settings) (noHumanRun, error) {
+	var run noHumanRun
+	copts := cluster.Options{
+		ControllerManager: true, Scheduler: true, KWOK: true,
+		NodeLeaseSeconds:           prodLeaseSeconds,
+		ExtraControllerManagerArgs: prodControllerManagerArgs,
+	}
+	err := withCluster(ctx, "bench-failover-nohuman", copts, func(c *cluster.Cluster) error {
+		w, err := world.Launch(ctx, c, world.Options{
+			Fencing:      true,
+			AttacherArgs: attacherRateArgs(s),
+			// The world matches the controller to its 5 s node-monitor
+			// grace; here it is upstream's 50 s again, the flag's default.
+			ControllerArgs: []string{"--force-eviction-ready-grace=" + forceeviction.DefaultReadyGrace.String()},
+			WriteInterval:  benchWriteInterval,
+		})
+		if w != nil {
+			defer w.Stop()
+		}
+		if err != nil {
+			return fmt.Errorf("starting the product: %w", err)
+		}
+		setup, err := setUpShippedFencing(ctx, w)
+		if err != nil {
+			return err
+		}
+		defer setup.Close()
+		return noHumanFailover(ctx, w, setup, s.Pods, &run)
+	})
+	return run, err
+}
+
+// setUpShippedFencing gives every node a Redfish BMC and FenceTarget, with
+// a FenceClass and a FencePolicy at their shipped defaults: the class sets
+// only its method and trusts the simulated BMCs' self-signed certificate;
+// the policy is the world's without any of its test timings. It checks
+// that the API server did default them.
+func setUpShippedFencing(ctx context.Context, w *world.World) (*world.FencingSetup, error) {
+	cs, err := w.InstallFencingCRDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fc := &fencingv1alpha1.FenceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: world.FenceClassRedfish},
+		Spec: fencingv1alpha1.FenceClassSpec{
+			Method:  fencingv1alpha1.FenceMethodRedfish,
+			Redfish: &fencingv1alpha1.RedfishSettings{InsecureTLS: true},
+		},
+	}
+	// Created first, so that SetUpFencing keeps it instead of the world's
+	// class with test timeouts.
+	if fc, err = cs.FencingV1alpha1().FenceClasses().Create(ctx, fc, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating FenceClass %s: %w", world.FenceClassRedfish, err)
+	}
+	setup, err := w.SetUpFencing(ctx, world.BMCRedfish, nil, func(p *fencingv1alpha1.FencePolicy) {
+		p.Spec.Detection = fencingv1alpha1.FenceDetection{}
+		p.Spec.StormGuard = fencingv1alpha1.StormGuard{}
+		p.Spec.Recovery = fencingv1alpha1.FenceRecovery{}
+		for i := range p.Spec.Levels {
+			p.Spec.Levels[i].Timeout = nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d := setup.Policy.Spec.Detection.LeaseStaleAfter; d == nil || d.Duration != 20*time.Second {
+		setup.Close()
+		return nil, fmt.Errorf("FencePolicy leaseStaleAfter %v, want the shipped default 20s", d)
+	}
+	if t := fc.Spec.Timeouts; t.Action == nil || t.Verify == nil || t.PollInterval == nil {
+		setup.Close()
+		return nil, fmt.Errorf("FenceClass timeouts %+v were not defaulted", t)
+	}
+	return setup, nil
+}
+
+// noHumanFailover deploys the StatefulSet, stops the heartbeats of the
+// busiest node and records the failover into run.
+func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSetup, pods int, run *noHumanRun) error {
+	rec, v, err := deployForNoHuman(ctx, w, pods)
+	if err != nil {
+		return err
+	}
+	run.Victim, run.Moved = v.Node, len(v.Pods)
+	fr, err := startFenceRecorder(ctx, w.Cluster.Client(), setup.Client, v.Node)
+	if err != nil {
+		return err
+	}
+	// The node's Lease renewals run on a 10 s cycle that starts with the
+	// cluster; without a random delay every run would stop the heartbeats
+	// at about the same phase of it and hide the spread detection has.
+	select {
+	case <-time.After(rand.N(prodRenewInterval)):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t0 := time.Now()
+	if err := w.Partition(ctx, v.Node); err != nil {
+		return err
+	}
+	var p progress
+	if err := world.WaitFor(ctx, noHumanTimeout, fmt.Sprintf("%d pods moved off %s with their volumes", len(v.Pods), v.Node), func(context.Context) (bool, error) {
+		p = rec.progress(v)
+		return p.done(), nil
+	}); err != nil {
+		return fmt.Errorf("%w; so far: %+v, fencing: %+v", err, p, fr.snapshot())
+	}
+	renewal, err := lastHeartbeat(ctx, w, v.Node)
+	if err != nil {
+		return err
+	}
+	unpublished, err := lastUnpublish(ctx, w, v, true)
+	if err != nil {
+		return err
+	}
+	f := fr.snapshot()
+	if err := checkNoHumanFence(ctx, w, setup, v, t0, f.fenced); err != nil {
+		return err
+	}
+	run.T0 = t0.UTC().Format(time.RFC3339Nano)
+	run.LastRenewal = renewal.Sub(t0)
+	run.Created, run.Admitted, run.Fenced = since(t0, f.created), since(t0, f.admitted), since(t0, f.fenced)
+	run.NotReady = since(t0, f.notReady)
+	run.PodsDeleted, run.Unpublished = since(t0, p.PodsDeleted), since(t0, unpublished)
+	run.Running, run.Replacements = since(t0, p.Running), since(t0, p.Replacements)
+	return nil
+}
+
+// deployForNoHuman creates the StatefulSet, its pods tolerating a lost node
+// for the default 300 s, waits until all run, and picks the node with the
+// most of them.
+func deployForNoHuman(ctx context.Context, w *world.World, pods int) (*recorder, victimState, error) {
+	cs := w.Cluster.Client()
+	if err := w.CreateNamespace(ctx, benchNamespace); err != nil {
+		return nil, victimState{}, err
+	}
+	if err := w.CreateStorageClass(ctx); err != nil {
+		return nil, victimState{}, err
+	}
+	if _, err := w.ProvisionStatefulSet(ctx, benchNamespace, statefulSetName, pods); err != nil {
+		return nil, victimState{}, err
+	}
+	rec, err := startRecorder(ctx, cs, benchNamespace)
+	if err != nil {
+		return nil, victimState{}, err
+	}
+	ss := world.StatefulSet(benchNamespace, statefulSetName, int32(pods))
+	ss.Spec.Template.Spec.Tolerations = world.LostNodeTolerations(prodTolerationSeconds)
+	if _, err := cs.AppsV1().StatefulSets(benchNamespace).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
+		return nil, victimState{}, fmt.Errorf("creating the StatefulSet: %w", err)
+	}
+	startTimeout := time.Minute + time.Duration(pods)*2*time.Second
+	if err := world.WaitFor(ctx, startTimeout, fmt.Sprintf("%d pods Running", pods), func(context.Context) (bool, error) {
+		return len(rec.runningPods()) == pods, nil
+	}); err != nil {
+		return nil, victimState{}, err
+	}
+	v, err := pickVictim(ctx, w, rec)
+	return rec, v, err
+}
+
+// checkNoHumanFence checks, from the driver's audit log, that every volume
+// of the lost node moved safely (invariant.Check: each unpublish while
+// staged fenced, before the publish elsewhere, no old write accepted after
+// it), that the node wrote nothing accepted once it was Fenced, and that
+// the BMC did receive the power-off.
+func checkNoHumanFence(ctx context.Context, w *world.World, setup *world.FencingSetup, v victimState, t0, fenced time.Time) error {
+	recs, err := w.Audit()
+	if err != nil {
+		return err
+	}
+	for _, pv := range v.PVs {
+		handle, err := volumeHandle(ctx, w, pv)
+		if err != nil {
+			return err
+		}
+		res := invariant.Check(recs, invariant.Failover{Volume: handle, From: v.Node, CutOff: t0})
+		if err := res.Err(); err != nil {
+			return fmt.Errorf("volume %s: %w", handle, err)
+		}
+		if res.Publish < 0 {
+			return fmt.Errorf("volume %s was not published to another node", handle)
+		}
+	}
+	if fenced.IsZero() {
+		return fmt.Errorf("the FencingRequest of %s was never seen Fenced", v.Node)
+	}
+	afterFence := func(r audit.Record) bool { return r.Time.After(fenced) }
+	if n := audit.Count(recs, audit.Method("Write"), audit.Node(v.Node), audit.OK(), afterFence); n != 0 {
+		return fmt.Errorf("%d writes of %s accepted after its verified power-off", n, v.Node)
+	}
+	if !slices.ContainsFunc(setup.BMCs[v.Node].PowerCommands(), func(c world.PowerCommand) bool { return c.OK && c.Action == "ForceOff" }) {
+		return fmt.Errorf("the BMC of %s accepted no ForceOff", v.Node)
+	}
+	return nil
+}
+
+// fenceSeen is when the fencing of one node was first seen, step by step.
+type fenceSeen struct {
+	created, admitted, fenced, notReady time.Time
+}
+
+// fenceRecorder timestamps, as watch events arrive, the fencing of one
+// node: its FencingRequest created, admitted and Fenced, and the node's
+// Ready condition leaving True.
+type fenceRecorder struct {
+	node string
+	mu   sync.Mutex
+	seen fenceSeen
+}
+
+// startFenceRecorder starts informers on FencingRequests and Nodes that
+// record the fencing of node; they stop with ctx.
+func startFenceRecorder(ctx context.Context, cs kubernetes.Interface, fcs versioned.Interface, node string) (*fenceRecorder, error) {
+	r := &fenceRecorder{node: node}
+	ff := fencinginformers.NewSharedInformerFactory(fcs, 0)
+	reqInf := ff.Fencing().V1alpha1().FencingRequests().Informer()
+	kf := informers.NewSharedInformerFactory(cs, 0)
+	nodeInf := kf.Core().V1().Nodes().Informer()
+	if _, err := reqInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    r.request,
+		UpdateFunc: func(_, obj any) { r.request(obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("watching FencingRequests: %w", err)
+	}
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { r.nodeSeen(obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("watching Nodes: %w", err)
+	}
+	ff.Start(ctx.Done())
+	kf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), reqInf.HasSynced, nodeInf.HasSynced) {
+		return nil, fmt.Errorf("syncing the fencing informers: %w", ctx.Err())
+	}
+	return r, nil
+}
+
+// mark sets *t to now unless it is set. Callers hold r.mu.
+func mark(t *time.Time, now time.Time) {
+	if t.IsZero() {
+		*t = now
+	}
+}
+
+func (r *fenceRecorder) snapshot() fenceSeen {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen
+}
+
+func (r *fenceRecorder) request(obj any) {
+	req, ok := obj.(*fencingv1alpha1.FencingRequest)
+	if !ok || req.Spec.NodeName != r.node {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	mark(&r.seen.created, now)
+	switch req.Status.Phase {
+	case fencingv1alpha1.FencingPhaseFencing:
+		mark(&r.seen.admitted, now)
+	case fencingv1alpha1.FencingPhaseFenced:
+		mark(&r.seen.admitted, now)
+		mark(&r.seen.fenced, now)
+	}
+}
+
+func (r *fenceRecorder) nodeSeen(obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok || n.Name != r.node {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			mark(&r.seen.notReady, now)
+		}
+	}
+}
