@@ -5,6 +5,13 @@
 //     loses the node holding a third of them; upstream (kube-controller-manager
 //     plus external-attacher) against Fenceline (fenceline-attacher plus
 //     fenceline-controller), over several repetitions.
+//   - BenchmarkFailoverNoHuman: the same node loss with nobody acting, at
+//     production-default timings (40 s kubelet Lease, kube-controller-manager
+//     defaults, Fenceline's shipped FencePolicy and FenceClass): the node
+//     stops heartbeating, node-fencing has it powered off through its BMC,
+//     measured until every replacement runs attached, each detach fenced.
+//     BenchmarkFailoverNoHumanUpstream watches upstream at the same timings
+//     (one long run, off unless FENCELINE_BENCH_UPSTREAM_WATCH is set).
 //   - BenchmarkAttachThroughput: N VolumeAttachments attached and then
 //     detached by each attacher, with the mock driver answering at once and
 //     with a fixed latency, counting the API requests each attach costs.
