@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -26,6 +27,13 @@ type Decision struct {
 // any effect) and deletes mirror pods and DaemonSet pods too: the static
 // pod's kubelet is dead, and the DaemonSet controller recreates its pod only
 // once the old one is gone.
+//
+// A node whose FencingComplete condition is True counts as down even while
+// its Ready condition still says True: node-fencing sets it only after the
+// node's power was read back Off, which is proof the kubelet is gone, and
+// kube-controller-manager marks a dead node NotReady only after its
+// node-monitor grace period (50 s by default). The pods of a node that
+// comes back are those of its earlier boot, which ended with the power-off.
 func Decide(node *v1.Node, pod *v1.Pod) Decision {
 	switch {
 	case pod == nil:
@@ -34,7 +42,7 @@ func Decide(node *v1.Node, pod *v1.Pod) Decision {
 		return Decision{Why: "node does not exist; orphaned pods are upstream pod GC's job"}
 	case pod.Spec.NodeName != node.Name:
 		return Decision{Why: "pod is not bound to this node"}
-	case nodeutil.IsReady(node):
+	case nodeutil.IsReady(node) && !cutoff.FencingComplete(node):
 		return Decision{Why: "node is Ready"}
 	case !nodeutil.HasTaint(node, names.OutOfServiceTaint):
 		return Decision{Why: "node has no out-of-service taint"}
@@ -42,6 +50,9 @@ func Decide(node *v1.Node, pod *v1.Pod) Decision {
 		return Decision{Why: "pod is not terminating"}
 	case podutil.IsForceDeleted(pod):
 		return Decision{Why: "pod was already force-deleted and waits for its finalizers"}
+	}
+	if nodeutil.IsReady(node) {
+		return Decision{Delete: true, Why: fmt.Sprintf("fenceline: node %s out of service (taint %s) and fenced (%s=True: its power was read back Off)", node.Name, names.OutOfServiceTaint, names.FencingCompleteCondition)}
 	}
 	return Decision{Delete: true, Why: fmt.Sprintf("fenceline: node %s out of service (taint %s) and not Ready", node.Name, names.OutOfServiceTaint)}
 }
