@@ -162,13 +162,19 @@ func newNoHumanReport(s settings, runs []noHumanRun) noHumanReport {
 	for _, m := range metrics {
 		var d []time.Duration
 		for _, run := range runs {
-			d = append(d, m.get(run))
+			if v := m.get(run); v >= 0 { // negative: not seen during the run
+				d = append(d, v)
+			}
 		}
-		r.Summaries[m.name] = Summarize(d)
 		upstream := "n/a"
 		if m.name == nhReplacements || m.name == nhFromRenewal {
 			upstream = "never (pods stay Terminating)"
 		}
+		if len(d) == 0 {
+			t.AddRow(m.name, "not reached before the run ended", upstream)
+			continue
+		}
+		r.Summaries[m.name] = Summarize(d)
 		t.AddRow(m.name, r.Summaries[m.name].String(), upstream)
 	}
 	r.Table = t.String()
