@@ -74,9 +74,17 @@ type BMCOption func(*BMC)
 // the boot it makes, and what a Device built by BMC.Device sends and reads.
 func WithTimeline(tl *Timeline) BMCOption { return func(b *BMC) { b.timeline = tl } }
 
+// WithSecretName names the BMC's credentials Secret instead of
+// bmc-<node>: a second BMC of the same node (another fence device, such as
+// a level-2 IPMI next to a level-1 Redfish) needs its own Secret, or its
+// credentials would replace those of the first.
+func WithSecretName(name string) BMCOption { return func(b *BMC) { b.SecretName = name } }
+
 // StartBMC starts a simulated BMC of kind for node on 127.0.0.1, with
 // generated credentials, and creates the credentials Secret
-// (Namespace/bmc-<node>, type basic-auth). The BMC's power-off is
+// (Namespace/bmc-<node> unless WithSecretName, type basic-auth). A node may
+// have several BMCs: each cuts and restores the same node power, but reads
+// back only the changes it made itself. The BMC's power-off is
 // World.PowerOff (the node stops heartbeating and, unless the world runs
 // with ZombieWrites, writing) and is done before the BMC reads Off; its
 // power-on is World.PowerOn (a boot with a new boot ID), started in the
