@@ -352,3 +352,84 @@ func TestNodeFencingConcurrencyOne(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeFencingFullDisruptionFencesNothing: every node of the world
+// stops heartbeating at once, which is how a network or API server fault
+// looks from the control plane. Requests may be created and triaged, but
+// the storm guard admits none: each is refused with AllZonesFullyDisrupted
+// or StormActive, no request reaches Fencing and no BMC receives a
+// power-off. When the nodes come back the requests are Cancelled and the
+// fencing taints removed.
+func TestNodeFencingFullDisruptionFencesNothing(t *testing.T) {
+	s := newFencingScenario(t, world.BMCRedfish, nil)
+	rw := s.watchRequests()
+	refused := []string{"AllZonesFullyDisrupted", "StormActive"}
+
+	s.hangAll(s.w.Nodes...)
+	must(t, world.WaitFor(s.ctx, fenceTimeout, "every node's request refused by the storm guard", func(context.Context) (bool, error) {
+		events, err := rw.snapshot()
+		if err != nil {
+			return false, err
+		}
+		if n, at := maxInPhase(events, fencingv1alpha1.FencingPhaseFencing); n > 0 {
+			return false, fmt.Errorf("request %v admitted to Fencing while every node is silent", at)
+		}
+		for _, n := range s.w.Nodes {
+			if !slices.ContainsFunc(events, func(e requestEvent) bool {
+				return e.node == n && e.required != nil && e.required.Status == metav1.ConditionFalse && slices.Contains(refused, e.required.Reason)
+			}) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}))
+	s.timeline.Add(time.Now(), "every request refused by the storm guard")
+	s.assertNoPowerOff()
+
+	s.t0 = time.Now()
+	s.timeline.Add(s.t0, "every node heals")
+	errs := make([]error, len(s.w.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range s.w.Nodes {
+		wg.Go(func() { errs[i] = s.w.PartitionHeal(s.ctx, n) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		must(t, err)
+	}
+	for _, n := range s.w.Nodes {
+		must(t, world.WaitFor(s.ctx, nodeLostTimeout, "the request of "+n+" Cancelled, NodeHealthy", func(ctx context.Context) (bool, error) {
+			reqs, err := s.setup.FencingRequests(ctx, n)
+			if err != nil || len(reqs) != 1 {
+				return false, err
+			}
+			c := meta.FindStatusCondition(reqs[0].Status.Conditions, fencingv1alpha1.FencingRequestTriaged)
+			return reqs[0].Status.Phase == fencingv1alpha1.FencingPhaseCancelled && c != nil && c.Reason == "NodeHealthy", nil
+		}))
+		s.assertUnfenced(n)
+	}
+
+	events, err := rw.snapshot()
+	must(t, err)
+	if n, at := maxInPhase(events, fencingv1alpha1.FencingPhaseFencing); n > 0 {
+		t.Fatalf("request %v reached Fencing during a full disruption", at)
+	}
+	s.assertNoPowerOff()
+	byNode := nodesOf(events)
+	for _, n := range s.w.Nodes {
+		if got := len(mustRequests(t, s, n)); got != 1 || len(byNode[n]) != 1 {
+			t.Fatalf("%s has %d FencingRequests (%d seen by the watch: %v), want 1", n, got, len(byNode[n]), byNode[n])
+		}
+	}
+}
+
+// assertNoPowerOff checks that no BMC received a power command and every
+// node still reads On.
+func (s *fencingScenario) assertNoPowerOff() {
+	s.t.Helper()
+	for n, b := range s.setup.BMCs {
+		if cmds := b.PowerCommands(); len(cmds) != 0 || !b.PoweredOn() {
+			s.t.Fatalf("the BMC of %s received %+v and reads on=%v, want no power command", n, cmds, b.PoweredOn())
+		}
+	}
+}

@@ -107,7 +107,7 @@ func (c *Controller) guard(ctx context.Context, in Input) (stormguard.Decision, 
 }
 
 // stormView is every node the policy selects as the storm guard sees it:
-// healthy when Ready and not a fencing candidate, fencing when it has a
+// healthy when Ready, not Suspect and not a fencing candidate, fencing when it has a
 // request in phase Fencing (listed from the API server). The candidate
 // comes from in, read fresh.
 func (c *Controller) stormView(ctx context.Context, in Input, zoneLabel string) ([]stormguard.NodeHealth, error) {
@@ -135,7 +135,9 @@ func (c *Controller) stormView(ctx context.Context, in Input, zoneLabel string) 
 		if in.Node != nil && n.Name == in.Node.Name {
 			n, lease = in.Node, in.Lease
 		}
-		healthy := nodeutil.IsReady(n) && !detect.Unhealthy(n, lease, rules, in.Now).Candidate
+		// A node that missed a renewal counts as unhealthy: nodes that
+		// stopped together must be seen together (detect.Suspect).
+		healthy := nodeutil.IsReady(n) && !detect.Suspect(lease, in.Now) && !detect.Unhealthy(n, lease, rules, in.Now).Candidate
 		out = append(out, stormguard.NodeHealth{Name: n.Name, Zone: stormguard.ZoneOf(n, zoneLabel), Healthy: healthy, Fencing: fencing[n.Name]})
 	}
 	return out, nil

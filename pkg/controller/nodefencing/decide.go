@@ -53,6 +53,7 @@ const (
 	ReasonManualUnfence     = "ManualUnfence"
 	ReasonUnknownBootID     = "BootIDUnknown"
 	ReasonDuplicate         = "Duplicate"
+	ReasonSettling          = "Settling"
 )
 
 // Input is everything Decide reads about one node.
@@ -154,10 +155,13 @@ func decideBeforeFence(in Input, node *v1.Node) Decision {
 		// another machine that registered under the same name.
 		return Decision{Step: StepCancel, Reason: ReasonNodeRecreated, Why: "the node was recreated (another UID) before it was fenced"}
 	}
+	var verdict detect.Verdict
 	if automatic(r) {
-		if d, cancel := cancelAutomatic(in, node); cancel {
+		v, d, cancel := cancelAutomatic(in, node)
+		if cancel {
 			return d
 		}
+		verdict = v
 	}
 	if in.PolicyProblem != "" || in.Policy == nil {
 		why := in.PolicyProblem
@@ -172,23 +176,30 @@ func decideBeforeFence(in Input, node *v1.Node) Decision {
 	if !approved(r, in.Policy) {
 		return Decision{Reason: ReasonAwaitingApproval, Why: fmt.Sprintf("FencePolicy %s asks for manual approval: set spec.approved to true to fence", in.Policy.Name)}
 	}
+	if verdict.Reason == detect.ReasonLeaseExpired {
+		if left := verdict.Since.Add(detect.SettleDelay(in.Lease)).Sub(in.Now); left > 0 {
+			return Decision{Reason: ReasonSettling, RecheckAfter: left,
+				Why: fmt.Sprintf("the Lease went stale %s ago; waiting %s more so that nodes that stopped at the same moment are seen too", in.Now.Sub(verdict.Since).Round(time.Millisecond), left.Round(time.Millisecond))}
+		}
+	}
 	return Decision{Step: StepAdmit, Reason: r.Spec.Reason, Why: "approved; the storm guard decides"}
 }
 
 // cancelAutomatic cancels an automatic request whose node is gone or no
-// longer a candidate. A manual request is a human's decision and stays.
-func cancelAutomatic(in Input, node *v1.Node) (Decision, bool) {
+// longer a candidate, and otherwise returns the node's verdict. A manual
+// request is a human's decision and stays.
+func cancelAutomatic(in Input, node *v1.Node) (detect.Verdict, Decision, bool) {
 	switch {
 	case node == nil:
-		return Decision{Step: StepCancel, Reason: ReasonNodeDeleted, Why: "the node was deleted before it was fenced"}, true
+		return detect.Verdict{}, Decision{Step: StepCancel, Reason: ReasonNodeDeleted, Why: "the node was deleted before it was fenced"}, true
 	case in.Policy == nil:
-		return Decision{}, false
+		return detect.Verdict{}, Decision{}, false
 	}
 	v := detect.Unhealthy(node, in.Lease, DetectRules(in.Policy), in.Now)
 	if !v.Candidate {
-		return Decision{Step: StepCancel, Reason: ReasonNodeHealthy, Why: "the node is no longer a fencing candidate: " + v.Message}, true
+		return v, Decision{Step: StepCancel, Reason: ReasonNodeHealthy, Why: "the node is no longer a fencing candidate: " + v.Message}, true
 	}
-	return Decision{}, false
+	return v, Decision{}, false
 }
 
 // decideFencing: the fence agent works; a proven level or the last failed
