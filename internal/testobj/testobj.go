@@ -183,6 +183,24 @@ func Tolerate(key string) PodOption {
 	}
 }
 
+// Toleration adds a toleration as given (an Equal operator with key, value
+// and effect, or any other form), for tests of toleration matching.
+func Toleration(t v1.Toleration) PodOption {
+	return func(p *v1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, t) }
+}
+
+// CreatedAt sets the pod's creation time.
+func CreatedAt(t time.Time) PodOption {
+	return func(p *v1.Pod) { p.CreationTimestamp = metav1.NewTime(t) }
+}
+
+// ScheduledAt sets the pod's PodScheduled condition True since t.
+func ScheduledAt(t time.Time) PodOption {
+	return func(p *v1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(t)})
+	}
+}
+
 // Mirror makes the pod a static pod's mirror.
 func Mirror() PodOption {
 	return func(p *v1.Pod) {
