@@ -201,6 +201,23 @@ func ScheduledAt(t time.Time) PodOption {
 	}
 }
 
+// PodAnnotation sets an annotation on the pod.
+func PodAnnotation(k, v string) PodOption {
+	return func(p *v1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[k] = v
+	}
+}
+
+// PodCondition sets a pod condition of the type to the status.
+func PodCondition(typ string, s v1.ConditionStatus) PodOption {
+	return func(p *v1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: v1.PodConditionType(typ), Status: s})
+	}
+}
+
 // Mirror makes the pod a static pod's mirror.
 func Mirror() PodOption {
 	return func(p *v1.Pod) {

@@ -1,12 +1,14 @@
 // Package tainteviction will be fenceline-controller's storage-aware
 // replacement of kube-controller-manager's taint-eviction-controller
-// (KEP-3902). This file is its decision for one pod on the default path:
-// when the node's NoExecute taints evict it, with upstream's rules (see
-// k/k pkg/controller/tainteviction), except that the clock starts at the
+// (KEP-3902). So far it holds the pure decisions: EvictAt, when the node's
+// NoExecute taints evict a pod, with upstream's rules (see k/k
+// pkg/controller/tainteviction) except that the clock starts at the
 // taint's timeAdded rather than when a controller first saw it, so a
-// restart or a leader change never extends a pod's stay on a dead node.
-// The controller, the storage-aware hold and the storm guard are not built
-// yet; nothing runs this code outside its tests.
+// restart or a leader change never extends a pod's stay on a dead node;
+// and DecidePod, what to do with the pod then (wait, evict gracefully,
+// hold a stateful pod of a dead node until it is cut off, force-delete).
+// The controller that acts on them, its feature gate and the storm guard
+// are not built yet; nothing runs this code outside its tests.
 package tainteviction
 
 import (
