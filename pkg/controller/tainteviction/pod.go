@@ -1,0 +1,112 @@
+package tainteviction
+
+import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// EvictWhenAnnotation on a pod names a pod condition type that must be
+// True before the taint eviction may evict it (story 3 of KEP-3902: an
+// operator that checkpoints first). The hold applies to the graceful
+// eviction of a pod on a live node; it never keeps a pod of a dead,
+// cut-off node, whose pod cannot run anyway.
+const EvictWhenAnnotation = names.Domain + "/evict-when-condition"
+
+// Action is what to do with one pod.
+type Action string
+
+// The actions of a Decision.
+const (
+	// ActionNone: nothing to do for the pod (no eviction due, ever).
+	ActionNone Action = ""
+	// ActionWait: an eviction is due at Decision.At.
+	ActionWait Action = "Wait"
+	// ActionEvict: evict gracefully, as upstream does (DisruptionTarget,
+	// then a delete with the pod's grace period).
+	ActionEvict Action = "Evict"
+	// ActionForceDelete: the node is cut off from storage; delete at once
+	// (grace 0, UID precondition), as pod GC does for out-of-service.
+	ActionForceDelete Action = "ForceDelete"
+	// ActionHold: due, but not safe or not allowed yet; Decision.Why says
+	// what it waits for.
+	ActionHold Action = "Hold"
+)
+
+// PodInput is what DecidePod reads about one pod.
+type PodInput struct {
+	Pod *v1.Pod
+	// Node is the pod's node, nil when it is gone.
+	Node *v1.Node
+	// Stateful: the pod uses a ReadWriteOnce or ReadWriteOncePod volume of
+	// a CSI driver that attaches.
+	Stateful bool
+	// CutOff is why the node counts as cut off from the storage of every
+	// such volume (cutoff.NodeReason for each driver; ReasonNone when any
+	// is not).
+	CutOff cutoff.Reason
+	// Seen gives when the controller first saw a taint without timeAdded.
+	Seen func(v1.Taint) time.Time
+	Now  time.Time
+}
+
+// Decision is the outcome of DecidePod.
+type Decision struct {
+	Action Action
+	// At is when an ActionWait eviction is due.
+	At  time.Time
+	Why string
+}
+
+// DecidePod is the single place that states what Fenceline's taint
+// eviction does with a pod. On a Ready node, and for a stateless pod on
+// any node, it is upstream's rule (EvictAt, then a graceful eviction). A
+// stateful pod on a node that is not Ready is never gracefully deleted
+// into an endless Terminating: it is held until the node is known cut off
+// from its storage (fenced, out of service, or a safe-detach driver's
+// quarantine), then force-deleted.
+func DecidePod(in PodInput) Decision {
+	pod, node := in.Pod, in.Node
+	switch {
+	case pod == nil:
+		return Decision{Why: "pod is gone"}
+	case node == nil:
+		return Decision{Why: "node is gone; orphaned pods are pod GC's"}
+	case pod.Spec.NodeName != node.Name:
+		return Decision{Why: "pod is not bound to this node"}
+	case podutil.IsTerminating(pod):
+		return Decision{Why: "pod is already being deleted"}
+	}
+	e := EvictAt(pod, node.Spec.Taints, in.Seen)
+	if e.Never {
+		return Decision{Why: e.Why}
+	}
+	if in.Now.Before(e.At) {
+		return Decision{Action: ActionWait, At: e.At, Why: e.Why}
+	}
+	if nodeutil.IsReady(node) || !in.Stateful {
+		if c, ok := pod.Annotations[EvictWhenAnnotation]; ok && !podConditionTrue(pod, c) {
+			return Decision{Action: ActionHold, Why: fmt.Sprintf("%s; the pod asks (%s) for condition %s to be True first", e.Why, EvictWhenAnnotation, c)}
+		}
+		return Decision{Action: ActionEvict, Why: e.Why}
+	}
+	if in.CutOff != cutoff.ReasonNone {
+		return Decision{Action: ActionForceDelete, Why: fmt.Sprintf("%s; the node is not Ready and cut off from the pod's storage (%s): deleting at once", e.Why, in.CutOff)}
+	}
+	return Decision{Action: ActionHold, Why: fmt.Sprintf("%s; but the node is not Ready and not known cut off from the pod's ReadWriteOnce volumes: a graceful delete would hang Terminating, so the pod waits for the node to be fenced or put out of service", e.Why)}
+}
+
+func podConditionTrue(pod *v1.Pod, typ string) bool {
+	for _, c := range pod.Status.Conditions {
+		if string(c.Type) == typ {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
