@@ -15,13 +15,13 @@ import (
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
 	"fenceline.io/fenceline/pkg/controller/nodefencing/stormguard"
+	"fenceline.io/fenceline/pkg/kube/fencingreq"
 )
 
 // Defaults of the FencePolicy fields the API server defaults too; a policy
 // written before a default existed, or read from a fake client in a test,
 // gets the same values here.
 const (
-	defaultMaxAttempts   = 5
 	defaultMaxConcurrent = 1
 	defaultHealthyDelay  = 10 * time.Second
 	defaultCooldown      = 30 * time.Second
@@ -34,54 +34,14 @@ const (
 	defaultMaxUnhealthy  = "50%"
 )
 
-// Selector is the policy's node selector. An unset nodeSelector selects
-// every node, as the API documents; a selector that does not parse selects
-// nothing (and PolicyProblem reports it).
-func Selector(p *fencingv1alpha1.FencePolicy) labels.Selector {
-	if p.Spec.NodeSelector == nil {
-		return labels.Everything()
-	}
-	s, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
-	if err != nil {
-		return labels.Nothing()
-	}
-	return s
-}
+// Selector is fencingreq.Selector: an unset nodeSelector selects every
+// node, one that does not parse none.
+func Selector(p *fencingv1alpha1.FencePolicy) labels.Selector { return fencingreq.Selector(p) }
 
-// ResolvePolicy returns the policy of a node: the named one, or else the
-// only policy whose selector matches the node. Several matching policies
-// is a conflict that fences nothing (problem says so): which one would
-// apply is not the user's decision any more.
-func ResolvePolicy(node *v1.Node, name string, policies []*fencingv1alpha1.FencePolicy) (policy *fencingv1alpha1.FencePolicy, problem string) {
-	if name != "" {
-		for _, p := range policies {
-			if p.Name == name {
-				return p, ""
-			}
-		}
-		return nil, fmt.Sprintf("FencePolicy %q does not exist", name)
-	}
-	if node == nil {
-		return nil, "the node does not exist and the request names no policy"
-	}
-	var matched []*fencingv1alpha1.FencePolicy
-	for _, p := range policies {
-		if Selector(p).Matches(labels.Set(node.Labels)) {
-			matched = append(matched, p)
-		}
-	}
-	switch len(matched) {
-	case 0:
-		return nil, ""
-	case 1:
-		return matched[0], ""
-	}
-	ns := make([]string, 0, len(matched))
-	for _, p := range matched {
-		ns = append(ns, p.Name)
-	}
-	slices.Sort(ns)
-	return nil, fmt.Sprintf("node %s is selected by several FencePolicies (%s); fencing it needs exactly one", node.Name, strings.Join(ns, ", "))
+// ResolvePolicy is fencingreq.ResolvePolicy, the resolution the fence
+// agent shares.
+func ResolvePolicy(node *v1.Node, name string, policies []*fencingv1alpha1.FencePolicy) (*fencingv1alpha1.FencePolicy, string) {
+	return fencingreq.ResolvePolicy(node, name, policies)
 }
 
 // PolicyProblem states the cross-object rules that CEL cannot check (it
@@ -163,14 +123,9 @@ func GuardPolicy(p *fencingv1alpha1.FencePolicy) (stormguard.Policy, float64, in
 	return pol, quantity(sg.Rate.QPS, defaultRateQPS), orDefault(int(sg.Rate.Burst), defaultRateBurst)
 }
 
-// MaxAttempts is the number of failed rounds after which a request of the
-// policy is Failed.
-func MaxAttempts(p *fencingv1alpha1.FencePolicy) int {
-	if p == nil {
-		return defaultMaxAttempts
-	}
-	return orDefault(int(p.Spec.StormGuard.MaxAttempts), defaultMaxAttempts)
-}
+// MaxAttempts is fencingreq.MaxAttempts, the limit the fence agent
+// stops at too.
+func MaxAttempts(p *fencingv1alpha1.FencePolicy) int { return fencingreq.MaxAttempts(p) }
 
 // HealthyDelay is how long a returned node must be Ready before it is
 // unfenced.

@@ -56,8 +56,8 @@ const (
 )
 
 // DefaultMaxAttempts is the CRD's default of stormGuard.maxAttempts, for a
-// policy written before it existed or read from a fake client.
-const DefaultMaxAttempts = 5
+// policy read without it (fencingreq.DefaultMaxAttempts).
+const DefaultMaxAttempts = fencingreq.DefaultMaxAttempts
 
 // Decision is what to do next for a request.
 type Decision struct {
@@ -134,10 +134,7 @@ func LevelProven(req *fencingv1alpha1.FencingRequest, policy *fencingv1alpha1.Fe
 // MaxAttempts is the number of failed rounds after which the controller
 // fails a request of policy (stormGuard.maxAttempts, default 5).
 func MaxAttempts(policy *fencingv1alpha1.FencePolicy) int32 {
-	if policy == nil || policy.Spec.StormGuard.MaxAttempts <= 0 {
-		return DefaultMaxAttempts
-	}
-	return policy.Spec.StormGuard.MaxAttempts
+	return int32(fencingreq.MaxAttempts(policy))
 }
 
 // Backoff is the wait after failedRounds failed rounds:

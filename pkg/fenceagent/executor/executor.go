@@ -31,6 +31,7 @@ import (
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions/fencing/v1alpha1"
 	fencinglisters "fenceline.io/fenceline/pkg/generated/listers/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/kube/fencingreq"
 )
 
 // Name is the controller's name in logs and workqueue metrics.
@@ -189,45 +190,15 @@ func (c *Controller) node(name string) (*corev1.Node, error) {
 	return n, nil
 }
 
-// policyFor is the request's policy: the one it names, or else the only
-// one whose nodeSelector selects the node (none without the node). nil
-// when there is no such policy.
+// policyFor is the request's policy, resolved as the controller resolves
+// it (fencingreq.ResolvePolicy): the one it names, or else the only one
+// whose nodeSelector selects the node. nil when there is no such policy
+// (none, several, or no node to match).
 func (c *Controller) policyFor(req *fencingv1alpha1.FencingRequest, node *corev1.Node) (*fencingv1alpha1.FencePolicy, error) {
-	if name := req.Spec.PolicyName; name != "" {
-		p, err := c.policies.Get(name)
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("getting FencePolicy %s: %w", name, err)
-		}
-		return p, nil
-	}
-	if node == nil {
-		return nil, nil
-	}
 	all, err := c.policies.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing FencePolicies: %w", err)
 	}
-	var match *fencingv1alpha1.FencePolicy
-	for _, p := range all {
-		if !selects(p, node) {
-			continue
-		}
-		if match != nil {
-			return nil, nil // several: fencing needs exactly one
-		}
-		match = p
-	}
-	return match, nil
-}
-
-// selects: an unset nodeSelector selects every node, as the API documents;
-// one that does not parse selects none.
-func selects(p *fencingv1alpha1.FencePolicy, node *corev1.Node) bool {
-	if p.Spec.NodeSelector == nil {
-		return true
-	}
-	sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
-	return err == nil && sel.Matches(labels.Set(node.Labels))
+	p, _ := fencingreq.ResolvePolicy(node, req.Spec.PolicyName, all)
+	return p, nil
 }

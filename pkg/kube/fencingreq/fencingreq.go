@@ -7,6 +7,14 @@
 package fencingreq
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 )
 
@@ -55,4 +63,67 @@ func verifiedOff(attempts []fencingv1alpha1.FenceAttempt, level int32, class str
 		}
 	}
 	return false
+}
+
+// DefaultMaxAttempts is stormGuard.maxAttempts when the policy leaves it
+// unset (the API's default).
+const DefaultMaxAttempts = 5
+
+// MaxAttempts is the number of failed rounds after which a request of the
+// policy is Failed: the agent stops there and the controller fails it.
+// A nil policy gets the default.
+func MaxAttempts(p *fencingv1alpha1.FencePolicy) int {
+	if p == nil || p.Spec.StormGuard.MaxAttempts <= 0 {
+		return DefaultMaxAttempts
+	}
+	return int(p.Spec.StormGuard.MaxAttempts)
+}
+
+// Selector is the policy's node selector. An unset nodeSelector selects
+// every node, as the API documents; a selector that does not parse
+// selects nothing.
+func Selector(p *fencingv1alpha1.FencePolicy) labels.Selector {
+	if p.Spec.NodeSelector == nil {
+		return labels.Everything()
+	}
+	s, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
+	if err != nil {
+		return labels.Nothing()
+	}
+	return s
+}
+
+// ResolvePolicy returns the policy of a node: the named one, or else the
+// only policy whose selector matches the node. Several matching policies
+// is a conflict that fences nothing (problem says so): which one would
+// apply is not the user's decision any more. Both the controller and the
+// fence agent resolve a request's policy here, so they never follow two
+// different policies.
+func ResolvePolicy(node *v1.Node, name string, policies []*fencingv1alpha1.FencePolicy) (policy *fencingv1alpha1.FencePolicy, problem string) {
+	if name != "" {
+		for _, p := range policies {
+			if p.Name == name {
+				return p, ""
+			}
+		}
+		return nil, fmt.Sprintf("FencePolicy %q does not exist", name)
+	}
+	if node == nil {
+		return nil, "the node does not exist and the request names no policy"
+	}
+	var matched []string
+	for _, p := range policies {
+		if Selector(p).Matches(labels.Set(node.Labels)) {
+			matched = append(matched, p.Name)
+			policy = p
+		}
+	}
+	switch len(matched) {
+	case 0:
+		return nil, ""
+	case 1:
+		return policy, ""
+	}
+	slices.Sort(matched)
+	return nil, fmt.Sprintf("node %s is selected by several FencePolicies (%s); fencing it needs exactly one", node.Name, strings.Join(matched, ", "))
 }
