@@ -152,9 +152,17 @@ func TestPowerOffEndsPartition(t *testing.T) {
 	if k.Partitioned() || k.Powered() {
 		t.Fatalf("after the power cut: partitioned=%t powered=%t, want both false", k.Partitioned(), k.Powered())
 	}
-	// A negative needs time: ten write intervals. A write in flight when
-	// the power went may still be recorded right at the cut.
-	time.Sleep(10 * interval)
+	// Wait for every writer to have exited (the power cut cancelled them):
+	// from then on no write can be recorded, so the check below is final. A
+	// write in flight when the power went may still be recorded right at
+	// the cut.
+	exited := make(chan struct{})
+	go func() { k.writersWG.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		t.Fatal("the writers of a powered-off node never stopped")
+	}
 	if a, r := Accepted(k.Writes(), off.Add(2*interval)); a+r != 0 {
 		t.Fatalf("a powered-off node wrote: %d writes accepted, %d refused after its power cut", a, r)
 	}
