@@ -1,9 +1,12 @@
 package redfish
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func TestFaults(t *testing.T) {
@@ -47,12 +50,10 @@ func TestOffDelayCallsHook(t *testing.T) {
 	}
 	waitEvent(t, h, "off 1")
 	// The state reads Off once the hook has returned.
-	deadline := time.Now().Add(10 * time.Second)
-	for s.PowerState("1") != "Off" {
-		if time.Now().After(deadline) {
-			t.Fatalf("PowerState %q after the delay, want Off", s.PowerState("1"))
-		}
-		time.Sleep(time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.PowerState("1") == "Off", nil
+	}); err != nil {
+		t.Fatalf("PowerState %q after the delay, want Off: %v", s.PowerState("1"), err)
 	}
 }
 
