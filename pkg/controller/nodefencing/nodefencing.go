@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -315,7 +316,7 @@ func openRequest(reqs []*fencingv1alpha1.FencingRequest, node *v1.Node) (*fencin
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c
 		}
-		return compareStrings(a.Name, b.Name)
+		return strings.Compare(a.Name, b.Name)
 	})
 	blocked := ""
 	for _, r := range reqs {
@@ -340,14 +341,4 @@ func sameBoot(r *fencingv1alpha1.FencingRequest, node *v1.Node) bool {
 		return false
 	}
 	return r.Status.BootIDAtFence == "" || r.Status.BootIDAtFence == node.Status.NodeInfo.BootID
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -109,11 +109,7 @@ type Verdict struct {
 // not fence a node. Two intervals mean at least one renewal was missed
 // entirely and the next is late too.
 func MinLeaseStaleAfter(lease *coordinationv1.Lease) time.Duration {
-	d := DefaultLeaseDuration
-	if lease != nil && lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
-		d = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
-	}
-	return time.Duration(2 * RenewFraction * float64(d))
+	return 2 * RenewInterval(lease)
 }
 
 // Unhealthy is the single place that states when a node is a fencing

@@ -26,10 +26,14 @@ const suspectFactor = 1.25
 // when the candidate is admitted, a quarter interval past suspectFactor.
 const settleFactor = 0.5
 
-// RenewInterval is the kubelet's renew interval for the Lease: a quarter of
-// its duration (the default duration when it states none).
+// RenewInterval is the kubelet's renew interval for the Lease: RenewFraction
+// of its duration (DefaultLeaseDuration when it states none).
 func RenewInterval(lease *coordinationv1.Lease) time.Duration {
-	return MinLeaseStaleAfter(lease) / 2
+	d := DefaultLeaseDuration
+	if lease != nil && lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
+		d = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return time.Duration(RenewFraction * float64(d))
 }
 
 // Suspect reports whether the node's kubelet missed a renewal: its Lease is
