@@ -42,7 +42,7 @@ func Decide(node *v1.Node, pod *v1.Pod) Decision {
 		return Decision{Why: "node does not exist; orphaned pods are upstream pod GC's job"}
 	case pod.Spec.NodeName != node.Name:
 		return Decision{Why: "pod is not bound to this node"}
-	case nodeutil.IsReady(node) && !cutoff.FencingComplete(node):
+	case !Down(node):
 		return Decision{Why: "node is Ready"}
 	case !nodeutil.HasTaint(node, names.OutOfServiceTaint):
 		return Decision{Why: "node has no out-of-service taint"}
@@ -55,6 +55,13 @@ func Decide(node *v1.Node, pod *v1.Pod) Decision {
 		return Decision{Delete: true, Why: fmt.Sprintf("fenceline: node %s out of service (taint %s) and fenced (%s=True: its power was read back Off)", node.Name, names.OutOfServiceTaint, names.FencingCompleteCondition)}
 	}
 	return Decision{Delete: true, Why: fmt.Sprintf("fenceline: node %s out of service (taint %s) and not Ready", node.Name, names.OutOfServiceTaint)}
+}
+
+// Down reports whether podgc counts the node as down: not Ready, or fenced
+// (FencingComplete=True, its power read back Off) while its Ready
+// condition is still stale.
+func Down(node *v1.Node) bool {
+	return !nodeutil.IsReady(node) || cutoff.FencingComplete(node)
 }
 
 // Recheck is Decide in the form the actuator runs again on fresh data at

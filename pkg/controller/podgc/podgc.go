@@ -16,7 +16,6 @@ import (
 	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/nodequeue"
 	"fenceline.io/fenceline/pkg/controller/podutil"
-	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -52,8 +51,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 	}
 	c.queue = nodequeue.New(Name, c.sync)
 	if err := nodequeue.AddHandler(nodeInf, "node", c.queue.ClockedNodeHandler(c.clock, func(old, cur *v1.Node) bool {
-		return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
-			cutoff.FencingComplete(old) != cutoff.FencingComplete(cur) ||
+		return Down(old) != Down(cur) ||
 			nodeutil.HasTaint(old, names.OutOfServiceTaint) != nodeutil.HasTaint(cur, names.OutOfServiceTaint)
 	})); err != nil {
 		return nil, err
@@ -72,7 +70,7 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if node == nil || err != nil {
 		return 0, err
 	}
-	if (nodeutil.IsReady(node) && !cutoff.FencingComplete(node)) || !nodeutil.HasTaint(node, names.OutOfServiceTaint) {
+	if !Down(node) || !nodeutil.HasTaint(node, names.OutOfServiceTaint) {
 		return 0, nil // fast path: nothing on this node can qualify
 	}
 	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
