@@ -14,6 +14,7 @@ package tainteviction
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -153,12 +154,9 @@ func boundAt(pod *v1.Pod) time.Time {
 }
 
 func taintList(taints []v1.Taint) string {
-	s := ""
-	for i, t := range taints {
-		if i > 0 {
-			s += ", "
-		}
-		s += t.ToString()
+	out := make([]string, 0, len(taints))
+	for _, t := range taints {
+		out = append(out, t.ToString())
 	}
-	return s
+	return strings.Join(out, ", ")
 }
