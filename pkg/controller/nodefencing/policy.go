@@ -14,7 +14,7 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
-	"fenceline.io/fenceline/pkg/controller/nodefencing/stormguard"
+	"fenceline.io/fenceline/pkg/controller/stormguard"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
 )
 

@@ -20,6 +20,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/controller/podvolumes"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
@@ -83,7 +84,7 @@ func (a Attachers) Missing(driver string) string {
 // already carries the quarantine taint. Without the evidence the pod is
 // refused, not tainted for: the taint would only lead to a deletion that is
 // not allowed.
-func DecidePod(node *v1.Node, pod *v1.Pod, vols []Volume, attachers Attachers, now time.Time, delay time.Duration) PodDecision {
+func DecidePod(node *v1.Node, pod *v1.Pod, vols []podvolumes.Volume, attachers Attachers, now time.Time, delay time.Duration) PodDecision {
 	switch {
 	case pod == nil:
 		return PodDecision{Why: "pod is gone"}
@@ -114,13 +115,13 @@ func DecidePod(node *v1.Node, pod *v1.Pod, vols []Volume, attachers Attachers, n
 
 // refusal returns why the pod's volumes, or the evidence about their
 // attachers, rule out a safe detach, or "".
-func refusal(vols []Volume, attachers Attachers) string {
+func refusal(vols []podvolumes.Volume, attachers Attachers) string {
 	safe := 0
 	var reasons, unserved []string
 	for _, v := range vols {
 		switch v.Kind {
-		case KindHarmless:
-		case KindCSI:
+		case podvolumes.KindHarmless:
+		case podvolumes.KindCSI:
 			switch {
 			case !v.SafeDetach:
 				reasons = append(reasons, fmt.Sprintf("volume %q: CSI driver %s is not annotated %s=true", v.Name, v.Driver, names.SafeDetachAnnotation))
@@ -134,11 +135,11 @@ func refusal(vols []Volume, attachers Attachers) string {
 			default:
 				safe++
 			}
-		case KindInlineCSI:
+		case podvolumes.KindInlineCSI:
 			reasons = append(reasons, fmt.Sprintf("volume %q is an inline CSI volume of %s, which is not fenced", v.Name, v.Driver))
-		case KindNodeLocal:
+		case podvolumes.KindNodeLocal:
 			reasons = append(reasons, fmt.Sprintf("volume %q is node-local storage (%s)", v.Name, v.Detail))
-		case KindUnresolved:
+		case podvolumes.KindUnresolved:
 			reasons = append(reasons, fmt.Sprintf("volume %q cannot be resolved: %s", v.Name, v.Detail))
 		default:
 			reasons = append(reasons, fmt.Sprintf("volume %q: %s", v.Name, v.Detail))

@@ -10,12 +10,13 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/controller/podvolumes"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
 
-func safeVol(name string) Volume {
-	return Volume{Name: name, Kind: KindCSI, Driver: "safe.example", Handle: "h-" + name, SafeDetach: true}
+func safeVol(name string) podvolumes.Volume {
+	return podvolumes.Volume{Name: name, Kind: podvolumes.KindCSI, Driver: "safe.example", Handle: "h-" + name, SafeDetach: true}
 }
 
 // served is the evidence that a fence-capable fenceline-attacher serves
@@ -37,33 +38,33 @@ func TestDecidePod(t *testing.T) {
 		name    string
 		node    *v1.Node
 		pod     *v1.Pod
-		vols    []Volume
+		vols    []podvolumes.Volume
 		now     time.Time
 		want    Action
 		wantWhy string
 	}{
-		{"safe-detach pod on quarantined node", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data")}, late, Delete, "safe-detach"},
-		{"Ready=Unknown counts", testobj.Node("n1", testobj.UnknownSince(t0), quarantined), stuck, []Volume{safeVol("data")}, late, Delete, ""},
-		{"taint before delete", testobj.Node("n1", down), stuck, []Volume{safeVol("data")}, late, TaintFirst, "quarantined before"},
-		{"our key with another effect is no quarantine: taint first", testobj.Node("n1", down, testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoExecute)), stuck, []Volume{safeVol("data")}, late, TaintFirst, "quarantined before"},
-		{"delay not yet expired", testobj.Node("n1", down), stuck, []Volume{safeVol("data")}, t0.Add(10 * time.Second), Wait, "quarantine after"},
-		{"Ready node: never", testobj.Node("n1", testobj.ReadySince(t0), quarantined), stuck, []Volume{safeVol("data")}, late, Skip, "Ready"},
-		{"pod not terminating", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1")), []Volume{safeVol("data")}, late, Skip, "not terminating"},
+		{"safe-detach pod on quarantined node", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{safeVol("data")}, late, Delete, "safe-detach"},
+		{"Ready=Unknown counts", testobj.Node("n1", testobj.UnknownSince(t0), quarantined), stuck, []podvolumes.Volume{safeVol("data")}, late, Delete, ""},
+		{"taint before delete", testobj.Node("n1", down), stuck, []podvolumes.Volume{safeVol("data")}, late, TaintFirst, "quarantined before"},
+		{"our key with another effect is no quarantine: taint first", testobj.Node("n1", down, testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoExecute)), stuck, []podvolumes.Volume{safeVol("data")}, late, TaintFirst, "quarantined before"},
+		{"delay not yet expired", testobj.Node("n1", down), stuck, []podvolumes.Volume{safeVol("data")}, t0.Add(10 * time.Second), Wait, "quarantine after"},
+		{"Ready node: never", testobj.Node("n1", testobj.ReadySince(t0), quarantined), stuck, []podvolumes.Volume{safeVol("data")}, late, Skip, "Ready"},
+		{"pod not terminating", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1")), []podvolumes.Volume{safeVol("data")}, late, Skip, "not terminating"},
 		{"pod gone", testobj.Node("n1", down, quarantined), nil, nil, late, Skip, "gone"},
-		{"node deleted", nil, stuck, []Volume{safeVol("data")}, late, Skip, "does not exist"},
-		{"already force-deleted", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.ForceDeleted(t0)), []Volume{safeVol("data")}, late, Skip, "already"},
-		{"emptyDir and configMap are harmless", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data"), {Name: "tmp", Kind: KindHarmless}}, late, Delete, ""},
-		{"mixed: one driver not safe-detach", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data"), {Name: "logs", Kind: KindCSI, Driver: "other.example"}}, late, Refuse, "not annotated"},
-		{"RWX volume", testobj.Node("n1", down, quarantined), stuck, []Volume{func() Volume { v := safeVol("shared"); v.RWX = true; return v }()}, late, Refuse, "ReadWriteMany"},
-		{"hostPath", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data"), {Name: "h", Kind: KindNodeLocal, Detail: "hostPath"}}, late, Refuse, "node-local"},
-		{"local PV", testobj.Node("n1", down, quarantined), stuck, []Volume{{Name: "l", Kind: KindNodeLocal, Detail: "PV x is node-local"}}, late, Refuse, "node-local"},
-		{"inline CSI volume", testobj.Node("n1", down, quarantined), stuck, []Volume{safeVol("data"), {Name: "i", Kind: KindInlineCSI, Driver: "safe.example"}}, late, Refuse, "inline"},
-		{"unbound claim", testobj.Node("n1", down, quarantined), stuck, []Volume{{Name: "u", Kind: KindUnresolved, Detail: "PVC ns/u is not bound"}}, late, Refuse, "not bound"},
-		{"in-tree volume", testobj.Node("n1", down, quarantined), stuck, []Volume{{Name: "nfs", Kind: KindOther, Detail: "PV nfs is not a CSI volume"}}, late, Refuse, "not a CSI volume"},
+		{"node deleted", nil, stuck, []podvolumes.Volume{safeVol("data")}, late, Skip, "does not exist"},
+		{"already force-deleted", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.ForceDeleted(t0)), []podvolumes.Volume{safeVol("data")}, late, Skip, "already"},
+		{"emptyDir and configMap are harmless", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{safeVol("data"), {Name: "tmp", Kind: podvolumes.KindHarmless}}, late, Delete, ""},
+		{"mixed: one driver not safe-detach", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{safeVol("data"), {Name: "logs", Kind: podvolumes.KindCSI, Driver: "other.example"}}, late, Refuse, "not annotated"},
+		{"RWX volume", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{func() podvolumes.Volume { v := safeVol("shared"); v.RWX = true; return v }()}, late, Refuse, "ReadWriteMany"},
+		{"hostPath", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{safeVol("data"), {Name: "h", Kind: podvolumes.KindNodeLocal, Detail: "hostPath"}}, late, Refuse, "node-local"},
+		{"local PV", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{{Name: "l", Kind: podvolumes.KindNodeLocal, Detail: "PV x is node-local"}}, late, Refuse, "node-local"},
+		{"inline CSI volume", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{safeVol("data"), {Name: "i", Kind: podvolumes.KindInlineCSI, Driver: "safe.example"}}, late, Refuse, "inline"},
+		{"unbound claim", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{{Name: "u", Kind: podvolumes.KindUnresolved, Detail: "PVC ns/u is not bound"}}, late, Refuse, "not bound"},
+		{"in-tree volume", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{{Name: "nfs", Kind: podvolumes.KindOther, Detail: "PV nfs is not a CSI volume"}}, late, Refuse, "not a CSI volume"},
 		{"no volumes at all", testobj.Node("n1", down, quarantined), stuck, nil, late, Refuse, "no volume from a safe-detach"},
-		{"only harmless volumes", testobj.Node("n1", down, quarantined), stuck, []Volume{{Name: "tmp", Kind: KindHarmless}}, late, Refuse, "no volume from a safe-detach"},
-		{"mirror pod with safe volumes is deleted, as upstream", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.Terminating(t0), testobj.Mirror()), []Volume{safeVol("data")}, late, Delete, ""},
-		{"DaemonSet pod with safe volumes is deleted", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.Terminating(t0), testobj.OwnedBy("DaemonSet", "ds")), []Volume{safeVol("data")}, late, Delete, ""},
+		{"only harmless volumes", testobj.Node("n1", down, quarantined), stuck, []podvolumes.Volume{{Name: "tmp", Kind: podvolumes.KindHarmless}}, late, Refuse, "no volume from a safe-detach"},
+		{"mirror pod with safe volumes is deleted, as upstream", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.Terminating(t0), testobj.Mirror()), []podvolumes.Volume{safeVol("data")}, late, Delete, ""},
+		{"DaemonSet pod with safe volumes is deleted", testobj.Node("n1", down, quarantined), testobj.Pod("ns", "p", testobj.OnNode("n1"), testobj.Terminating(t0), testobj.OwnedBy("DaemonSet", "ds")), []podvolumes.Volume{safeVol("data")}, late, Delete, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

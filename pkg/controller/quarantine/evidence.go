@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"fenceline.io/fenceline/pkg/controller/podvolumes"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 )
@@ -57,10 +58,10 @@ func (c *Controller) freshAttachers(ctx context.Context, drivers []string) (Atta
 
 // safeDrivers lists the distinct drivers of the pod's safe-detach CSI
 // volumes: those whose evidence DecidePod needs.
-func safeDrivers(vols []Volume) []string {
+func safeDrivers(vols []podvolumes.Volume) []string {
 	var out []string
 	for _, v := range vols {
-		if v.Kind == KindCSI && v.SafeDetach && !slices.Contains(out, v.Driver) {
+		if v.Kind == podvolumes.KindCSI && v.SafeDetach && !slices.Contains(out, v.Driver) {
 			out = append(out, v.Driver)
 		}
 	}

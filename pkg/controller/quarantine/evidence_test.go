@@ -11,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/controller/podvolumes"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
@@ -64,7 +65,7 @@ func TestDecidePodNeedsAttacherEvidence(t *testing.T) {
 					want = TaintFirst
 				}
 				// Two volumes of one driver: the missing evidence is told once.
-				got := DecidePod(node, stuck, []Volume{safeVol("a"), safeVol("b")}, tc.attachers, late, delay)
+				got := DecidePod(node, stuck, []podvolumes.Volume{safeVol("a"), safeVol("b")}, tc.attachers, late, delay)
 				if got.Action != want || !strings.Contains(got.Why, tc.wantWhy) {
 					t.Errorf("quarantined=%v: DecidePod() = %+v, want action %v mentioning %q", node == quarantined, got, want, tc.wantWhy)
 				}
@@ -78,7 +79,7 @@ func TestDecidePodNeedsAttacherEvidence(t *testing.T) {
 	// driver without the opt-in needs no evidence to be refused.
 	rwx := safeVol("shared")
 	rwx.RWX = true
-	if got := DecidePod(quarantined, stuck, []Volume{rwx}, served, late, delay); got.Action != Refuse || !strings.Contains(got.Why, "ReadWriteMany") {
+	if got := DecidePod(quarantined, stuck, []podvolumes.Volume{rwx}, served, late, delay); got.Action != Refuse || !strings.Contains(got.Why, "ReadWriteMany") {
 		t.Errorf("RWX volume of a served driver: %+v, want a refusal naming ReadWriteMany", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/nodequeue"
 	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/controller/podvolumes"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
@@ -52,7 +53,7 @@ type Controller struct {
 	vas       cache.Indexer
 	// pvsByVolume finds a volumesInUse entry's PersistentVolume.
 	pvsByVolume cache.Indexer
-	resolver    *resolver
+	resolver    *podvolumes.Resolver
 	queue       *nodequeue.Queue
 	evidence    AttacherEvidence
 
@@ -77,11 +78,8 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 		nodes:     f.Core().V1().Nodes().Lister(),
 		pods:      podInf.GetIndexer(),
 		vas:       vaInf.GetIndexer(),
-		resolver: &resolver{
-			pvcs:    f.Core().V1().PersistentVolumeClaims().Lister(),
-			pvs:     f.Core().V1().PersistentVolumes().Lister(),
-			drivers: f.Storage().V1().CSIDrivers().Lister(),
-		},
+		resolver: podvolumes.NewResolver(f.Core().V1().PersistentVolumeClaims().Lister(),
+			f.Core().V1().PersistentVolumes().Lister(), f.Storage().V1().CSIDrivers().Lister()),
 		evidence:    evidence,
 		refused:     map[types.UID]string{},
 		withheld:    map[string]string{},
@@ -145,7 +143,7 @@ func (c *Controller) setQuarantined(name string, on bool) {
 }
 
 func (c *Controller) isSafeDriver(name string) bool {
-	safe, _ := c.resolver.safeDetach(name)
+	safe, _ := c.resolver.SafeDetach(name)
 	return safe
 }
 
@@ -234,7 +232,7 @@ func minAfter(cur, d time.Duration) time.Duration {
 // their attachers, as decided on.
 type podVolumes struct {
 	pod       *v1.Pod
-	vols      []Volume
+	vols      []podvolumes.Volume
 	attachers Attachers
 }
 
@@ -259,7 +257,7 @@ func (c *Controller) nodeCheck(pv *podVolumes, want Action) actuator.NodeCheck {
 // podCheck re-decides a force deletion on the fresh node and pod, with the
 // attachers' heartbeats and CSIDrivers read again from the API server: a
 // cache may still hold the heartbeat of an attacher that stopped.
-func (c *Controller) podCheck(ctx context.Context, vols []Volume) actuator.PodCheck {
+func (c *Controller) podCheck(ctx context.Context, vols []podvolumes.Volume) actuator.PodCheck {
 	return func(node *v1.Node, pod *v1.Pod) (bool, string) {
 		attachers, err := c.freshAttachers(ctx, safeDrivers(vols))
 		if err != nil {
@@ -286,7 +284,7 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 	logger := klog.FromContext(ctx)
 	r := podsResult{inUse: map[v1.UniqueVolumeName]bool{}}
 	for _, pod := range pods {
-		vols, err := c.resolver.podVolumes(pod)
+		vols, err := c.resolver.PodVolumes(pod)
 		if err != nil {
 			r.errs = append(r.errs, err)
 			continue
@@ -315,7 +313,7 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 		}
 		if !deleted && !podutil.IsForceDeleted(pod) {
 			for _, v := range vols {
-				if v.Kind == KindCSI {
+				if v.Kind == podvolumes.KindCSI {
 					r.inUse[v.UniqueName()] = true
 				}
 			}
@@ -370,7 +368,7 @@ func (c *Controller) liveVolumes(pods []*v1.Pod) (inUse map[v1.UniqueVolumeName]
 		if podutil.IsForceDeleted(pod) {
 			continue
 		}
-		vols, err := c.resolver.podVolumes(pod)
+		vols, err := c.resolver.PodVolumes(pod)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -378,7 +376,7 @@ func (c *Controller) liveVolumes(pods []*v1.Pod) (inUse map[v1.UniqueVolumeName]
 			if v.PV != "" {
 				livePVs[v.PV] = true
 			}
-			if v.Kind == KindCSI {
+			if v.Kind == podvolumes.KindCSI {
 				inUse[v.UniqueName()] = true
 			}
 		}

@@ -1,4 +1,4 @@
-package quarantine
+package podvolumes
 
 import (
 	"testing"
@@ -38,7 +38,7 @@ func TestPodVolumes(t *testing.T) {
 	local := testobj.CSIPV("pv-local", "", "", v1.ReadWriteOnce)
 	local.Spec.CSI, local.Spec.Local = nil, &v1.LocalVolumeSource{Path: "/mnt/disk"}
 	add(pvs, local)
-	r := &resolver{
+	r := &Resolver{
 		pvcs:    corelisters.NewPersistentVolumeClaimLister(pvcs),
 		pvs:     corelisters.NewPersistentVolumeLister(pvs),
 		drivers: storagelisters.NewCSIDriverLister(drivers),
@@ -50,7 +50,7 @@ func TestPodVolumes(t *testing.T) {
 		testobj.EmptyDir("tmp"), testobj.HostPath("host", "/etc"), testobj.InlineCSI("inline", "safe.example"),
 		testobj.WithVolume(v1.Volume{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}}),
 	)
-	got, err := r.podVolumes(pod)
+	got, err := r.PodVolumes(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestSafeDetach(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := &resolver{drivers: storagelisters.NewCSIDriverLister(drivers)}
+	r := &Resolver{drivers: storagelisters.NewCSIDriverLister(drivers)}
 	for _, tc := range []struct {
 		name   string
 		driver string
@@ -100,7 +100,7 @@ func TestSafeDetach(t *testing.T) {
 		{"no CSIDriver", "missing.example", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, err := r.safeDetach(tc.driver); err != nil || got != tc.want {
+			if got, err := r.SafeDetach(tc.driver); err != nil || got != tc.want {
 				t.Errorf("safeDetach(%s) = %v, %v; want %v", tc.driver, got, err, tc.want)
 			}
 		})

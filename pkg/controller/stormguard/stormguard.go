@@ -1,5 +1,6 @@
-// Package stormguard decides whether one more node may be fenced now, given
-// the whole cluster as the controller sees it. Fencing a node that is dead
+// Package stormguard decides whether one more node may be fenced, or have
+// its pods evicted by taint-eviction, now, given the whole cluster as the
+// controller sees it. Fencing a node that is dead
 // costs nothing; fencing many nodes because the controller's view is wrong
 // (an API server or network fault makes healthy kubelets look silent) can
 // take down a healthy cluster. The guard therefore refuses whenever the
