@@ -208,39 +208,10 @@ func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, check PodCheck, 
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return markAlreadyTerminal, pod, nil
 	}
-	cur, written := pod, pod
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := a.recheckPod(ctx, cur, check); err != nil {
-			return err
-		}
-		upd := cur.DeepCopy()
-		upd.Status.Phase = v1.PodFailed
-		cond := v1.PodCondition{
-			Type:               v1.DisruptionTarget,
-			Status:             v1.ConditionTrue,
-			Reason:             DisruptionReason,
-			Message:            message,
-			LastTransitionTime: metav1.NewTime(a.now()),
-		}
-		i := slices.IndexFunc(upd.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
-		if i >= 0 {
-			upd.Status.Conditions[i] = cond
-		} else {
-			upd.Status.Conditions = append(upd.Status.Conditions, cond)
-		}
-		res, uerr := a.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
-		if uerr == nil {
-			written = res
-		}
-		if !apierrors.IsConflict(uerr) {
-			return uerr
-		}
-		fresh, gerr := a.freshPod(ctx, pod)
-		if gerr != nil {
-			return gerr
-		}
-		cur = fresh
-		return uerr
+	written, err := a.updatePodStatus(ctx, "force-delete pod", pod, check, func(p *v1.Pod) bool {
+		p.Status.Phase = v1.PodFailed
+		setDisruptionTarget(p, v1.PodCondition{Reason: DisruptionReason, Message: message, LastTransitionTime: metav1.NewTime(a.now())})
+		return true
 	})
 	switch {
 	case err == nil:
@@ -259,6 +230,13 @@ func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, check PodCheck, 
 // changed since, it is read again and the decision made again before the
 // next attempt. gone reports that the pod vanished or was replaced first.
 func (a *Actuator) deleteChecked(ctx context.Context, pod *v1.Pod, check PodCheck) (gone bool, err error) {
+	return a.deletePod(ctx, "force-delete pod", pod, check, new(int64))
+}
+
+// deletePod deletes the pod with the given grace period (nil: the pod's
+// own), preconditioned on its UID and on the resourceVersion the decision
+// was made on, re-deciding on the fresh pod after every conflict.
+func (a *Actuator) deletePod(ctx context.Context, what string, pod *v1.Pod, check PodCheck, grace *int64) (gone bool, err error) {
 	cur := pod
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		rv := cur.ResourceVersion
@@ -267,7 +245,7 @@ func (a *Actuator) deleteChecked(ctx context.Context, pod *v1.Pod, check PodChec
 			pre.ResourceVersion = &rv
 		}
 		derr := a.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: new(int64),
+			GracePeriodSeconds: grace,
 			Preconditions:      pre,
 		})
 		if !apierrors.IsConflict(derr) {
@@ -277,7 +255,7 @@ func (a *Actuator) deleteChecked(ctx context.Context, pod *v1.Pod, check PodChec
 		if gerr != nil {
 			return gerr
 		}
-		if err := a.recheckPod(ctx, fresh, check); err != nil {
+		if err := a.recheckPodFor(ctx, what, fresh, check); err != nil {
 			return err
 		}
 		cur = fresh
@@ -288,6 +266,54 @@ func (a *Actuator) deleteChecked(ctx context.Context, pod *v1.Pod, check PodChec
 	}
 	return false, err
 }
+
+// updatePodStatus re-decides on the pod and a fresh read of its node, then
+// writes the status mutate makes (nothing when it reports no change),
+// carrying the pod's resourceVersion: on a conflict the pod is read again
+// and the decision made again. It returns the pod as written; NotFound or
+// errReplaced when the pod went away.
+func (a *Actuator) updatePodStatus(ctx context.Context, what string, pod *v1.Pod, check PodCheck, mutate func(*v1.Pod) bool) (*v1.Pod, error) {
+	cur, written := pod, pod
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := a.recheckPodFor(ctx, what, cur, check); err != nil {
+			return err
+		}
+		upd := cur.DeepCopy()
+		if !mutate(upd) {
+			written = cur
+			return nil
+		}
+		res, uerr := a.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+		if uerr == nil {
+			written = res
+		}
+		if !apierrors.IsConflict(uerr) {
+			return uerr
+		}
+		fresh, gerr := a.freshPod(ctx, pod)
+		if gerr != nil {
+			return gerr
+		}
+		cur = fresh
+		return uerr
+	})
+	return written, err
+}
+
+// setDisruptionTarget sets the pod's DisruptionTarget condition to True
+// with cond's reason, message and time.
+func setDisruptionTarget(p *v1.Pod, cond v1.PodCondition) {
+	cond.Type, cond.Status = v1.DisruptionTarget, v1.ConditionTrue
+	if i := slices.IndexFunc(p.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget }); i >= 0 {
+		p.Status.Conditions[i] = cond
+		return
+	}
+	p.Status.Conditions = append(p.Status.Conditions, cond)
+}
+
+// IsReplaced reports whether err says the pod was replaced by a new one
+// with the same name.
+func IsReplaced(err error) bool { return errors.Is(err, errReplaced) }
 
 // freshPod reads the pod again; errReplaced when a new pod took its name.
 func (a *Actuator) freshPod(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
@@ -304,7 +330,11 @@ func (a *Actuator) freshPod(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 // recheckPod reads the pod's node fresh and runs the decision on it and the
 // pod. A missing check refuses: without a decision nothing is written.
 func (a *Actuator) recheckPod(ctx context.Context, pod *v1.Pod, check PodCheck) error {
-	const what = "force-delete pod"
+	return a.recheckPodFor(ctx, "force-delete pod", pod, check)
+}
+
+// recheckPodFor is recheckPod for the write named what.
+func (a *Actuator) recheckPodFor(ctx context.Context, what string, pod *v1.Pod, check PodCheck) error {
 	if check == nil {
 		return &DecisionChangedError{What: what, Why: "no decision to re-check at write time"}
 	}

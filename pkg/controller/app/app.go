@@ -20,6 +20,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
+	"fenceline.io/fenceline/pkg/controller/tainteviction"
 )
 
 // Component is the name in Events, the field manager and the lease.
@@ -50,6 +51,8 @@ type Options struct {
 	// that is still Ready waits for the node to be noticed dead, and how
 	// recent a node Lease renewal must be to count as a live kubelet.
 	ForceEvictionReadyGrace time.Duration
+	// TaintEvictionGuard is taint-eviction's storm guard.
+	TaintEvictionGuard tainteviction.GuardConfig
 	// DryRun decides and logs but changes nothing.
 	DryRun bool
 	// Workers is the number of workers per controller.
@@ -72,6 +75,7 @@ func DefaultOptions() Options {
 		QuarantineDelay:         quarantine.DefaultDelay,
 		QuarantineLiftDelay:     quarantine.DefaultLiftDelay,
 		ForceEvictionReadyGrace: forceeviction.DefaultReadyGrace,
+		TaintEvictionGuard:      tainteviction.DefaultGuard(),
 		Workers:                 4,
 		Resync:                  5 * time.Minute,
 	}
@@ -83,6 +87,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if _, err := EnabledControllers(o.Controllers, o.FeatureGate); err != nil {
 		errs = append(errs, err)
+	}
+	if err := o.TaintEvictionGuard.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("taint-eviction storm guard (--taint-eviction-*): %w", err))
 	}
 	if o.QuarantineDelay < 0 || o.QuarantineLiftDelay < 0 || o.ForceEvictionReadyGrace < 0 {
 		errs = append(errs, fmt.Errorf("--quarantine-delay, --quarantine-lift-delay and --force-eviction-ready-grace must not be negative, got %s, %s and %s",

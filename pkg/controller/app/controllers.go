@@ -19,6 +19,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/outofservice"
 	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
+	"fenceline.io/fenceline/pkg/controller/tainteviction"
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 )
@@ -81,6 +82,11 @@ var Controllers = []Descriptor{
 		return forceeviction.New(c.Informers, c.NodeLeases, c.Actuator, c.Options.ForceEvictionReadyGrace)
 	}},
 	{Name: nodefencing.Name, EnabledByDefault: true, New: newNodeFencing},
+	// Replaces kube-controller-manager's taint-eviction-controller, which
+	// must then be disabled there; alpha, behind its gate.
+	{Name: tainteviction.Name, EnabledByDefault: true, FeatureGate: TaintEviction, New: func(c ControllerContext) (Controller, error) {
+		return tainteviction.New(tainteviction.Config{Informers: c.Informers, Actuator: c.Actuator, Client: c.Client, Guard: c.Options.TaintEvictionGuard, Resync: c.Options.Resync})
+	}},
 	// Removing the out-of-service taint automatically is opt-in.
 	{Name: outofservice.Name, New: func(c ControllerContext) (Controller, error) {
 		return outofservice.New(c.Informers, c.Actuator)
@@ -90,7 +96,14 @@ var Controllers = []Descriptor{
 // FeatureGates are the gates of fenceline-controller's own features (the
 // ones Descriptor.FeatureGate may name), registered on --feature-gates
 // next to the logging, metrics and client-go gates.
-var FeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{}
+var FeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{
+	TaintEviction: {Default: false, PreRelease: featuregate.Alpha},
+}
+
+// TaintEviction enables the taint-eviction controller, the storage-aware
+// replacement of kube-controller-manager's taint-eviction-controller
+// (disable that one with --controllers=*,-taint-eviction-controller).
+const TaintEviction featuregate.Feature = "TaintEviction"
 
 // KnownControllers returns the name of every controller, in table order.
 func KnownControllers() []string {

@@ -16,6 +16,7 @@ const (
 	ReasonOutOfService  = "out-of-service"
 	ReasonSafeDetach    = "safe-detach"
 	ReasonForceEviction = "force-eviction"
+	ReasonTaintEviction = "taint-eviction"
 )
 
 // Metrics is the set of collectors one controller process updates.
@@ -39,6 +40,24 @@ type Metrics struct {
 	// FencingLatency is the time from a FencingRequest's creation to the
 	// phase it entered (Fenced, Recovered, Failed).
 	FencingLatency *prometheus.HistogramVec
+	// TaintEvictions and TaintEvictionLatency are kube-controller-
+	// manager's taint-eviction-controller metrics under their upstream
+	// names: pods deleted by taint-eviction (gracefully or, from a node cut
+	// off from storage, at once), and the time from the moment the
+	// eviction was due to the delete.
+	TaintEvictions       prometheus.Counter
+	TaintEvictionLatency prometheus.Histogram
+	// TaintEvictionHeld is the number of pods whose eviction is due but
+	// held (a stateful pod of a dead node not yet cut off, a pod waiting
+	// for its evict-when condition, a node the storm guard refuses).
+	TaintEvictionHeld prometheus.Gauge
+	// TaintEvictionRefusals counts the storm guard's refusals of a node's
+	// evictions, by reason.
+	TaintEvictionRefusals *prometheus.CounterVec
+	// UpstreamTaintEviction is 1 while kube-controller-manager's own
+	// taint-eviction-controller is evidently running too (its Events
+	// appear): Fenceline's then evicts nothing.
+	UpstreamTaintEviction prometheus.Gauge
 }
 
 // New creates the collectors and registers them with reg (when not nil).
@@ -86,9 +105,39 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:      "Time from a FencingRequest's creation to the phase it entered (Fenced, Recovered, Failed).",
 			Buckets:   []float64{1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 300, 600},
 		}, []string{"phase"}),
+		TaintEvictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Subsystem: "taint_eviction_controller",
+			Name:      "pod_deletions_total",
+			Help:      "Total number of Pods deleted by TaintEvictionController since its start.",
+		}),
+		TaintEvictionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: "taint_eviction_controller",
+			Name:      "pod_deletion_duration_seconds",
+			Help:      "Latency, in seconds, between the time when a taint effect has been activated for the Pod and its deletion via TaintEvictionController.",
+			Buckets:   []float64{0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 120, 180, 240},
+		}),
+		TaintEvictionHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "fenceline",
+			Subsystem: "taint_eviction",
+			Name:      "held_pods",
+			Help:      "Pods whose taint eviction is due but held: a stateful pod of a node that is not Ready and not yet cut off from storage, a pod waiting for its evict-when condition, or a node the storm guard refuses.",
+		}),
+		TaintEvictionRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "fenceline",
+			Subsystem: "taint_eviction",
+			Name:      "storm_guard_refusals_total",
+			Help:      "Times the storm guard refused to start the evictions of a node that is not Ready, by reason.",
+		}, []string{"reason"}),
+		UpstreamTaintEviction: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "fenceline",
+			Subsystem: "taint_eviction",
+			Name:      "upstream_controller_active",
+			Help:      "1 while kube-controller-manager's taint-eviction-controller is evidently running as well (its TaintManagerEviction Events appear); Fenceline's taint-eviction then evicts nothing.",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.ForceDeletes, m.ForceDeleteErrors, m.ForceDeleteLatency, m.QuarantinedNodes, m.DecisionChanged, m.FencingTransitions, m.FencingLatency} {
+		for _, c := range []prometheus.Collector{m.ForceDeletes, m.ForceDeleteErrors, m.ForceDeleteLatency, m.QuarantinedNodes, m.DecisionChanged, m.FencingTransitions, m.FencingLatency,
+			m.TaintEvictions, m.TaintEvictionLatency, m.TaintEvictionHeld, m.TaintEvictionRefusals, m.UpstreamTaintEviction} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering metrics: %w", err)
 			}
@@ -142,4 +191,42 @@ func (m *Metrics) ObserveFencingPhase(phase, reason string, created, now time.Ti
 	case "Fenced", "Recovered", "Failed":
 		m.FencingLatency.WithLabelValues(phase).Observe(max(now.Sub(created), 0).Seconds())
 	}
+}
+
+// ObserveTaintEviction records one pod deleted by taint-eviction, due at
+// due (zero: no latency is observed).
+func (m *Metrics) ObserveTaintEviction(due, now time.Time) {
+	if m == nil {
+		return
+	}
+	m.TaintEvictions.Inc()
+	if !due.IsZero() {
+		m.TaintEvictionLatency.Observe(max(now.Sub(due), 0).Seconds())
+	}
+}
+
+// SetTaintEvictionHeld sets the number of held pods.
+func (m *Metrics) SetTaintEvictionHeld(n int) {
+	if m != nil {
+		m.TaintEvictionHeld.Set(float64(n))
+	}
+}
+
+// ObserveTaintEvictionRefusal records one storm-guard refusal.
+func (m *Metrics) ObserveTaintEvictionRefusal(reason string) {
+	if m != nil {
+		m.TaintEvictionRefusals.WithLabelValues(reason).Inc()
+	}
+}
+
+// SetUpstreamTaintEviction sets whether upstream's controller is seen.
+func (m *Metrics) SetUpstreamTaintEviction(active bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if active {
+		v = 1
+	}
+	m.UpstreamTaintEviction.Set(v)
 }

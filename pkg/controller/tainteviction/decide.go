@@ -1,14 +1,15 @@
-// Package tainteviction will be fenceline-controller's storage-aware
+// Package tainteviction is fenceline-controller's storage-aware
 // replacement of kube-controller-manager's taint-eviction-controller
-// (KEP-3902). So far it holds the pure decisions: EvictAt, when the node's
-// NoExecute taints evict a pod, with upstream's rules (see k/k
-// pkg/controller/tainteviction) except that the clock starts at the
-// taint's timeAdded rather than when a controller first saw it, so a
+// (KEP-3902), behind the TaintEviction feature gate. Its pure decisions:
+// EvictAt, when the node's NoExecute taints evict a pod, with upstream's
+// rules (k/k pkg/controller/tainteviction) except that the clock starts at
+// the taint's timeAdded rather than when a controller first saw it, so a
 // restart or a leader change never extends a pod's stay on a dead node;
-// and DecidePod, what to do with the pod then (wait, evict gracefully,
-// hold a stateful pod of a dead node until it is cut off, force-delete).
-// The controller that acts on them, its feature gate and the storm guard
-// are not built yet; nothing runs this code outside its tests.
+// and DecidePod, what to do with the pod then (wait, evict gracefully as
+// upstream does, hold a stateful pod of a dead node until it is cut off
+// from storage, force-delete it then). The Controller acts on them,
+// behind a storm guard shared with node-fencing and a self-check that
+// stands down while upstream's controller is still running.
 package tainteviction
 
 import (

@@ -47,9 +47,12 @@ type PodInput struct {
 	// Stateful: the pod uses a ReadWriteOnce or ReadWriteOncePod volume of
 	// a CSI driver that attaches.
 	Stateful bool
-	// CutOff is why the node counts as cut off from the storage of every
-	// such volume (cutoff.NodeReason for each driver; ReasonNone when any
-	// is not).
+	// CutOff is why the node counts as cut off from the storage of the
+	// pod's volumes (cutoff.NodeReason, with safe detach only when every
+	// such volume's driver opted in). Only a vouched reason (fenced, out of
+	// service, force eviction) lets taint-eviction force-delete; under
+	// safe detach it is quarantine that force-deletes, once it has the
+	// attacher's evidence that the fence works.
 	CutOff cutoff.Reason
 	// Seen gives when the controller first saw a taint without timeAdded.
 	Seen func(v1.Taint) time.Time
@@ -59,7 +62,8 @@ type PodInput struct {
 // Decision is the outcome of DecidePod.
 type Decision struct {
 	Action Action
-	// At is when an ActionWait eviction is due.
+	// At is when the eviction is (or was) due, for every action but
+	// ActionNone.
 	At  time.Time
 	Why string
 }
@@ -69,8 +73,9 @@ type Decision struct {
 // any node, it is upstream's rule (EvictAt, then a graceful eviction). A
 // stateful pod on a node that is not Ready is never gracefully deleted
 // into an endless Terminating: it is held until the node is known cut off
-// from its storage (fenced, out of service, or a safe-detach driver's
-// quarantine), then force-deleted.
+// from its storage (fenced, out of service, force eviction), then
+// force-deleted; on a node quarantined for safe detach it is left to
+// quarantine, which force-deletes it with the attacher's evidence.
 func DecidePod(in PodInput) Decision {
 	pod, node := in.Pod, in.Node
 	switch {
@@ -90,16 +95,22 @@ func DecidePod(in PodInput) Decision {
 	if in.Now.Before(e.At) {
 		return Decision{Action: ActionWait, At: e.At, Why: e.Why}
 	}
+	due := func(a Action, format string, args ...any) Decision {
+		return Decision{Action: a, At: e.At, Why: e.Why + "; " + fmt.Sprintf(format, args...)}
+	}
 	if nodeutil.IsReady(node) || !in.Stateful {
 		if c, ok := pod.Annotations[EvictWhenAnnotation]; ok && !podConditionTrue(pod, c) {
-			return Decision{Action: ActionHold, Why: fmt.Sprintf("%s; the pod asks (%s) for condition %s to be True first", e.Why, EvictWhenAnnotation, c)}
+			return due(ActionHold, "the pod asks (%s) for condition %s to be True first", EvictWhenAnnotation, c)
 		}
-		return Decision{Action: ActionEvict, Why: e.Why}
+		return Decision{Action: ActionEvict, At: e.At, Why: e.Why}
 	}
-	if in.CutOff != cutoff.ReasonNone {
-		return Decision{Action: ActionForceDelete, Why: fmt.Sprintf("%s; the node is not Ready and cut off from the pod's storage (%s): deleting at once", e.Why, in.CutOff)}
+	switch {
+	case in.CutOff.Vouched():
+		return due(ActionForceDelete, "the node is not Ready and cut off from the pod's storage (%s): deleting at once", in.CutOff)
+	case in.CutOff == cutoff.ReasonSafeDetach:
+		return due(ActionHold, "the node is not Ready and quarantined for safe detach: quarantine force-deletes the pod once the attacher is proven to fence")
 	}
-	return Decision{Action: ActionHold, Why: fmt.Sprintf("%s; but the node is not Ready and not known cut off from the pod's ReadWriteOnce volumes: a graceful delete would hang Terminating, so the pod waits for the node to be fenced or put out of service", e.Why)}
+	return due(ActionHold, "but the node is not Ready and not known cut off from the pod's ReadWriteOnce volumes: a graceful delete would hang Terminating, so the pod waits for the node to be fenced or put out of service")
 }
 
 func podConditionTrue(pod *v1.Pod, typ string) bool {
