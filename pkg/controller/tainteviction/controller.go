@@ -104,7 +104,7 @@ func New(cfg Config) (*Controller, error) {
 		now:     time.Now,
 	}
 	c.queue = nodequeue.New(Name, c.sync)
-	c.upstream = newUpstreamWatch(cfg.Client, cfg.Resync, cfg.Actuator, c.now)
+	c.upstream = newUpstreamWatch(cfg.Client, cfg.Resync, cfg.Actuator, func() time.Time { return c.now() })
 	if err := nodequeue.AddHandler(nodeInf, "node", c.nodeHandler()); err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ func DecidePod(in PodInput) Decision {
 	case in.CutOff == cutoff.ReasonSafeDetach:
 		return due(ActionHold, "the node is not Ready and quarantined for safe detach: quarantine force-deletes the pod once the attacher is proven to fence")
 	}
-	return due(ActionHold, "but the node is not Ready and not known cut off from the pod's ReadWriteOnce volumes: a graceful delete would hang Terminating, so the pod waits for the node to be fenced or put out of service")
+	return due(ActionHold, "the node is not Ready and not known cut off from the pod's ReadWriteOnce volumes: a graceful delete would hang Terminating, so the pod waits for the node to be fenced or put out of service")
 }
 
 func podConditionTrue(pod *v1.Pod, typ string) bool {

@@ -7,7 +7,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -46,7 +49,17 @@ func newUpstreamWatch(client kubernetes.Interface, resync time.Duration, act *ac
 		fields.OneTermEqualSelector("reason", actuator.EventTaintManagerEviction),
 		fields.OneTermEqualSelector("source", UpstreamController),
 	)
-	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "events", v1.NamespaceAll, sel)
+	events := client.CoreV1().Events(v1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel.String()
+			return events.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel.String()
+			return events.Watch(ctx, o)
+		},
+	}
 	w.informer = cache.NewSharedIndexInformer(lw, &v1.Event{}, resync, cache.Indexers{})
 	return w
 }

@@ -1,0 +1,370 @@
+package tainteviction
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/stormguard"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// env is the controller on a fake clientset with its informers started and
+// a clock the test sets. The fake runs no admission and no graceful
+// deletion: a delete removes the pod at once.
+type env struct {
+	t        *testing.T
+	ctx      context.Context
+	kube     *kubefake.Clientset
+	factory  informers.SharedInformerFactory
+	c        *Controller
+	recorder *record.FakeRecorder
+	now      time.Time
+}
+
+func newEnv(t *testing.T, now time.Time, guard GuardConfig, objs ...runtime.Object) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	kube := kubefake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	rec := record.NewFakeRecorder(100)
+	e := &env{t: t, ctx: ctx, kube: kube, factory: factory, recorder: rec, now: now}
+	act := &actuator.Actuator{Client: kube, Recorder: rec, Now: func() time.Time { return e.now }}
+	c, err := New(Config{Informers: factory, Actuator: act, Client: kube, Guard: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = func() time.Time { return e.now }
+	c.seen.now = c.now
+	e.c = c
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return e
+}
+
+// sync runs one sync of the node once the caches show the API's objects.
+func (e *env) sync(node string) time.Duration {
+	e.t.Helper()
+	e.settleCaches()
+	after, err := e.c.sync(e.ctx, node)
+	if err != nil && !actuator.IsDecisionChanged(err) {
+		e.t.Fatalf("sync %s: %v", node, err)
+	}
+	return after
+}
+
+// settleCaches waits until the node and pod caches hold what the API does.
+func (e *env) settleCaches() {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		nodes, _ := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		pods, _ := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		for i := range nodes.Items {
+			cached, err := e.c.nodes.Get(nodes.Items[i].Name)
+			// The fake sets no resourceVersions: compare the objects.
+			if err != nil || !equality.Semantic.DeepEqual(cached, &nodes.Items[i]) {
+				return false, nil
+			}
+		}
+		return len(e.c.pods.List()) == len(pods.Items), nil
+	})
+	if err != nil {
+		e.t.Fatal("caches did not catch up")
+	}
+}
+
+func (e *env) pod(name string) *v1.Pod {
+	e.t.Helper()
+	p, err := e.kube.CoreV1().Pods("ns").Get(e.ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) updateNode(n *v1.Node) {
+	e.t.Helper()
+	cur, err := e.kube.CoreV1().Nodes().Get(e.ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n.ResourceVersion = cur.ResourceVersion
+	if _, err := e.kube.CoreV1().Nodes().Update(e.ctx, n, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// events drains the recorded Events.
+func (e *env) events() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+func hasEvent(events []string, parts ...string) bool {
+	for _, ev := range events {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(ev, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+func tolerateFor(key string, secs int64) testobj.PodOption {
+	return testobj.Toleration(v1.Toleration{Key: key, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs})
+}
+
+// statefulObjs are a pod on node n1 with an RWO CSI volume, its claim,
+// volume and driver.
+func statefulObjs(t0 time.Time, opts ...testobj.PodOption) []runtime.Object {
+	pod := testobj.Pod("ns", "db-0", append([]testobj.PodOption{testobj.OnNode("n1"), testobj.ScheduledAt(t0.Add(-time.Hour)), testobj.Claim("data", "data-db-0")}, opts...)...)
+	return []runtime.Object{pod, testobj.PVC("ns", "data-db-0", "pv-1"), testobj.CSIPV("pv-1", "csi.example", "h1", v1.ReadWriteOnce), testobj.CSIDriver("csi.example", nil)}
+}
+
+func TestSyncEvictsAsUpstreamOnALiveNode(t *testing.T) {
+	t0 := testobj.Epoch
+	node := testobj.Node("n1", testobj.ReadySince(t0), testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))
+	pod := testobj.Pod("ns", "web", testobj.OnNode("n1"), testobj.ScheduledAt(t0.Add(-time.Hour)))
+	e := newEnv(t, t0.Add(time.Second), DefaultGuard(), node, pod)
+	e.sync("n1")
+	if e.pod("web") != nil {
+		t.Fatal("untolerated NoExecute taint on a Ready node: pod not deleted")
+	}
+	// The condition is written before the delete: find it in the actions.
+	var cond *v1.PodCondition
+	for _, a := range e.kube.Actions() {
+		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+			p := a.(interface{ GetObject() runtime.Object }).GetObject().(*v1.Pod)
+			for i := range p.Status.Conditions {
+				if p.Status.Conditions[i].Type == v1.DisruptionTarget {
+					cond = &p.Status.Conditions[i]
+				}
+			}
+		}
+	}
+	if cond == nil || cond.Reason != "DeletionByTaintManager" || cond.Status != v1.ConditionTrue {
+		t.Fatalf("DisruptionTarget condition = %+v, want True DeletionByTaintManager", cond)
+	}
+	if ev := e.events(); !hasEvent(ev, "TaintManagerEviction", "Marking for deletion Pod ns/web") {
+		t.Errorf("events %q lack upstream's TaintManagerEviction", ev)
+	}
+}
+
+func TestSyncClockStartsAtTimeAdded(t *testing.T) {
+	// A controller that starts (or takes over) 30 s into a 60 s
+	// toleration evicts 30 s later, not 60.
+	t0 := testobj.Epoch
+	node := testobj.Node("n1", testobj.ReadySince(t0), testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))
+	pod := testobj.Pod("ns", "web", testobj.OnNode("n1"), testobj.ScheduledAt(t0.Add(-time.Hour)), tolerateFor("example.com/maintenance", 60))
+	e := newEnv(t, t0.Add(30*time.Second), DefaultGuard(), node, pod)
+	after := e.sync("n1")
+	if after < 29*time.Second || after > 31*time.Second {
+		t.Fatalf("requeue after %s, want about 30s (timeAdded + 60s)", after)
+	}
+	if e.pod("web") == nil {
+		t.Fatal("evicted before its toleration ran out")
+	}
+	e.now = t0.Add(60 * time.Second)
+	e.sync("n1")
+	if e.pod("web") != nil {
+		t.Fatal("not evicted at timeAdded + tolerationSeconds")
+	}
+}
+
+func TestSyncHoldsStatefulPodUntilFenced(t *testing.T) {
+	t0 := testobj.Epoch
+	node := testobj.Node("n1", testobj.UnknownSince(t0), testobj.TaintAt(v1.TaintNodeUnreachable, v1.TaintEffectNoExecute, t0))
+	objs := append(statefulObjs(t0), node, testobj.Node("n2", testobj.ReadySince(t0)), testobj.Node("n3", testobj.ReadySince(t0)))
+	e := newEnv(t, t0.Add(time.Minute), DefaultGuard(), objs...)
+	e.sync("n1")
+	if got := e.pod("db-0"); got == nil || got.DeletionTimestamp != nil {
+		t.Fatal("stateful pod of a dead node that is not cut off was deleted")
+	}
+	if ev := e.events(); !hasEvent(ev, EventHeld, "not known cut off") {
+		t.Errorf("events %q lack the hold", ev)
+	}
+	fenced := node.DeepCopy()
+	fenced.Status.Conditions = append(fenced.Status.Conditions, v1.NodeCondition{Type: names.FencingCompleteCondition, Status: v1.ConditionTrue})
+	e.updateNode(fenced)
+	e.sync("n1")
+	if e.pod("db-0") != nil {
+		t.Fatal("stateful pod of a fenced node not force-deleted")
+	}
+	if ev := e.events(); !hasEvent(ev, actuator.EventForceDeleted, "fenced") {
+		t.Errorf("events %q lack the force deletion and its reason", ev)
+	}
+}
+
+func TestSyncReturningKubeletCancelsForceDelete(t *testing.T) {
+	// The cache still shows the node dead and fenced; the API server has
+	// it Ready again: the write-time re-check must refuse the force delete.
+	t0 := testobj.Epoch
+	node := testobj.Node("n1", testobj.UnknownSince(t0), testobj.TaintAt(v1.TaintNodeUnreachable, v1.TaintEffectNoExecute, t0),
+		testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue))
+	objs := append(statefulObjs(t0), node, testobj.Node("n2", testobj.ReadySince(t0)))
+	e := newEnv(t, t0.Add(time.Minute), DefaultGuard(), objs...)
+	e.settleCaches()
+	back := node.DeepCopy()
+	back.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+	back.Spec.Taints = nil
+	// Write behind the informer's back: stop it seeing the update by
+	// racing the sync; the re-check reads the API server, not the cache.
+	cur, _ := e.kube.CoreV1().Nodes().Get(e.ctx, "n1", metav1.GetOptions{})
+	back.ResourceVersion = cur.ResourceVersion
+	cachedNode, _ := e.c.nodes.Get("n1")
+	if _, err := e.kube.CoreV1().Nodes().Update(e.ctx, back, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := e.c.pods.ByIndex("spec.nodeName", "n1")
+	if len(pods) != 1 {
+		t.Fatalf("cached pods on n1: %d", len(pods))
+	}
+	in, safe, err := e.c.input(cachedNode, pods[0].(*v1.Pod), e.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := DecidePod(in)
+	if d.Action != ActionForceDelete {
+		t.Fatalf("cached decision %+v, want ForceDelete", d)
+	}
+	err = e.c.evictOne(e.ctx, due{in: in, d: d, safe: safe})
+	if !actuator.IsDecisionChanged(err) {
+		t.Fatalf("evictOne = %v, want a decision changed on fresh data", err)
+	}
+	if e.pod("db-0") == nil {
+		t.Fatal("pod deleted although its kubelet is back")
+	}
+}
+
+func TestSyncCancelsWhenTaintGoes(t *testing.T) {
+	t0 := testobj.Epoch
+	node := testobj.Node("n1", testobj.ReadySince(t0), testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))
+	pod := testobj.Pod("ns", "web", testobj.OnNode("n1"), testobj.ScheduledAt(t0.Add(-time.Hour)), tolerateFor("example.com/maintenance", 600))
+	e := newEnv(t, t0.Add(time.Second), DefaultGuard(), node, pod)
+	if after := e.sync("n1"); after <= 0 {
+		t.Fatal("no requeue for a scheduled eviction")
+	}
+	untainted := node.DeepCopy()
+	untainted.Spec.Taints = nil
+	e.updateNode(untainted)
+	e.sync("n1")
+	if ev := e.events(); !hasEvent(ev, "TaintManagerEviction", "Cancelling deletion of Pod ns/web") {
+		t.Errorf("events %q lack upstream's cancellation", ev)
+	}
+	if e.pod("web") == nil {
+		t.Fatal("pod deleted after its taint went")
+	}
+}
+
+func TestSyncStormGuard(t *testing.T) {
+	// Two of four nodes of a zone die together (below the unhealthy-zone
+	// threshold): the first node's pods go, the second waits for a token.
+	t0 := testobj.Epoch
+	zone := testobj.Label(v1.LabelTopologyZone, "z1")
+	dead := func(name string) *v1.Node {
+		return testobj.Node(name, zone, testobj.UnknownSince(t0), testobj.TaintAt(v1.TaintNodeUnreachable, v1.TaintEffectNoExecute, t0))
+	}
+	objs := []runtime.Object{dead("n1"), dead("n2"), testobj.Node("n3", zone, testobj.ReadySince(t0)), testobj.Node("n4", zone, testobj.ReadySince(t0)),
+		testobj.Pod("ns", "a", testobj.OnNode("n1"), testobj.ScheduledAt(t0)), testobj.Pod("ns", "b", testobj.OnNode("n2"), testobj.ScheduledAt(t0))}
+	g := DefaultGuard()
+	g.Rate = 0.1
+	e := newEnv(t, t0.Add(time.Second), g, objs...)
+	e.sync("n1")
+	after := e.sync("n2")
+	if a, b := e.pod("a"), e.pod("b"); a != nil || b == nil {
+		t.Fatalf("after one token: pod a gone=%v, pod b gone=%v; want only a", a == nil, b == nil)
+	}
+	if after < 9*time.Second || after > 11*time.Second {
+		t.Errorf("refused node requeued after %s, want the next token (10s)", after)
+	}
+	if ev := e.events(); !hasEvent(ev, EventStormGuard, stormguard.ReasonRateLimited) {
+		t.Errorf("events %q lack the refusal", ev)
+	}
+	e.now = e.now.Add(10 * time.Second)
+	e.sync("n2")
+	if e.pod("b") != nil {
+		t.Fatal("second node's pod not evicted once a token refilled")
+	}
+}
+
+func TestSyncFullDisruptionEvictsNothing(t *testing.T) {
+	t0 := testobj.Epoch
+	dead := func(name string) *v1.Node {
+		return testobj.Node(name, testobj.UnknownSince(t0), testobj.TaintAt(v1.TaintNodeUnreachable, v1.TaintEffectNoExecute, t0))
+	}
+	e := newEnv(t, t0.Add(time.Second), DefaultGuard(), dead("n1"), dead("n2"), testobj.Pod("ns", "a", testobj.OnNode("n1"), testobj.ScheduledAt(t0)))
+	e.sync("n1")
+	if e.pod("a") == nil {
+		t.Fatal("evicted while every node is down")
+	}
+	if ev := e.events(); !hasEvent(ev, EventStormGuard, stormguard.ReasonAllZonesFullyDisrupted) {
+		t.Errorf("events %q lack the refusal", ev)
+	}
+}
+
+func TestSyncStandsDownWhileUpstreamRuns(t *testing.T) {
+	t0 := testobj.Epoch
+	node := testobj.Node("n1", testobj.ReadySince(t0), testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))
+	pod := testobj.Pod("ns", "web", testobj.OnNode("n1"), testobj.ScheduledAt(t0))
+	e := newEnv(t, t0.Add(time.Second), DefaultGuard(), node, pod)
+	upstream := &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: "ns", Name: "web.1"},
+		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "other"},
+		Reason:         "TaintManagerEviction", Message: "Marking for deletion Pod ns/other",
+		Source:        v1.EventSource{Component: UpstreamController},
+		LastTimestamp: metav1.NewTime(e.now),
+	}
+	e.c.upstream.observe(klog.Background(), upstream)
+	after := e.sync("n1")
+	if e.pod("web") == nil {
+		t.Fatal("evicted while upstream's controller runs too")
+	}
+	if after < UpstreamWindow-time.Second || after > UpstreamWindow+time.Second {
+		t.Errorf("requeue after %s, want the end of the stand-down (%s)", after, UpstreamWindow)
+	}
+	if ev := e.events(); !hasEvent(ev, EventUpstreamActive) || !hasEvent(ev, EventHeld, "running as well") {
+		t.Errorf("events %q lack the warning or the hold", ev)
+	}
+	e.now = e.now.Add(UpstreamWindow + time.Second)
+	e.sync("n1")
+	if e.pod("web") != nil {
+		t.Fatal("not evicted after the stand-down ended")
+	}
+	// An old Event (before the window) is no evidence.
+	old := upstream.DeepCopy()
+	old.LastTimestamp = metav1.NewTime(e.now.Add(-2 * UpstreamWindow))
+	e.c.upstream.observe(klog.Background(), old)
+	if _, active := e.c.upstream.Active(e.now); active {
+		t.Error("an Event older than the window counts as upstream running")
+	}
+}
