@@ -143,7 +143,7 @@ type noHumanReport struct {
 }
 
 func newNoHumanReport(s settings, runs []noHumanRun) noHumanReport {
-	r := noHumanReport{Machine: thisMachine(), Settings: s, Runs: runs, Summaries: map[string]Summary{}, Timings: productionTimings()}
+	r := noHumanReport{Machine: thisMachine(), Settings: s, Runs: runs, Summaries: map[string]Summary{}, Timings: productionTimings(s)}
 	metrics := []struct {
 		name string
 		get  func(noHumanRun) time.Duration
@@ -182,8 +182,13 @@ func newNoHumanReport(s settings, runs []noHumanRun) noHumanReport {
 }
 
 // productionTimings records the timings the runs had, for the JSON.
-func productionTimings() map[string]string {
+func productionTimings(s settings) map[string]string {
+	taintEviction := "fenceline-controller taint-eviction (kube-controller-manager's off), shipped defaults"
+	if s.UpstreamTaintEviction {
+		taintEviction = "kube-controller-manager taint-eviction-controller"
+	}
 	return map[string]string{
+		"taint_eviction":          taintEviction,
 		"node_lease_duration":     (prodLeaseSeconds * time.Second).String(),
 		"lease_renew_interval":    prodRenewInterval.String(),
 		"kube_controller_manager": fmt.Sprint(prodControllerManagerArgs),
@@ -202,10 +207,15 @@ func runNoHuman(ctx context.Context, s settings) (noHumanRun, error) {
 		NodeLeaseSeconds:           prodLeaseSeconds,
 		ExtraControllerManagerArgs: prodControllerManagerArgs,
 	}
+	if !s.UpstreamTaintEviction {
+		// Fenceline's taint-eviction in place of kube-controller-manager's.
+		copts.ExtraControllerManagerArgs = append(slices.Clone(prodControllerManagerArgs), world.UpstreamTaintEvictionOff)
+	}
 	err := withCluster(ctx, "bench-failover-nohuman", copts, func(c *cluster.Cluster) error {
 		w, err := world.Launch(ctx, c, world.Options{
-			Fencing:      true,
-			AttacherArgs: attacherRateArgs(s),
+			Fencing:       true,
+			TaintEviction: !s.UpstreamTaintEviction,
+			AttacherArgs:  attacherRateArgs(s),
 			// The world matches the controller to its 5 s node-monitor
 			// grace; here it is upstream's 50 s again, the flag's default.
 			ControllerArgs: []string{"--force-eviction-ready-grace=" + forceeviction.DefaultReadyGrace.String()},

@@ -42,6 +42,11 @@ type settings struct {
 	FailoverQPS     int           `json:"failover_kube_api_qps,omitempty"`
 	Latency         time.Duration `json:"latency_ns"`
 	QuarantineDelay time.Duration `json:"quarantine_delay_ns"`
+	// UpstreamTaintEviction runs the no-human failover with
+	// kube-controller-manager's taint-eviction-controller instead of
+	// fenceline-controller's taint-eviction (env
+	// FENCELINE_BENCH_UPSTREAM_TAINT_EVICTION=true).
+	UpstreamTaintEviction bool `json:"upstream_taint_eviction"`
 	// Configs limits the failover benchmark to these configurations
 	// (comma-separated names, e.g. "F,F-auto"); empty runs all.
 	Configs string `json:"configs,omitempty"`
@@ -92,6 +97,13 @@ func loadSettings() (settings, error) {
 		{&s.QuarantineDelay, *flagQuarantineDelay, "FENCELINE_BENCH_QUARANTINE_DELAY", 5 * time.Second},
 	}
 	s.Configs = os.Getenv("FENCELINE_BENCH_CONFIGS")
+	if v := os.Getenv("FENCELINE_BENCH_UPSTREAM_TAINT_EVICTION"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return s, fmt.Errorf("FENCELINE_BENCH_UPSTREAM_TAINT_EVICTION: %w", err)
+		}
+		s.UpstreamTaintEviction = b
+	}
 	for _, d := range durs {
 		v, err := durationSetting(d.flag, d.env, d.def)
 		if err != nil {

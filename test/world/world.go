@@ -97,10 +97,23 @@ type Options struct {
 	Fencing bool
 	// FenceAgentArgs are extra flags for fenceline-fence-agent.
 	FenceAgentArgs []string
+	// TaintEviction runs fenceline-controller's taint-eviction
+	// (--feature-gates=TaintEviction=true) in place of kube-controller-
+	// manager's taint-eviction-controller, which Start disables
+	// (UpstreamTaintEvictionOff).
+	TaintEviction bool
 	// Cluster is passed on to cluster.Start; ControllerManager, Scheduler
 	// and KWOK are always on.
 	Cluster cluster.Options
 }
+
+// UpstreamTaintEvictionOff is the kube-controller-manager flag that turns
+// its own taint eviction off, for Fenceline's to replace it.
+const UpstreamTaintEvictionOff = "--controllers=*,-taint-eviction-controller"
+
+// TaintEvictionGate is the fenceline-controller flag that turns
+// Fenceline's taint-eviction on.
+const TaintEvictionGate = "--feature-gates=TaintEviction=true"
 
 // World is the running product.
 type World struct {
@@ -143,6 +156,9 @@ func Start(t testing.TB, opts Options) *World {
 	t.Helper()
 	copts := opts.Cluster
 	copts.ControllerManager, copts.Scheduler, copts.KWOK = true, true, true
+	if opts.TaintEviction {
+		copts.ExtraControllerManagerArgs = append(slices.Clone(copts.ExtraControllerManagerArgs), UpstreamTaintEvictionOff)
+	}
 	c := cluster.Start(t, copts)
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
@@ -238,6 +254,9 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 			// asks, instead of upstream's 50 s default.
 			"--force-eviction-ready-grace=" + cluster.NodeMonitorGracePeriod.String(),
 		}, opts.ControllerArgs...)
+		if opts.TaintEviction {
+			args = append([]string{TaintEvictionGate}, args...)
+		}
 		if opts.ControllerReplicas <= 1 {
 			w.controllerArgs = args
 			p, err := w.startComponent(ctx, "fenceline-controller", "controller", ControllerServiceAccount, args)

@@ -182,22 +182,28 @@ func TestSyncEvictsAsUpstreamOnALiveNode(t *testing.T) {
 
 func TestSyncClockStartsAtTimeAdded(t *testing.T) {
 	// A controller that starts (or takes over) 30 s into a 60 s
-	// toleration evicts 30 s later, not 60.
+	// toleration evicts 30 s later (31: timeAdded has a second's
+	// resolution, and a pod never gets less than its toleration), not 60.
 	t0 := testobj.Epoch
 	node := testobj.Node("n1", testobj.ReadySince(t0), testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))
 	pod := testobj.Pod("ns", "web", testobj.OnNode("n1"), testobj.ScheduledAt(t0.Add(-time.Hour)), tolerateFor("example.com/maintenance", 60))
 	e := newEnv(t, t0.Add(30*time.Second), DefaultGuard(), node, pod)
 	after := e.sync("n1")
-	if after < 29*time.Second || after > 31*time.Second {
-		t.Fatalf("requeue after %s, want about 30s (timeAdded + 60s)", after)
+	if after < 30*time.Second || after > 32*time.Second {
+		t.Fatalf("requeue after %s, want about 31s (the end of timeAdded's second + 60s)", after)
 	}
 	if e.pod("web") == nil {
 		t.Fatal("evicted before its toleration ran out")
 	}
 	e.now = t0.Add(60 * time.Second)
 	e.sync("n1")
+	if e.pod("web") == nil {
+		t.Fatal("evicted before the end of timeAdded's second + tolerationSeconds")
+	}
+	e.now = t0.Add(61 * time.Second)
+	e.sync("n1")
 	if e.pod("web") != nil {
-		t.Fatal("not evicted at timeAdded + tolerationSeconds")
+		t.Fatal("not evicted at the end of timeAdded's second + tolerationSeconds")
 	}
 }
 

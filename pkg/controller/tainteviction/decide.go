@@ -125,16 +125,30 @@ func EvictAt(pod *v1.Pod, taints []v1.Taint, seen func(v1.Taint) time.Time) Evic
 	return Eviction{At: start.Add(d), Why: fmt.Sprintf("pod tolerates the node's NoExecute taints (%s) for %s from %s", taintList(noExec), d, start.UTC().Format(time.RFC3339))}
 }
 
-// taintStart is the earliest time a NoExecute taint was added (or, with
-// no timeAdded, first seen).
+// taintStart is the earliest time a NoExecute taint was added: its
+// timeAdded, else when the controller first saw it (seen).
+//
+// timeAdded is stored with a second's resolution, so the taint was really
+// added somewhere in [timeAdded, timeAdded+1s). The first sighting, when
+// it falls in that second (a live watch sees a taint within
+// milliseconds), is the closer bound; otherwise (a controller started
+// after the taint) the end of that second is. Either way a pod never gets
+// less than its tolerationSeconds, and at most a second more.
 func taintStart(taints []v1.Taint, seen func(v1.Taint) time.Time) time.Time {
 	var start time.Time
 	for _, t := range taints {
 		at := time.Time{}
-		if t.TimeAdded != nil {
-			at = t.TimeAdded.Time
-		} else if seen != nil {
+		if seen != nil {
 			at = seen(t)
+		}
+		if t.TimeAdded != nil {
+			lo := t.TimeAdded.Time
+			switch hi := lo.Add(time.Second); {
+			case at.IsZero(), at.Before(lo):
+				at = lo
+			case at.After(hi):
+				at = hi
+			}
 		}
 		if !at.IsZero() && (start.IsZero() || at.Before(start)) {
 			start = at

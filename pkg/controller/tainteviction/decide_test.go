@@ -72,6 +72,12 @@ func TestEvictAt(t *testing.T) {
 			testobj.Pod("ns", "p", testobj.ScheduledAt(t0.Add(time.Minute)), toleration("testTaint1", "testTaint1", seconds(60))), []v1.Taint{noExec}, nil, false, t0.Add(2 * time.Minute)},
 		{"no PodScheduled condition: creation time is the arrival",
 			testobj.Pod("ns", "p", testobj.CreatedAt(t0.Add(time.Minute)), toleration("testTaint1", "testTaint1", seconds(60))), []v1.Taint{noExec}, nil, false, t0.Add(2 * time.Minute)},
+		{"timeAdded, seen within its second: from the sighting",
+			testobj.Pod("ns", "p", early, toleration("testTaint1", "testTaint1", seconds(60))), []v1.Taint{noExec}, func(v1.Taint) time.Time { return t0.Add(400 * time.Millisecond) }, false, t0.Add(60*time.Second + 400*time.Millisecond)},
+		{"timeAdded, seen long after (a restart): the end of its second, never the restart",
+			testobj.Pod("ns", "p", early, toleration("testTaint1", "testTaint1", seconds(60))), []v1.Taint{noExec}, seenAt, false, t0.Add(61 * time.Second)},
+		{"timeAdded after the sighting (clock skew): timeAdded",
+			testobj.Pod("ns", "p", early, toleration("testTaint1", "testTaint1", seconds(60))), []v1.Taint{noExec}, func(v1.Taint) time.Time { return t0.Add(-5 * time.Second) }, false, t0.Add(60 * time.Second)},
 		{"taint without timeAdded: from the controller's first sighting",
 			testobj.Pod("ns", "p", early, toleration("testTaint1", "testTaint1", seconds(60))), []v1.Taint{taint("testTaint1", "testTaint1", v1.TaintEffectNoExecute, nil)}, seenAt, false, t0.Add(70 * time.Second)},
 	}
