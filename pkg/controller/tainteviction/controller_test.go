@@ -374,3 +374,39 @@ func TestSyncStandsDownWhileUpstreamRuns(t *testing.T) {
 		t.Error("an Event older than the window counts as upstream running")
 	}
 }
+
+func TestSyncEvictWhenHook(t *testing.T) {
+	// The pod asks for its operator's checkpoint before it is evicted from
+	// a live node: held until the condition is True, then evicted, and a
+	// change of the condition alone enqueues the node.
+	t0 := testobj.Epoch
+	node := testobj.Node("n1", testobj.ReadySince(t0), testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))
+	pod := testobj.Pod("ns", "db", testobj.OnNode("n1"), testobj.ScheduledAt(t0.Add(-time.Hour)),
+		testobj.PodAnnotation(EvictWhenAnnotation, "example.com/Checkpointed"))
+	e := newEnv(t, t0.Add(time.Second), DefaultGuard(), node, pod)
+	e.sync("n1")
+	if e.pod("db") == nil {
+		t.Fatal("evicted before its evict-when condition is True")
+	}
+	if ev := e.events(); !hasEvent(ev, EventHeld, "example.com/Checkpointed") {
+		t.Errorf("events %q lack the hold naming the condition", ev)
+	}
+	checkpointed := e.pod("db").DeepCopy()
+	checkpointed.Status.Conditions = append(checkpointed.Status.Conditions, v1.PodCondition{Type: "example.com/Checkpointed", Status: v1.ConditionTrue})
+	if !podChanged(e.pod("db"), checkpointed) {
+		t.Error("the hook's condition turning True does not enqueue the node")
+	}
+	if _, err := e.kube.CoreV1().Pods("ns").UpdateStatus(e.ctx, checkpointed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		obj, ok, _ := e.c.pods.GetByKey("ns/db")
+		return ok && podConditionTrue(obj.(*v1.Pod), "example.com/Checkpointed"), nil
+	}); err != nil {
+		t.Fatal("pod cache did not see the condition")
+	}
+	e.sync("n1")
+	if e.pod("db") != nil {
+		t.Fatal("not evicted once its evict-when condition is True")
+	}
+}
