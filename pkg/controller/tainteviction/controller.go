@@ -204,8 +204,12 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		c.settle(ctx, nodeName, nil)
 		return 0, nil
 	}
-	if nodeutil.IsReady(node) || len(NoExecuteTaints(node.Spec.Taints)) == 0 {
+	untainted := len(NoExecuteTaints(node.Spec.Taints)) == 0
+	if nodeutil.IsReady(node) || untainted {
 		c.guard.Forget(nodeName)
+	}
+	if untainted && !c.tracker.has(nodeName) {
+		return 0, nil // fast path: nothing evicts here and nothing to cancel
 	}
 	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
 	if err != nil {

@@ -49,10 +49,11 @@ type PodInput struct {
 	Stateful bool
 	// CutOff is why the node counts as cut off from the storage of the
 	// pod's volumes (cutoff.NodeReason, with safe detach only when every
-	// such volume's driver opted in). Only a vouched reason (fenced, out of
-	// service, force eviction) lets taint-eviction force-delete; under
-	// safe detach it is quarantine that force-deletes, once it has the
-	// attacher's evidence that the fence works.
+	// such volume's driver opted in). Fenced and out of service let
+	// taint-eviction force-delete. Safe detach and force eviction have
+	// controllers of their own with their own evidence (quarantine: the
+	// attacher's heartbeat; force-eviction: the kubelet's Lease, and the
+	// volumes recorded before the delete), which force-delete such pods.
 	CutOff cutoff.Reason
 	// Seen gives when the controller first saw a taint without timeAdded.
 	Seen func(v1.Taint) time.Time
@@ -73,9 +74,9 @@ type Decision struct {
 // any node, it is upstream's rule (EvictAt, then a graceful eviction). A
 // stateful pod on a node that is not Ready is never gracefully deleted
 // into an endless Terminating: it is held until the node is known cut off
-// from its storage (fenced, out of service, force eviction), then
-// force-deleted; on a node quarantined for safe detach it is left to
-// quarantine, which force-deletes it with the attacher's evidence.
+// from its storage (fenced, out of service), then force-deleted; on a node
+// quarantined for safe detach or tainted for force eviction it is left to
+// the controller of that path, which force-deletes it on its own evidence.
 func DecidePod(in PodInput) Decision {
 	pod, node := in.Pod, in.Node
 	switch {
@@ -104,11 +105,13 @@ func DecidePod(in PodInput) Decision {
 		}
 		return Decision{Action: ActionEvict, At: e.At, Why: e.Why}
 	}
-	switch {
-	case in.CutOff.Vouched():
+	switch in.CutOff {
+	case cutoff.ReasonFenced, cutoff.ReasonOutOfService:
 		return due(ActionForceDelete, "the node is not Ready and cut off from the pod's storage (%s): deleting at once", in.CutOff)
-	case in.CutOff == cutoff.ReasonSafeDetach:
+	case cutoff.ReasonSafeDetach:
 		return due(ActionHold, "the node is not Ready and quarantined for safe detach: quarantine force-deletes the pod once the attacher is proven to fence")
+	case cutoff.ReasonForceEviction:
+		return due(ActionHold, "the node is not Ready and force-evicted: force-eviction force-deletes the pod once the kubelet's Lease is stale, recording its volumes first")
 	}
 	return due(ActionHold, "the node is not Ready and not known cut off from the pod's ReadWriteOnce volumes: a graceful delete would hang Terminating, so the pod waits for the node to be fenced or put out of service")
 }

@@ -141,6 +141,13 @@ type tracker struct {
 
 func newTracker() *tracker { return &tracker{nodes: map[string]map[podKey]podState{}} }
 
+// has reports whether the node has tracked pods.
+func (t *tracker) has(node string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.nodes[node]) > 0
+}
+
 func heldIn(states map[podKey]podState) int {
 	n := 0
 	for _, s := range states {
