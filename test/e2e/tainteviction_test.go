@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -310,4 +311,39 @@ func TestTaintEvictionStormIsRateLimited(t *testing.T) {
 // node at once, so that only Fenceline's storm guard paces the evictions.
 func clusterWithFastTainting() cluster.Options {
 	return cluster.Options{ExtraControllerManagerArgs: []string{"--node-eviction-rate=100"}}
+}
+
+// TestTaintEvictionKEP2268: the non-graceful shutdown story with Fenceline's
+// taint-eviction in place of kube-controller-manager's. Node A loses power
+// with a database and a stateless pod on it. The database is held (not
+// graceful-deleted into Terminating) until an operator applies the
+// out-of-service taint, then force-deleted and replaced, its volume fenced
+// first; the stateless pod is evicted gracefully as upstream does and pod
+// GC removes it once the node is out of service, so KEP-2268 recovery
+// works as it does with upstream's controller.
+func TestTaintEvictionKEP2268(t *testing.T) {
+	s := newScenario(t, world.Options{ZombieWrites: true, TaintEviction: true})
+	del := watchDeletions(t, s.w.Cluster.Client(), s.ns)
+	pod := s.startDB()
+	nodeA := pod.Spec.NodeName
+	startPods(t, s.ctx, s.w, plainPod(s.ns, "web", nodeA, world.LostNodeTolerations(world.TolerationSeconds)...))
+
+	s.powerOff(nodeA)
+	waitEvent(t, s.ctx, s.w.Cluster.Client(), s.ns, "db-0", tainteviction.EventHeld, nodeLostTimeout)
+	must(t, del.wait(s.ctx, nodeLostTimeout, "web")) // graceful, as upstream
+	if at, _ := del.when("db-0"); !at.IsZero() {
+		t.Fatalf("db-0 deleted %.1f s after the power-off, before the node was out of service", at.Sub(s.t0).Seconds())
+	}
+	oos := time.Now()
+	moved := s.outOfService(nodeA)
+	if at, gone := del.when("db-0"); at.Before(oos) || disruption(gone) == nil || disruption(gone).Reason != actuator.DisruptionReason {
+		t.Fatalf("db-0 deleted at %s (out of service at %s) with %+v, want a force deletion after the taint", at, oos, disruption(gone))
+	}
+	s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
+	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
+	s.assertInvariant(nodeA, moved.Spec.NodeName)
+	must(t, world.WaitFor(s.ctx, failoverTimeout, "web removed by pod GC", func(ctx context.Context) (bool, error) {
+		_, err := s.w.Cluster.Client().CoreV1().Pods(s.ns).Get(ctx, "web", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}))
 }
