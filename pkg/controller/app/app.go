@@ -89,7 +89,7 @@ func (o Options) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := o.TaintEvictionGuard.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("taint-eviction storm guard (--taint-eviction-*): %w", err))
+		errs = append(errs, fmt.Errorf("taint-eviction storm guard: %w", err))
 	}
 	if o.QuarantineDelay < 0 || o.QuarantineLiftDelay < 0 || o.ForceEvictionReadyGrace < 0 {
 		errs = append(errs, fmt.Errorf("--quarantine-delay, --quarantine-lift-delay and --force-eviction-ready-grace must not be negative, got %s, %s and %s",

@@ -46,8 +46,25 @@ func DefaultGuard() GuardConfig {
 	}
 }
 
-// Validate reports values the guard cannot enforce.
+// Validate reports values the guard cannot enforce, by their flags.
 func (g GuardConfig) Validate() error {
+	var errs []error
+	if !(g.Rate > 0) {
+		errs = append(errs, fmt.Errorf("--taint-eviction-rate is %v, must be positive", g.Rate))
+	}
+	if z := g.Zones.PartialDisruptionRate; !(z >= 0) {
+		errs = append(errs, fmt.Errorf("--taint-eviction-secondary-rate is %v, must not be negative", z))
+	}
+	if z := g.Zones.UnhealthyZoneThreshold; !(z > 0 && z <= 1) {
+		errs = append(errs, fmt.Errorf("--taint-eviction-unhealthy-zone-threshold is %v, must be in (0, 1]", z))
+	}
+	if n := g.Zones.LargeClusterSize; n < 0 {
+		errs = append(errs, fmt.Errorf("--taint-eviction-large-cluster-size is %d, must not be negative", n))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// The guard's own checks, as a backstop.
 	return errors.Join(g.policy().Validate(), g.bucket().Validate())
 }
 
