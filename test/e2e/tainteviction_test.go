@@ -347,3 +347,38 @@ func TestTaintEvictionKEP2268(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	}))
 }
+
+// TestTaintEvictionStandsDownBesideUpstream: Fenceline's taint-eviction is
+// enabled while kube-controller-manager's still runs (a half-done switch).
+// Upstream's first eviction is seen; from then on Fenceline's evicts
+// nothing, says why on the pods it holds, and warns on the pod upstream
+// acted on, so no pod is evicted by both.
+func TestTaintEvictionStandsDownBesideUpstream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
+	defer cancel()
+	w := world.Start(t, world.Options{ControllerArgs: []string{world.TaintEvictionGate}})
+	const ns = "both"
+	must(t, w.CreateNamespace(ctx, ns))
+	del := watchDeletions(t, w.Cluster.Client(), ns)
+	startPods(t, ctx, w, plainPod(ns, "first", w.Nodes[0]), plainPod(ns, "later", w.Nodes[0], tolerate(drainTaint, ptr.To[int64](6))))
+	taintNode(t, ctx, w, w.Nodes[0], drainTaint)
+
+	warned := waitEvent(t, ctx, w.Cluster.Client(), ns, "first", tainteviction.EventUpstreamActive, startTimeout)
+	t.Logf("warning: %s", warned.Message)
+	held := waitEvent(t, ctx, w.Cluster.Client(), ns, "later", tainteviction.EventHeld, startTimeout)
+	if !strings.Contains(held.Message, "running as well") {
+		t.Errorf("hold of the later pod says %q, want that upstream's controller runs as well", held.Message)
+	}
+	must(t, del.wait(ctx, time.Minute, "first", "later"))
+	evs, err := w.Cluster.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.AndSelectors(
+		fields.OneTermEqualSelector("involvedObject.name", "later"), fields.OneTermEqualSelector("reason", actuator.EventTaintManagerEviction)).String()})
+	must(t, err)
+	for _, e := range evs.Items {
+		if e.Source.Component != tainteviction.UpstreamController {
+			t.Errorf("the later pod was marked for deletion by %q too: %s", e.Source.Component, e.Message)
+		}
+	}
+	if len(evs.Items) == 0 {
+		t.Error("upstream's eviction Event of the later pod not found")
+	}
+}
