@@ -46,7 +46,7 @@ FENCE_MODULE := pkg/fence
 
 .PHONY: help
 help: ## Show this help.
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## Build every binary into bin/.
@@ -79,8 +79,18 @@ $(TOOLS_BIN)/kwok: test/tools/kwok/go.mod test/tools/kwok/go.sum
 	@echo ">> building kwok"
 	cd test/tools/kwok && $(GO) build -o $@ sigs.k8s.io/kwok/cmd/kwok
 
+.PHONY: upstream-e2e
+upstream-e2e: $(TOOLS_BIN)/e2e-node.test ## Build upstream's node e2e specs (NoExecuteTaintManager) from the module proxy.
+
+# Upstream's test/e2e/node with the e2e framework only (not all of
+# test/e2e), as a test binary; test/conformance runs it.
+$(TOOLS_BIN)/e2e-node.test: test/tools/e2e/go.mod test/tools/e2e/go.sum test/tools/e2e/e2e_test.go
+	@mkdir -p $(TOOLS_BIN)
+	@echo ">> building upstream's node e2e tests $(KUBE_VERSION) (after tools: a few minutes)"
+	cd test/tools/e2e && $(GO) test -c -ldflags '$(KUBE_LDFLAGS)' -o $@ .
+
 .PHONY: test
-test: build tools upstream-attacher ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration and end-to-end.
+test: build tools upstream-attacher upstream-e2e ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
 	cd $(FENCE_MODULE) && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
@@ -88,6 +98,14 @@ test: build tools upstream-attacher ## Run every test: unit, fuzz seeds, csi-san
 test-unit: ## Fast loop: unit tests only (tests needing a control plane are skipped with -short).
 	cd $(FENCE_MODULE) && $(GO) test -short -count=1 ./...
 	$(GO) test -short -count=1 ./...
+
+# Which taint eviction `make conformance` holds to upstream's specs:
+# kube-controller-manager, fenceline, or all (see test/conformance).
+TAINT_EVICTION ?= all
+
+.PHONY: conformance
+conformance: build tools upstream-e2e ## Upstream's NoExecuteTaintManager e2e specs against taint eviction (TAINT_EVICTION=fenceline|kube-controller-manager|all).
+	FENCELINE_TAINT_EVICTION=$(TAINT_EVICTION) $(GO) test -count=1 -v -timeout 30m -run TestNoExecuteTaintManager ./test/conformance
 
 .PHONY: demo
 demo: build tools ## Start a local cluster, hang a node, and show it fenced through its BMC and failed over with no human.

@@ -100,7 +100,9 @@ func DecidePod(in PodInput) Decision {
 		return Decision{Action: a, At: e.At, Why: e.Why + "; " + fmt.Sprintf(format, args...)}
 	}
 	if nodeutil.IsReady(node) || !in.Stateful {
-		if c, ok := pod.Annotations[EvictWhenAnnotation]; ok && !podConditionTrue(pod, c) {
+		if c, ok := pod.Annotations[EvictWhenAnnotation]; ok && c == "" {
+			return due(ActionHold, "the pod's %s annotation is empty: name the pod condition that must be True before the eviction, or remove the annotation", EvictWhenAnnotation)
+		} else if ok && !podConditionTrue(pod, c) {
 			return due(ActionHold, "the pod asks (%s) for condition %s to be True first", EvictWhenAnnotation, c)
 		}
 		return Decision{Action: ActionEvict, At: e.At, Why: e.Why}

@@ -49,6 +49,7 @@ func TestDecidePod(t *testing.T) {
 		{"stateful pod on a NotReady node with a Ready=False condition: hold", PodInput{Pod: pod(), Node: testobj.Node("n1", testobj.NotReadySince(t0), testobj.TaintAt(v1.TaintNodeNotReady, v1.TaintEffectNoExecute, t0)), Stateful: true}, ActionHold, time.Time{}, "not known cut off"},
 		{"stateful pod on a live tainted node: graceful, the kubelet stops it", PodInput{Pod: pod(), Node: testobj.Node("n1", up, testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0)), Stateful: true}, ActionEvict, time.Time{}, ""},
 		{"hook condition missing on a live node: hold", PodInput{Pod: pod(hook), Node: testobj.Node("n1", up, testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))}, ActionHold, time.Time{}, "Checkpointed"},
+		{"hook annotation empty: hold, saying so", PodInput{Pod: pod(testobj.PodAnnotation(EvictWhenAnnotation, "")), Node: testobj.Node("n1", up, testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))}, ActionHold, time.Time{}, "annotation is empty"},
 		{"hook condition True: evict", PodInput{Pod: pod(hook, checkpointed), Node: testobj.Node("n1", up, testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))}, ActionEvict, time.Time{}, ""},
 		{"hook on a stateful pod of a dead fenced node: the hook cannot keep it", PodInput{Pod: pod(hook, tolerate(0)), Node: testobj.Node("n1", down, unreachable), Stateful: true, CutOff: cutoff.ReasonFenced}, ActionForceDelete, time.Time{}, ""},
 	}
