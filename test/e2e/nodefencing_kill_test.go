@@ -42,11 +42,7 @@ func TestNodeFencingSurvivesSIGKILL(t *testing.T) {
 	seenFenced := time.Now()
 	checkProof(t, req, bmc)
 
-	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
-	must(t, err)
-	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
-	s.assertNoWriteAfterFence(nodeA, moved.Spec.NodeName, seenFenced)
-	s.assertInvariant(nodeA, moved.Spec.NodeName)
+	s.assertMovedFenced(nodeA, seenFenced)
 
 	must(t, bmc.SetFaults(world.BMCFaults{}))
 	dev, err := bmc.Device()

@@ -263,12 +263,7 @@ func TestNodeFencingUnreachableBMCNextLevel(t *testing.T) {
 		t.Fatalf("power changes of %s failed: %v", nodeA, errs)
 	}
 
-	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
-	must(t, err)
-	s.timeline.Add(time.Now(), "db-0 Running on %s", moved.Spec.NodeName)
-	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
-	s.assertNoWriteAfterFence(nodeA, moved.Spec.NodeName, seenFenced)
-	s.assertInvariant(nodeA, moved.Spec.NodeName)
+	s.assertMovedFenced(nodeA, seenFenced)
 	if n := len(mustRequests(t, s, nodeA)); n != 1 {
 		t.Fatalf("%d FencingRequests for %s, want exactly 1", n, nodeA)
 	}

@@ -71,12 +71,7 @@ func TestNodeFencingFailover(t *testing.T) {
 		t.Fatalf("node %s FencingComplete = %q (err %v), want True", nodeA, st, err)
 	}
 
-	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
-	must(t, err)
-	s.timeline.Add(time.Now(), "db-0 Running on %s", moved.Spec.NodeName)
-	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
-	s.assertNoWriteAfterFence(nodeA, moved.Spec.NodeName, seenFenced)
-	s.assertInvariant(nodeA, moved.Spec.NodeName)
+	s.assertMovedFenced(nodeA, seenFenced)
 
 	// The node comes back (a human or a reboot action powers it on): new
 	// boot ID, then unfenced with no human.
@@ -92,6 +87,21 @@ func TestNodeFencingFailover(t *testing.T) {
 	if n := len(mustRequests(t, s, nodeA)); n != 1 {
 		t.Fatalf("%d FencingRequests for %s, want exactly 1 (no duplicate)", n, nodeA)
 	}
+}
+
+// assertMovedFenced waits for db-0 Running on another node than oldNode,
+// writing to its volume, and checks the driver's audit log: the volume was
+// fenced off oldNode before it moved, no write of oldNode was accepted
+// after fenced (when the test saw the node fenced), never two writers.
+func (s *fencingScenario) assertMovedFenced(oldNode string, fenced time.Time) *corev1.Pod {
+	s.t.Helper()
+	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", oldNode, failoverTimeout)
+	must(s.t, err)
+	s.timeline.Add(time.Now(), "db-0 Running on %s", moved.Spec.NodeName)
+	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
+	s.assertNoWriteAfterFence(oldNode, moved.Spec.NodeName, fenced)
+	s.assertInvariant(oldNode, moved.Spec.NodeName)
+	return moved
 }
 
 // checkProof checks that the request's proof is a read-back Off of the

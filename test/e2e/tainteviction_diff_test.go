@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"maps"
 	"slices"
 	"testing"
@@ -31,12 +30,8 @@ type evictionRun struct {
 // kube-controller-manager's taint-eviction-controller and once with
 // Fenceline's in its place.
 func runEvictionScenario(t *testing.T, fenceline bool) evictionRun {
-	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
-	defer cancel()
-	w := world.Start(t, world.Options{TaintEviction: fenceline})
-	const ns = "diff"
-	must(t, w.CreateNamespace(ctx, ns))
-	del := watchDeletions(t, w.Cluster.Client(), ns)
+	e := startEvictionWorld(t, world.Options{TaintEviction: fenceline})
+	ctx, w, del, ns := e.ctx, e.w, e.del, evictionNS
 	node := w.Nodes[0]
 	secs := func(s int64) *int64 { return ptr.To(s) }
 	pods := []*corev1.Pod{

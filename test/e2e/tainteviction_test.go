@@ -90,6 +90,25 @@ func (d *deletions) wait(ctx context.Context, timeout time.Duration, names ...st
 	})
 }
 
+// evictionWorld is a world for a taint-eviction scenario with its own
+// namespace ns and a watch of the deletions there.
+type evictionWorld struct {
+	ctx context.Context
+	w   *world.World
+	del *deletions
+}
+
+const evictionNS = "evict"
+
+func startEvictionWorld(t *testing.T, opts world.Options) evictionWorld {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
+	t.Cleanup(cancel)
+	w := world.Start(t, opts)
+	must(t, w.CreateNamespace(ctx, evictionNS))
+	return evictionWorld{ctx: ctx, w: w, del: watchDeletions(t, w.Cluster.Client(), evictionNS)}
+}
+
 // plainPod is a pod without volumes bound to node, with extra tolerations.
 func plainPod(ns, name, node string, tolerations ...corev1.Toleration) *corev1.Pod {
 	return &corev1.Pod{
@@ -137,12 +156,8 @@ func taintNode(t *testing.T, ctx context.Context, w *world.World, node, key stri
 // after the taint was added, not 90 s (upstream's timers restart with the
 // controller), gracefully, with upstream's DisruptionTarget reason.
 func TestTaintEvictionRestartMidToleration(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
-	defer cancel()
-	w := world.Start(t, world.Options{TaintEviction: true})
-	const ns = "evict"
-	must(t, w.CreateNamespace(ctx, ns))
-	del := watchDeletions(t, w.Cluster.Client(), ns)
+	e := startEvictionWorld(t, world.Options{TaintEviction: true})
+	ctx, w, del, ns := e.ctx, e.w, e.del, evictionNS
 	startPods(t, ctx, w, plainPod(ns, "web", w.Nodes[0], tolerate(drainTaint, ptr.To[int64](60))))
 
 	t0 := taintNode(t, ctx, w, w.Nodes[0], drainTaint)
@@ -224,12 +239,7 @@ func TestTaintEvictionHoldsStatefulPodUntilFenced(t *testing.T) {
 	if c := disruption(gone); c == nil || c.Reason != actuator.DisruptionReason {
 		t.Fatalf("db-0's DisruptionTarget = %+v, want a force deletion (%s), not a graceful one", c, actuator.DisruptionReason)
 	}
-	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
-	must(t, err)
-	s.timeline.Add(time.Now(), "db-0 Running on %s", moved.Spec.NodeName)
-	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
-	s.assertNoWriteAfterFence(nodeA, moved.Spec.NodeName, seenFenced)
-	s.assertInvariant(nodeA, moved.Spec.NodeName)
+	s.assertMovedFenced(nodeA, seenFenced)
 	t.Logf("db-0 held %.1f s after the hang, force-deleted %.1f s after (FencingComplete at %s)", held.LastTimestamp.Sub(s.t0).Seconds(), deletedAt.Sub(s.t0).Seconds(), fencedAt.Format(time.RFC3339))
 }
 
@@ -264,18 +274,14 @@ func waitEvent(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, n
 // --node-eviction-rate) taints them all at once. Fenceline's taint-eviction
 // starts the evictions of one node per 1/rate seconds, and says so.
 func TestTaintEvictionStormIsRateLimited(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
-	defer cancel()
 	const rate = 0.2 // one node per 5 s
-	w := world.Start(t, world.Options{
+	e := startEvictionWorld(t, world.Options{
 		Nodes:          []string{"node-a", "node-b", "node-c", "node-d", "node-e", "node-f"},
 		TaintEviction:  true,
 		ControllerArgs: []string{"--taint-eviction-rate=0.2"},
 		Cluster:        clusterWithFastTainting(),
 	})
-	const ns = "storm"
-	must(t, w.CreateNamespace(ctx, ns))
-	del := watchDeletions(t, w.Cluster.Client(), ns)
+	ctx, w, del, ns := e.ctx, e.w, e.del, evictionNS
 	down := w.Nodes[:3]
 	var pods []*corev1.Pod
 	for _, n := range down {
@@ -354,12 +360,8 @@ func TestTaintEvictionKEP2268(t *testing.T) {
 // nothing, says why on the pods it holds, and warns on the pod upstream
 // acted on, so no pod is evicted by both.
 func TestTaintEvictionStandsDownBesideUpstream(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
-	defer cancel()
-	w := world.Start(t, world.Options{ControllerArgs: []string{world.TaintEvictionGate}})
-	const ns = "both"
-	must(t, w.CreateNamespace(ctx, ns))
-	del := watchDeletions(t, w.Cluster.Client(), ns)
+	e := startEvictionWorld(t, world.Options{ControllerArgs: []string{world.TaintEvictionGate}})
+	ctx, w, del, ns := e.ctx, e.w, e.del, evictionNS
 	startPods(t, ctx, w, plainPod(ns, "first", w.Nodes[0]), plainPod(ns, "later", w.Nodes[0], tolerate(drainTaint, ptr.To[int64](6))))
 	taintNode(t, ctx, w, w.Nodes[0], drainTaint)
 
