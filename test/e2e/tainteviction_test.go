@@ -106,6 +106,7 @@ func startEvictionWorld(t *testing.T, opts world.Options) evictionWorld {
 	t.Cleanup(cancel)
 	w := world.Start(t, opts)
 	must(t, w.CreateNamespace(ctx, evictionNS))
+	must(t, w.ControllerRunning(ctx, startTimeout))
 	return evictionWorld{ctx: ctx, w: w, del: watchDeletions(t, w.Cluster.Client(), evictionNS)}
 }
 

@@ -58,3 +58,24 @@ func (w *World) StartControllerReplica(ctx context.Context) (*cluster.Process, e
 	w.Controllers = append(w.Controllers, p)
 	return p, nil
 }
+
+// cachesSynced is what fenceline-controller logs once its informers have
+// synced and its controllers run.
+var cachesSynced = []byte(`"Caches synced; controllers running"`)
+
+// ControllerRunning waits until the current fenceline-controller has
+// synced its caches and runs its controllers: a scenario that times the
+// controller's reaction starts its clock after that, not during start-up.
+func (w *World) ControllerRunning(ctx context.Context, timeout time.Duration) error {
+	if w.Controller == nil {
+		return fmt.Errorf("no fenceline-controller in this world")
+	}
+	p := w.Controller
+	return WaitFor(ctx, timeout, "fenceline-controller running", func(context.Context) (bool, error) {
+		b, err := os.ReadFile(p.LogPath)
+		if err != nil {
+			return false, fmt.Errorf("reading %s: %w", p.LogPath, err)
+		}
+		return bytes.Contains(b, cachesSynced), nil
+	})
+}
