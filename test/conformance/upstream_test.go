@@ -179,7 +179,7 @@ func parseGinkgoReport(data []byte, focus *regexp.Regexp) ([]spec, error) {
 // specs. expectSpecs is how many specs the focus selects upstream.
 func checkSuite(t *testing.T, res suiteResult, expectSpecs int) {
 	t.Helper()
-	t.Logf("upstream e2e suite: %d specs in %s (output: %s)", len(res.Specs), res.RunTime.Round(time.Second), res.Log)
+	t.Logf("upstream e2e suite: %d specs in %s (its output, %s, is among the component logs)", len(res.Specs), res.RunTime.Round(time.Second), filepath.Base(res.Log))
 	for _, s := range res.Specs {
 		t.Logf("  %-8s %-6s %s", s.State, s.RunTime.Round(time.Second), s.Name)
 	}
