@@ -17,6 +17,12 @@ func TestMetrics(t *testing.T) {
 	m.ObserveForceDelete("ns", ReasonOutOfService, now.Add(-300*time.Millisecond), now)
 	m.ObserveForceDelete("ns", ReasonOutOfService, time.Time{}, now) // trigger unknown: counted, no latency sample
 	m.ObserveForceDeleteError("ns", ReasonSafeDetach)
+	// taint-eviction's, under kube-controller-manager's names.
+	m.ObserveTaintEviction(now.Add(-2*time.Second), now)
+	m.ObserveTaintEviction(time.Time{}, now)
+	m.SetTaintEvictionHeld(3)
+	m.ObserveTaintEvictionRefusal("RateLimited")
+	m.SetUpstreamTaintEviction(true)
 
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
@@ -28,6 +34,8 @@ func TestMetrics(t *testing.T) {
 			switch {
 			case s.GetCounter() != nil:
 				got[mf.GetName()] += s.GetCounter().GetValue()
+			case s.GetGauge() != nil:
+				got[mf.GetName()] += s.GetGauge().GetValue()
 			case s.GetHistogram() != nil:
 				got[mf.GetName()+"_count"] += float64(s.GetHistogram().GetSampleCount())
 				got[mf.GetName()+"_sum"] += s.GetHistogram().GetSampleSum()
@@ -35,9 +43,15 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]float64{
-		"pod_gc_collector_force_delete_pods_total":                2,
-		"pod_gc_collector_force_delete_pod_errors_total":          1,
-		"fenceline_controller_force_delete_latency_seconds_count": 1,
+		"pod_gc_collector_force_delete_pods_total":                      2,
+		"pod_gc_collector_force_delete_pod_errors_total":                1,
+		"fenceline_controller_force_delete_latency_seconds_count":       1,
+		"taint_eviction_controller_pod_deletions_total":                 2,
+		"taint_eviction_controller_pod_deletion_duration_seconds_count": 1,
+		"taint_eviction_controller_pod_deletion_duration_seconds_sum":   2,
+		"fenceline_taint_eviction_held_pods":                            3,
+		"fenceline_taint_eviction_storm_guard_refusals_total":           1,
+		"fenceline_taint_eviction_upstream_controller_active":           1,
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
