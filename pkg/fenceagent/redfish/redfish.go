@@ -103,7 +103,7 @@ func (d *Device) do(ctx context.Context, op string, fn func(logr.Logger, *schema
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
 	log := klog.FromContext(ctx).WithValues("bmc", d.endpoint, "op", op)
-	c, err := d.connect(ctx, log)
+	c, err := d.connectOrLeave(ctx, log)
 	if err != nil {
 		return d.fail(op, "connect", err)
 	}
@@ -148,6 +148,42 @@ func (d *Device) connect(ctx context.Context, log logr.Logger) (*gofish.APIClien
 	d.mu.Unlock()
 	cfg.BasicAuth = true
 	return gofish.ConnectContext(ctx, cfg)
+}
+
+// connectOrLeave is connect that returns as soon as ctx ends, without
+// leaking a session: a connect cut short after the BMC opened the session
+// would leave one nobody can name, and BMCs have few. So the connect runs
+// on (bounded by the call's timeout) after the caller has gone, and the
+// session it opened then is deleted. The client returned uses ctx.
+func (d *Device) connectOrLeave(ctx context.Context, log logr.Logger) (*gofish.APIClient, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type connected struct {
+		c   *gofish.APIClient
+		err error
+	}
+	done := make(chan connected, 1)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+	go func() {
+		defer cancel()
+		c, err := d.connect(cctx, log)
+		done <- connected{c, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.c.WithContext(ctx), nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				d.logout(ctx, r.c, log)
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // sessionUnsupported tells a BMC without a SessionService (no Sessions
