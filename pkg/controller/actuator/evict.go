@@ -42,32 +42,34 @@ type Eviction struct {
 // carries a UID precondition (a StatefulSet's replacement with the same
 // name is never deleted) and the resourceVersion the decision was re-made
 // on: a pod that changed in between is read again and decided again. A pod
-// already gone or replaced counts as evicted (gone reports it).
-func (a *Actuator) EvictPod(ctx context.Context, pod *v1.Pod, e Eviction) (gone bool, err error) {
+// already gone or replaced counts as evicted.
+func (a *Actuator) EvictPod(ctx context.Context, pod *v1.Pod, e Eviction) error {
 	const what = "evict pod"
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "uid", pod.UID)
 	if a.DryRun {
 		logger.Info("Dry run: would evict pod", "message", e.Message)
 		a.Recorder.Eventf(pod, v1.EventTypeNormal, EventTaintManagerEviction, "Dry run: would mark for deletion Pod %s/%s: %s", pod.Namespace, pod.Name, e.Message)
-		return false, nil
+		return nil
 	}
 	marked, err := a.markDisruption(ctx, what, pod, e.Recheck)
 	if err == nil && marked == nil {
-		return true, nil
+		logger.V(2).Info("Pod already gone or replaced")
+		return nil
 	}
+	gone := false
 	if err == nil {
 		a.Recorder.Eventf(pod, v1.EventTypeNormal, EventTaintManagerEviction, "Marking for deletion Pod %s/%s", pod.Namespace, pod.Name)
 		gone, err = a.deletePod(ctx, what, marked, e.Recheck, nil)
 	}
 	if IsDecisionChanged(err) {
 		a.decisionChanged(ctx, pod, err)
-		return false, err
+		return err
 	}
 	if err != nil {
-		return false, fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	logger.Info("Evicted pod", "message", e.Message, "alreadyGone", gone)
-	return gone, nil
+	return nil
 }
 
 // markDisruption re-decides on the fresh node and pod and adds upstream's

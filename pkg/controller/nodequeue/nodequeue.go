@@ -104,12 +104,18 @@ func (q *Queue) NodeHandler(filter func(old, cur *v1.Node) bool) cache.ResourceE
 	return objectHandler(q, func(n *v1.Node) string { return n.Name }, filter)
 }
 
+// NodeObserver records something of every node's latest state before the
+// node is enqueued (a TaintClock; a nil node means it was deleted).
+type NodeObserver interface {
+	Observe(name string, node *v1.Node)
+}
+
 // ClockedNodeHandler is NodeHandler for a controller that also times a
 // taint: every node event first updates clock with the node's latest state
 // (a deleted node is forgotten), then enqueues the node as NodeHandler(changed)
 // would. Updating the clock before enqueueing means a sync triggered by the
 // event already sees when the taint was first observed.
-func (q *Queue) ClockedNodeHandler(clock *TaintClock, changed func(old, cur *v1.Node) bool) cache.ResourceEventHandler {
+func (q *Queue) ClockedNodeHandler(clock NodeObserver, changed func(old, cur *v1.Node) bool) cache.ResourceEventHandler {
 	h := q.NodeHandler(changed)
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {

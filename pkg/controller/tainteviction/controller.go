@@ -114,24 +114,18 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// nodeHandler observes the taints' first sighting, enqueues a node whose
-// eviction inputs changed, and, when a node's readiness changes, the nodes
-// the storm guard refused: the zone counts they were refused on moved.
+// nodeHandler observes the taints' first sighting and enqueues a node
+// whose eviction inputs changed (nodequeue.ClockedNodeHandler), and, when
+// a node comes, goes or changes readiness, the nodes the storm guard
+// refused: the zone counts they were refused on moved.
 func (c *Controller) nodeHandler() cache.ResourceEventHandler {
-	h := c.queue.NodeHandler(nodeChanged)
-	observe := func(obj any) {
-		if n, ok := obj.(*v1.Node); ok {
-			c.seen.Observe(n)
-		}
-	}
+	h := c.queue.ClockedNodeHandler(c.seen, nodeChanged)
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			observe(obj)
 			h.OnAdd(obj, false)
 			c.requeueRefused()
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			observe(newObj)
 			h.OnUpdate(oldObj, newObj)
 			o, ok1 := oldObj.(*v1.Node)
 			n, ok2 := newObj.(*v1.Node)
@@ -140,9 +134,6 @@ func (c *Controller) nodeHandler() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if n, ok := nodequeue.DeletedObject[*v1.Node](obj); ok {
-				c.seen.Forget(n.Name)
-			}
 			h.OnDelete(obj)
 			c.requeueRefused()
 		},
@@ -310,7 +301,7 @@ func (c *Controller) evictOne(ctx context.Context, t due) error {
 	var err error
 	switch t.d.Action {
 	case ActionEvict:
-		_, err = c.act.EvictPod(ctx, pod, actuator.Eviction{Message: t.d.Why, Recheck: check})
+		err = c.act.EvictPod(ctx, pod, actuator.Eviction{Message: t.d.Why, Recheck: check})
 	case ActionForceDelete:
 		err = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonTaintEviction, Message: t.d.Why, Trigger: t.d.At, Recheck: check})
 	}

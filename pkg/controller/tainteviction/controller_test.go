@@ -243,11 +243,17 @@ func TestSyncReturningKubeletCancelsForceDelete(t *testing.T) {
 	back := node.DeepCopy()
 	back.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
 	back.Spec.Taints = nil
-	// Write behind the informer's back: stop it seeing the update by
-	// racing the sync; the re-check reads the API server, not the cache.
-	cur, _ := e.kube.CoreV1().Nodes().Get(e.ctx, "n1", metav1.GetOptions{})
+	// Decide on the node as cached before the update, then write: the
+	// re-check reads the API server, not the decision's input.
+	cachedNode, err := e.c.nodes.Get("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := e.kube.CoreV1().Nodes().Get(e.ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	back.ResourceVersion = cur.ResourceVersion
-	cachedNode, _ := e.c.nodes.Get("n1")
 	if _, err := e.kube.CoreV1().Nodes().Update(e.ctx, back, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

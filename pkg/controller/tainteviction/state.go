@@ -68,16 +68,19 @@ func newFirstSeen(now func() time.Time) *firstSeen {
 func taintID(t v1.Taint) string { return t.Key + ":" + string(t.Effect) }
 
 // Observe records the node's NoExecute taints not seen before and forgets
-// those gone.
-func (s *firstSeen) Observe(node *v1.Node) {
+// those gone; a nil node (deleted) is forgotten (nodequeue.NodeObserver).
+func (s *firstSeen) Observe(name string, node *v1.Node) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	taints := NoExecuteTaints(node.Spec.Taints)
+	var taints []v1.Taint
+	if node != nil {
+		taints = NoExecuteTaints(node.Spec.Taints)
+	}
 	if len(taints) == 0 {
-		delete(s.at, node.Name)
+		delete(s.at, name)
 		return
 	}
-	old := s.at[node.Name]
+	old := s.at[name]
 	cur := make(map[string]time.Time, len(taints))
 	for _, t := range taints {
 		id := taintID(t)
@@ -87,14 +90,7 @@ func (s *firstSeen) Observe(node *v1.Node) {
 			cur[id] = s.now()
 		}
 	}
-	s.at[node.Name] = cur
-}
-
-// Forget drops a deleted node.
-func (s *firstSeen) Forget(node string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.at, node)
+	s.at[name] = cur
 }
 
 // At returns the lookup EvictAt calls for a taint of the node without
