@@ -33,22 +33,34 @@ func heartbeat(namespace, driver, fence string, renewed time.Time) *coordination
 	return l
 }
 
-// recorder collects handler calls.
+// recorder collects handler calls and the verdict each one announced.
 type recorder struct {
-	mu    sync.Mutex
-	calls []string
+	mu       sync.Mutex
+	calls    []string
+	verdicts []bool
 }
 
-func (r *recorder) record(driver string) {
+func (r *recorder) record(driver string, serving bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, driver)
+	r.verdicts = append(r.verdicts, serving)
 }
 
 func (r *recorder) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.calls)
+}
+
+// last is the verdict the latest handler call announced.
+func (r *recorder) last() (serving, called bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.verdicts) == 0 {
+		return false, false
+	}
+	return r.verdicts[len(r.verdicts)-1], true
 }
 
 type env struct {
@@ -72,7 +84,14 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, ctx: ctx, client: client, clock: clk, tracker: tr, calls: &recorder{}}
-	tr.AddHandler(e.calls.record)
+	tr.AddHandler(func(driver string) {
+		// Handlers run on the Tracker's goroutine right after it stored
+		// the verdict, so this reads the verdict being announced.
+		tr.mu.Lock()
+		serving := tr.verdicts[driver]
+		tr.mu.Unlock()
+		e.calls.record(driver, serving)
+	})
 	factory.Start(ctx.Done())
 	tr.Start(ctx)
 	factory.WaitForCacheSync(ctx.Done())
@@ -96,14 +115,14 @@ func (e *env) serving() bool {
 	return ok
 }
 
-// settled reports whether the Tracker's last verdict for testDriver is want
-// and nothing is waiting to be evaluated now.
+// settled reports whether the handlers were last told of verdict want for
+// testDriver and nothing is waiting to be evaluated now. It looks at the
+// handler calls, not the Tracker's state, because the Tracker stores a
+// verdict before it calls the handlers.
 func (e *env) settled(want bool) func() bool {
 	return func() bool {
-		e.tracker.mu.Lock()
-		got, seen := e.tracker.verdicts[testDriver]
-		e.tracker.mu.Unlock()
-		return seen && got == want && e.tracker.queue.Len() == 0
+		got, called := e.calls.last()
+		return called && got == want && e.tracker.queue.Len() == 0
 	}
 }
 
@@ -132,9 +151,13 @@ func TestRenewalsDoNotCallHandlers(t *testing.T) {
 	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}}, l)
 	e.waitFor("first verdict", e.settled(true))
 	before := e.calls.count()
-	for i := range 3 {
+	for range 3 {
+		// Renewals a second apart, on a clock that moves with them: a renewal
+		// ahead of the clock by more than cutoff.MaxHeartbeatSkew is refused,
+		// which is a verdict change, not a renewal.
+		e.clock.Step(time.Second)
 		l = l.DeepCopy()
-		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(start.Add(time.Duration(i+1) * time.Second)))
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(e.clock.Now()))
 		if _, err := e.client.CoordinationV1().Leases("kube-system").Update(e.ctx, l, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
