@@ -137,6 +137,23 @@ bench: build tools upstream-attacher ## Run the benchmarks (failover against ups
 	@mkdir -p bench-results
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/...
 
+# Randomized failover episodes (test/chaos): CHAOS_EPISODES seeds from
+# CHAOS_FIRST_SEED, CHAOS_PARALLEL at once; SEED=<n>[,<n>...] reruns those
+# exactly. The log goes to test/output/chaos.log; the summary ends it.
+CHAOS_EPISODES   ?= 200
+CHAOS_FIRST_SEED ?= 1
+CHAOS_PARALLEL   ?= 2
+SEED             ?=
+
+.PHONY: chaos
+chaos: build tools ## Randomized failover episodes with faults, checked for broken invariants (SEED=n reruns one).
+	@mkdir -p test/output
+	FENCELINE_CHAOS_SEED=$(SEED) FENCELINE_CHAOS_EPISODES=$(CHAOS_EPISODES) FENCELINE_CHAOS_FIRST_SEED=$(CHAOS_FIRST_SEED) \
+		FENCELINE_CHAOS_PARALLEL=$(CHAOS_PARALLEL) $(GO) test -count=1 -v -timeout 4h -run '^TestChaos$$' ./test/chaos \
+		> test/output/chaos.log 2>&1; rc=$$?; \
+		grep -E '^\s+--- (PASS|FAIL): TestChaos/episodes/|chaos: |^\s{2,}(node-fencing|operator|safe-detach) ' test/output/chaos.log; \
+		grep -E -A3 'invariant violations|harness failed' test/output/chaos.log || true; exit $$rc
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -126,3 +126,13 @@ func waitReady(ctx context.Context, p *Process, interval time.Duration, check fu
 		}
 	}
 }
+
+// Respawn starts the same command again, with the same arguments and log
+// file (appended to), as a supervisor restarts a crashed component. The
+// old process must have ended (Kill it first).
+func (p *Process) Respawn() (*Process, error) {
+	if exited, _ := p.Exited(); !exited {
+		return nil, fmt.Errorf("respawning %s: it is still running", p.Name)
+	}
+	return StartProcess(p.Name, filepath.Dir(p.LogPath), p.cmd.Path, p.cmd.Args[1:]...)
+}

@@ -203,6 +203,57 @@ type nodeRail struct {
 
 	errMu sync.Mutex
 	errs  []error
+	log   []PowerChange
+}
+
+// PowerChange is one change the BMC made to its node's power.
+type PowerChange struct {
+	// Time is when the power was cut (after the node stopped) or when the
+	// boot began.
+	Time time.Time
+	// On is true for a power-on, false for a power cut.
+	On bool
+}
+
+func (r *nodeRail) record(on bool) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	r.log = append(r.log, PowerChange{Time: time.Now(), On: on})
+}
+
+// PowerLoss cuts the node's power as a power failure does, not through
+// the BMC's API: the node stops, the BMC reads Off, and the cut is in the
+// power log.
+func (b *BMC) PowerLoss(ctx context.Context) error {
+	if err := b.rail.off(ctx); err != nil {
+		return err
+	}
+	b.setReads("Off")
+	return nil
+}
+
+// PowerRestore brings the power back: the BMC reads On and the node boots
+// (a new boot ID), as after PowerLoss or a fence.
+func (b *BMC) PowerRestore(ctx context.Context) error {
+	b.setReads("On")
+	return b.rail.on(ctx)
+}
+
+func (b *BMC) setReads(state string) {
+	if b.Redfish != nil {
+		b.Redfish.SetPowerState(b.SystemID, state)
+		return
+	}
+	b.IPMI.SetPoweredOn(state == "On")
+}
+
+// PowerLog returns the power changes the BMC made to its node, oldest
+// first: the simulators' own record of what they did, for invariants such
+// as "no node fenced that was healthy".
+func (b *BMC) PowerLog() []PowerChange {
+	b.rail.errMu.Lock()
+	defer b.rail.errMu.Unlock()
+	return append([]PowerChange(nil), b.rail.log...)
 }
 
 // off cuts the node's power and returns once it is off; the simulators
@@ -216,6 +267,7 @@ func (r *nodeRail) off(ctx context.Context) error {
 		return err
 	}
 	r.down.Store(true)
+	r.record(false)
 	r.b.event("power cut: heartbeats stopped")
 	return nil
 }
@@ -223,6 +275,7 @@ func (r *nodeRail) off(ctx context.Context) error {
 // on starts the node's boot (a new boot ID, then Ready) and returns.
 func (r *nodeRail) on(ctx context.Context) error {
 	r.down.Store(false)
+	r.record(true)
 	r.b.event("power on: booting")
 	r.boots.Go(func() {
 		r.mu.Lock()

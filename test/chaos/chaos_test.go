@@ -1,0 +1,122 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// SmokeSeeds are the episodes `make test` runs: one per recovery path,
+// with kills of the product and of the control plane among their faults.
+// Seeds of violations once found join RegressionSeeds.
+var SmokeSeeds = []uint64{20, 27, 17}
+
+// RegressionSeeds are episodes that once broke an invariant; they run in
+// `make test` too.
+var RegressionSeeds = []uint64{}
+
+// seeds is what TestChaos runs: FENCELINE_CHAOS_SEED (one, or a comma
+// list) reruns exactly those; FENCELINE_CHAOS_EPISODES=n runs n seeds from
+// FENCELINE_CHAOS_FIRST_SEED (default 1); neither runs the smoke and
+// regression seeds.
+func seeds(t *testing.T) []uint64 {
+	if v := os.Getenv("FENCELINE_CHAOS_SEED"); v != "" {
+		var out []uint64
+		for _, s := range strings.Split(v, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+			if err != nil {
+				t.Fatalf("FENCELINE_CHAOS_SEED=%q: %v", v, err)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	if v := os.Getenv("FENCELINE_CHAOS_EPISODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("FENCELINE_CHAOS_EPISODES=%q: want a positive number", v)
+		}
+		first := uint64(1)
+		if f := os.Getenv("FENCELINE_CHAOS_FIRST_SEED"); f != "" {
+			if first, err = strconv.ParseUint(f, 10, 64); err != nil {
+				t.Fatalf("FENCELINE_CHAOS_FIRST_SEED=%q: %v", f, err)
+			}
+		}
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = first + uint64(i)
+		}
+		return out
+	}
+	return append(append([]uint64(nil), SmokeSeeds...), RegressionSeeds...)
+}
+
+// parallel is how many episodes run at once (FENCELINE_CHAOS_PARALLEL,
+// default 1).
+func parallel(t *testing.T) int {
+	v := os.Getenv("FENCELINE_CHAOS_PARALLEL")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("FENCELINE_CHAOS_PARALLEL=%q: want a positive number", v)
+	}
+	return n
+}
+
+// TestChaos runs randomized episodes (see Draw) on the real local control
+// plane and fails on any broken invariant, naming the seed that reruns it.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: needs a local control plane (not run with -short)")
+	}
+	start := time.Now()
+	var (
+		mu                 sync.Mutex
+		results            []Result
+		violations, broken int
+	)
+	slots := make(chan struct{}, parallel(t))
+	t.Run("episodes", func(t *testing.T) {
+		for _, seed := range seeds(t) {
+			p := Draw(seed)
+			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				t.Parallel()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				res, err := Run(t, p)
+				mu.Lock()
+				results = append(results, res)
+				mu.Unlock()
+				if err != nil {
+					mu.Lock()
+					broken++
+					mu.Unlock()
+					t.Errorf("%s: the harness failed: %v\nrerun: make chaos SEED=%d", p, err, seed)
+				}
+				if len(res.Findings) > 0 {
+					mu.Lock()
+					violations++
+					mu.Unlock()
+					t.Errorf("%s: %d invariant violations:\n  %s\nrerun: make chaos SEED=%d", p, len(res.Findings), joinFindings(res.Findings), seed)
+				}
+				t.Logf("%s: failover %.1fs, converged %.1fs after the restore, episode %.1fs",
+					p, res.Failover.Seconds(), res.Converged.Seconds(), res.Duration.Seconds())
+			})
+		}
+	})
+	t.Log(Summary(results, violations, broken, time.Since(start)))
+}
+
+func joinFindings(fs []Finding) string {
+	s := make([]string, 0, len(fs))
+	for _, f := range fs {
+		s = append(s, f.String())
+	}
+	return strings.Join(s, "\n  ")
+}

@@ -1,0 +1,191 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/test/invariant"
+	"fenceline.io/fenceline/test/world"
+)
+
+// Facts is everything an episode recorded, for Check.
+type Facts struct {
+	// Audit is the mock driver's audit log.
+	Audit []audit.Record
+	// SingleWriter holds the handles of the ReadWriteOnce volumes.
+	SingleWriter map[string]bool
+	// Nodes and Deletions are the API history (History.Snapshot).
+	Nodes     []NodeState
+	Deletions []PodDeletion
+	// Power holds each BMC's power log by node; nil without BMCs.
+	Power map[string][]world.PowerChange
+	// Failed holds the nodes the episode cut off (power or partition).
+	Failed map[string]bool
+	// OperatorTaintRemoved holds, for each node the operator put out of
+	// service, the resourceVersion at which the operator removed that
+	// taint (0 while it is still there).
+	OperatorTaintRemoved map[string]uint64
+}
+
+// Finding is one broken invariant.
+type Finding struct {
+	Rule   string
+	Detail string
+}
+
+func (f Finding) String() string { return f.Rule + ": " + f.Detail }
+
+// The rules Check judges beyond the audit log's (invariant.CheckHistory).
+const (
+	RuleForceDeleteWithoutTrigger = "force-delete-without-trigger"
+	RuleHealthyNodePodDeleted     = "healthy-node-pod-deleted"
+	RuleFencedWithoutVerifiedOff  = "fencing-complete-without-verified-off"
+	RuleHealthyNodeFenced         = "healthy-node-powered-off"
+	RuleOperatorTaintRemoved      = "operator-out-of-service-taint-removed"
+)
+
+// Check judges an episode's facts against the safety invariants:
+//
+//  1. never two writers, unpublish before publish, fenced where the node
+//     may still write (the driver's audit log, every RWO volume);
+//  2. a pod disappears from a node that is not Ready only when the node
+//     carries a trigger: out of service, FencingComplete, quarantine or
+//     force-eviction (nothing else may delete it: no kubelet confirms);
+//  3. FencingComplete turns True only while the node's BMC last cut its
+//     power (a verified Off, not a promise);
+//  4. nothing is deleted from, and no power cut made to, a node the
+//     episode did not fail;
+//  5. the operator's out-of-service taint is removed only by the operator.
+//
+// It is a pure function, table-tested with violating histories.
+func Check(f Facts) []Finding {
+	var out []Finding
+	for _, v := range invariant.CheckHistory(f.Audit, func(vol string) bool { return f.SingleWriter[vol] }) {
+		out = append(out, Finding{Rule: string(v.Rule), Detail: v.String()})
+	}
+	byNode := map[string][]NodeState{}
+	for _, s := range f.Nodes {
+		byNode[s.Name] = append(byNode[s.Name], s)
+	}
+	for n := range byNode {
+		slices.SortStableFunc(byNode[n], func(a, b NodeState) int { return compareRV(a.RV, b.RV) })
+	}
+	out = append(out, checkDeletions(f, byNode)...)
+	out = append(out, checkFencingComplete(f, byNode)...)
+	for node, log := range f.Power {
+		if f.Failed[node] {
+			continue
+		}
+		for _, c := range log {
+			if !c.On {
+				out = append(out, Finding{Rule: RuleHealthyNodeFenced, Detail: fmt.Sprintf("the BMC of %s, a node the episode never failed, cut its power at %s", node, clock(c.Time))})
+			}
+		}
+	}
+	out = append(out, checkOperatorTaints(f, byNode)...)
+	return out
+}
+
+func checkDeletions(f Facts, byNode map[string][]NodeState) []Finding {
+	var out []Finding
+	for _, d := range f.Deletions {
+		if d.Node == "" {
+			continue
+		}
+		pod := d.Namespace + "/" + d.Name
+		if !f.Failed[d.Node] {
+			out = append(out, Finding{Rule: RuleHealthyNodePodDeleted, Detail: fmt.Sprintf("pod %s deleted from %s, a node the episode never failed (rv %d, seen %s)", pod, d.Node, d.RV, clock(d.Seen))})
+			continue
+		}
+		s, ok := stateAt(byNode[d.Node], d)
+		if !ok {
+			out = append(out, Finding{Rule: RuleForceDeleteWithoutTrigger, Detail: fmt.Sprintf("pod %s deleted from %s before any recorded state of the node", pod, d.Node)})
+			continue
+		}
+		if s.Ready != corev1.ConditionTrue && !s.Triggered() {
+			out = append(out, Finding{Rule: RuleForceDeleteWithoutTrigger, Detail: fmt.Sprintf("pod %s deleted from %s (rv %d, seen %s) while the node was Ready=%q with no out-of-service, FencingComplete, quarantine or force-eviction (node rv %d)", pod, d.Node, d.RV, clock(d.Seen), s.Ready, s.RV)})
+		}
+	}
+	return out
+}
+
+// stateAt is the node's latest recorded state before the deletion: by
+// resourceVersion, or by the time it was seen when the watch missed the
+// deletion itself.
+func stateAt(states []NodeState, d PodDeletion) (NodeState, bool) {
+	var last NodeState
+	found := false
+	for _, s := range states {
+		before := s.RV < d.RV
+		if d.RV == 0 {
+			before = !s.Seen.After(d.Seen)
+		}
+		if before {
+			last, found = s, true
+		}
+	}
+	return last, found
+}
+
+func checkFencingComplete(f Facts, byNode map[string][]NodeState) []Finding {
+	var out []Finding
+	for node, states := range byNode {
+		was := false
+		for _, s := range states {
+			if s.FencingComplete && !was {
+				if !offAt(f.Power[node], s.Seen) {
+					out = append(out, Finding{Rule: RuleFencedWithoutVerifiedOff, Detail: fmt.Sprintf("%s turned FencingComplete=True (rv %d, seen %s) while its BMC had not cut its power (power log %v)", node, s.RV, clock(s.Seen), f.Power[node])})
+				}
+			}
+			was = s.FencingComplete
+		}
+	}
+	return out
+}
+
+// offAt reports whether the last power change at or before t cut the
+// power.
+func offAt(log []world.PowerChange, t time.Time) bool {
+	off := false
+	for _, c := range log {
+		if !c.Time.After(t) {
+			off = !c.On
+		}
+	}
+	return off
+}
+
+func checkOperatorTaints(f Facts, byNode map[string][]NodeState) []Finding {
+	var out []Finding
+	for node, removed := range f.OperatorTaintRemoved {
+		had := false
+		for _, s := range byNode[node] {
+			if removed != 0 && s.RV >= removed {
+				break
+			}
+			has := s.OutOfService != nil && *s.OutOfService == world.OutOfServiceTaint.Value
+			if had && !has {
+				out = append(out, Finding{Rule: RuleOperatorTaintRemoved, Detail: fmt.Sprintf("the operator's out-of-service taint left %s at rv %d (seen %s), before the operator removed it", node, s.RV, clock(s.Seen))})
+				break
+			}
+			had = had || has
+		}
+	}
+	return out
+}
+
+func compareRV(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func clock(t time.Time) string { return t.UTC().Format("15:04:05.000") }

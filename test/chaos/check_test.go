@@ -1,0 +1,161 @@
+package chaos
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/test/world"
+)
+
+var t0 = time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+
+// facts builds an episode's facts: node a failed, node b healthy, each
+// step one second and one resourceVersion after the previous.
+type facts struct {
+	Facts
+	rv uint64
+}
+
+func newFacts() *facts {
+	f := &facts{Facts: Facts{SingleWriter: map[string]bool{"vol": true}, Failed: map[string]bool{"a": true},
+		Power: map[string][]world.PowerChange{}, OperatorTaintRemoved: map[string]uint64{}}}
+	return f.node("a", corev1.ConditionTrue).node("b", corev1.ConditionTrue)
+}
+
+func (f *facts) next() (uint64, time.Time) {
+	f.rv++
+	return f.rv, t0.Add(time.Duration(f.rv) * time.Second)
+}
+
+func (f *facts) node(name string, ready corev1.ConditionStatus, mutate ...func(*NodeState)) *facts {
+	rv, at := f.next()
+	s := NodeState{RV: rv, Seen: at, Name: name, Ready: ready}
+	for _, m := range mutate {
+		m(&s)
+	}
+	f.Nodes = append(f.Nodes, s)
+	return f
+}
+
+func (f *facts) deleted(node string) *facts {
+	rv, at := f.next()
+	f.Deletions = append(f.Deletions, PodDeletion{RV: rv, Seen: at, Namespace: "chaos", Name: "db0-0", Node: node})
+	return f
+}
+
+func (f *facts) power(node string, on bool) *facts {
+	_, at := f.next()
+	f.Power[node] = append(f.Power[node], world.PowerChange{Time: at, On: on})
+	return f
+}
+
+func (f *facts) write(node string, code string) *facts {
+	_, at := f.next()
+	f.Audit = append(f.Audit, audit.Record{Time: at, Method: "Write", VolumeID: "vol", NodeID: node, Code: code})
+	return f
+}
+
+func (f *facts) call(method, node string, fence bool) *facts {
+	_, at := f.next()
+	f.Audit = append(f.Audit, audit.Record{Time: at, Method: method, VolumeID: "vol", NodeID: node, Code: "OK", Fence: fence})
+	return f
+}
+
+func (f *facts) operatorRemoved(node string) *facts {
+	rv, _ := f.next()
+	f.OperatorTaintRemoved[node] = rv
+	return f
+}
+
+func outOfService(v string) func(*NodeState) { return func(s *NodeState) { s.OutOfService = &v } }
+func fencingComplete(s *NodeState)           { s.FencingComplete = true }
+func quarantined(s *NodeState)               { s.Quarantined = true }
+
+func TestCheck(t *testing.T) {
+	operator := world.OutOfServiceTaint.Value
+	tests := []struct {
+		name  string
+		f     *facts
+		rules []string
+	}{
+		{
+			name: "fenced through the BMC, then force-deleted: clean",
+			f: newFacts().node("a", corev1.ConditionUnknown).power("a", false).
+				node("a", corev1.ConditionUnknown, fencingComplete, outOfService("fenced")).deleted("a"),
+		},
+		{
+			name:  "force-deleted from a NotReady node with no trigger",
+			f:     newFacts().node("a", corev1.ConditionUnknown).deleted("a"),
+			rules: []string{RuleForceDeleteWithoutTrigger},
+		},
+		{
+			name: "the trigger came after the deletion",
+			f: newFacts().node("a", corev1.ConditionUnknown).deleted("a").
+				node("a", corev1.ConditionUnknown, quarantined),
+			rules: []string{RuleForceDeleteWithoutTrigger},
+		},
+		{
+			name: "deleted from a Ready node: a kubelet confirmed it",
+			f:    newFacts().deleted("a"),
+		},
+		{
+			name:  "a pod of a node the episode never failed",
+			f:     newFacts().deleted("b"),
+			rules: []string{RuleHealthyNodePodDeleted},
+		},
+		{
+			name: "FencingComplete before the BMC cut the power",
+			f: newFacts().node("a", corev1.ConditionUnknown, fencingComplete).power("a", false).
+				node("a", corev1.ConditionUnknown, fencingComplete),
+			rules: []string{RuleFencedWithoutVerifiedOff},
+		},
+		{
+			name: "FencingComplete after the node was powered back on",
+			f: newFacts().power("a", false).power("a", true).
+				node("a", corev1.ConditionUnknown, fencingComplete),
+			rules: []string{RuleFencedWithoutVerifiedOff},
+		},
+		{
+			name:  "a healthy node powered off",
+			f:     newFacts().power("b", false),
+			rules: []string{RuleHealthyNodeFenced},
+		},
+		{
+			name: "the operator's taint removed by someone else",
+			f: newFacts().node("a", corev1.ConditionUnknown, outOfService(operator)).
+				node("a", corev1.ConditionUnknown).operatorRemoved("a"),
+			rules: []string{RuleOperatorTaintRemoved},
+		},
+		{
+			name: "the operator's taint removed by the operator",
+			f: newFacts().node("a", corev1.ConditionUnknown, outOfService(operator)).
+				operatorRemoved("a").node("a", corev1.ConditionTrue),
+		},
+		{
+			name: "never two writers, over the audit log",
+			f: newFacts().call("ControllerPublishVolume", "a", false).call("NodeStageVolume", "a", false).write("a", "OK").
+				call("ControllerUnpublishVolume", "a", true).call("ControllerPublishVolume", "b", false).write("a", "PermissionDenied").write("b", "OK"),
+		},
+		{
+			name: "a plain detach and the zombie's write",
+			f: newFacts().call("ControllerPublishVolume", "a", false).call("NodeStageVolume", "a", false).
+				call("ControllerUnpublishVolume", "a", false).call("ControllerPublishVolume", "b", false).write("a", "OK"),
+			rules: []string{"fence-required", "never-two-writers"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, f := range Check(tt.f.Facts) {
+				got = append(got, f.Rule)
+			}
+			if !slices.Equal(got, tt.rules) {
+				t.Errorf("Check = %v, want %v", Check(tt.f.Facts), tt.rules)
+			}
+		})
+	}
+}

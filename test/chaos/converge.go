@@ -1,0 +1,144 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"fenceline.io/fenceline/pkg/names"
+	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/kubelet"
+	"fenceline.io/fenceline/test/world"
+)
+
+// restore ends every fault and brings the failed nodes back (a heal, or
+// power through the BMC or the node), and returns when it began.
+func (e *episode) restore() (time.Time, error) {
+	at := time.Now()
+	e.timeline.Add(at, "restore: faults off, failed nodes back")
+	errs := []error{e.w.SetDriverFaults(e.ctx)}
+	if e.fencing != nil {
+		for _, b := range e.fencing.BMCs {
+			errs = append(errs, b.SetFaults(world.BMCFaults{}))
+		}
+	}
+	for _, n := range e.failed {
+		k := e.w.Kubelets[n]
+		switch {
+		case !k.Powered():
+			errs = append(errs, e.powerOn(n))
+		case k.Partitioned():
+			errs = append(errs, e.heal(n))
+		}
+	}
+	for _, n := range e.failed {
+		errs = append(errs, e.w.Cluster.WaitNodeReady(e.ctx, n, corev1.ConditionTrue, cluster.NodeReadyTimeout))
+	}
+	return at, errors.Join(errs...)
+}
+
+// converge waits until everything has settled after the restore and
+// returns how long that took, or what is still unsettled at ConvergeBound.
+func (e *episode) converge(restored time.Time) (time.Duration, error) {
+	var last error
+	err := world.WaitFor(e.ctx, ConvergeBound, "convergence", func(ctx context.Context) (bool, error) {
+		last = e.unsettled(ctx, restored)
+		return last == nil, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("not converged %s after the restore: %w", ConvergeBound, last)
+	}
+	d := time.Since(restored)
+	e.timeline.Add(time.Now(), "converged")
+	return d, nil
+}
+
+// unsettled says what is not settled yet, nil when everything is.
+func (e *episode) unsettled(ctx context.Context, restored time.Time) error {
+	cs := e.w.Cluster.Client()
+	var what []string
+	for _, s := range e.p.Sets {
+		p, err := e.w.RunningPod(ctx, namespace, s.Name+"-0")
+		switch {
+		case err != nil:
+			return err
+		case p == nil:
+			what = append(what, s.Name+"-0 not Running")
+		default:
+			if acc, _ := kubelet.Accepted(e.w.Kubelets[p.Spec.NodeName].Writes(), restored); acc == 0 {
+				what = append(what, fmt.Sprintf("%s-0 on %s not writing", s.Name, p.Spec.NodeName))
+			}
+		}
+	}
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			what = append(what, "pod "+p.Name+" Terminating on "+p.Spec.NodeName)
+		}
+	}
+	vas, err := cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, va := range vas.Items {
+		if va.DeletionTimestamp != nil {
+			what = append(what, "VolumeAttachment "+va.Name+" being deleted from "+va.Spec.NodeName)
+		}
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		if readyOf(&n) != corev1.ConditionTrue {
+			what = append(what, "node "+n.Name+" not Ready")
+		}
+		for _, t := range n.Spec.Taints {
+			if strings.HasPrefix(t.Key, names.Domain+"/") || t.Key == names.OutOfServiceTaint {
+				what = append(what, fmt.Sprintf("node %s tainted %s", n.Name, t.Key))
+			}
+		}
+	}
+	if len(what) > 0 {
+		return errors.New(strings.Join(what, "; "))
+	}
+	return nil
+}
+
+// facts gathers what Check judges.
+func (e *episode) facts() (Facts, error) {
+	recs, err := e.w.Audit()
+	if err != nil {
+		return Facts{}, err
+	}
+	f := Facts{Audit: recs, SingleWriter: map[string]bool{}, Failed: map[string]bool{}, OperatorTaintRemoved: map[string]uint64{}}
+	for _, s := range e.p.Sets {
+		if s.Mode == corev1.ReadWriteOnce {
+			f.SingleWriter[e.handles[s.Name]] = true
+		}
+	}
+	f.Nodes, f.Deletions = e.history.Snapshot()
+	for _, n := range e.failed {
+		f.Failed[n] = true
+	}
+	if e.fencing != nil {
+		f.Power = map[string][]world.PowerChange{}
+		for n, b := range e.fencing.BMCs {
+			f.Power[n] = b.PowerLog()
+		}
+	}
+	e.mu.Lock()
+	for n, r := range e.operatorTaint {
+		f.OperatorTaintRemoved[n] = r
+	}
+	e.mu.Unlock()
+	return f, nil
+}

@@ -1,0 +1,404 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"fenceline.io/fenceline/test/kubelet"
+	"fenceline.io/fenceline/test/world"
+)
+
+// Bounds of an episode. They are deadlines for a loaded 2-core machine,
+// not goals; a workload that has not moved by failoverBound is not a
+// violation by itself (storm guard or a stuck BMC may hold it), but it
+// must converge within ConvergeBound once the nodes are back.
+const (
+	episodeTimeout = 5 * time.Minute
+	startBound     = 60 * time.Second
+	failoverBound  = 60 * time.Second
+	// ConvergeBound is how long after the failed nodes are back and the
+	// faults have ended everything must be settled: every pod Running on
+	// a Ready node and writing, nothing Terminating, no VolumeAttachment
+	// being deleted, no node left tainted by Fenceline or out of service.
+	ConvergeBound = 90 * time.Second
+)
+
+// Result is the outcome of one episode.
+type Result struct {
+	Plan Plan
+	// Findings are the broken invariants; empty when the episode passed.
+	Findings []Finding
+	// Failover is how long after the failure every set ran again on a
+	// surviving node (0 if it had not by failoverBound).
+	Failover time.Duration
+	// Converged is how long after the restore everything was settled.
+	Converged time.Duration
+	Duration  time.Duration
+}
+
+// episode is one running episode.
+type episode struct {
+	t        *testing.T
+	ctx      context.Context
+	p        Plan
+	w        *world.World
+	fencing  *world.FencingSetup
+	history  *History
+	timeline *world.Timeline
+	handles  map[string]string // set name → volume handle
+	failed   []string          // the nodes the failure hits
+
+	mu sync.Mutex
+	// operatorTaint holds, for each node the operator put out of
+	// service, the resourceVersion of the removal (0 while there).
+	operatorTaint map[string]uint64
+}
+
+const namespace = "chaos"
+
+// Run runs the episode of plan p on a fresh world and checks it. An error
+// means the harness could not run it (not a violation).
+func Run(t *testing.T, p Plan) (Result, error) {
+	start := time.Now()
+	res := Result{Plan: p}
+	ctx, cancel := context.WithTimeout(context.Background(), episodeTimeout)
+	defer cancel()
+	e := &episode{t: t, ctx: ctx, p: p, timeline: &world.Timeline{}, handles: map[string]string{}, operatorTaint: map[string]uint64{}}
+	if err := e.setUp(); err != nil {
+		return res, fmt.Errorf("setting up: %w", err)
+	}
+	t0 := time.Now()
+	e.timeline.Add(t0, "failure %s begins", p.Failure)
+	faultsDone := make(chan error, 1)
+	go func() { faultsDone <- e.injectFaults(t0) }()
+	failureDone := make(chan error, 1)
+	go func() { failureDone <- e.fail(t0) }()
+	stopOperator := make(chan struct{})
+	operatorDone := make(chan error, 1)
+	if p.Recovery == Operator {
+		go func() { operatorDone <- e.operate(stopOperator) }()
+	} else {
+		close(operatorDone)
+	}
+	if d, ok := e.waitFailover(t0); ok {
+		res.Failover = d
+	}
+	var errs []error
+	errs = append(errs, <-failureDone, <-faultsDone)
+	restored, err := e.restore()
+	errs = append(errs, err)
+	conv, convErr := e.converge(restored)
+	close(stopOperator)
+	errs = append(errs, <-operatorDone)
+	res.Converged = conv
+	if convErr != nil {
+		res.Findings = append(res.Findings, Finding{Rule: "convergence", Detail: convErr.Error()})
+	}
+	facts, err := e.facts()
+	if err != nil {
+		return res, err
+	}
+	res.Findings = append(Check(facts), res.Findings...)
+	res.Duration = time.Since(start)
+	if len(res.Findings) > 0 {
+		e.timeline.AddAudit(facts.Audit)
+		t.Logf("timeline of %s (seconds from the failure):\n%s", p, e.timeline.Format(t0))
+	}
+	return res, errors.Join(errs...)
+}
+
+// setUp starts the world and the workload and picks the failed nodes.
+func (e *episode) setUp() error {
+	nodes := make([]string, Nodes)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("node-%c", 'a'+i)
+	}
+	opts := world.Options{
+		Nodes:              nodes,
+		ZombieWrites:       true,
+		WriteInterval:      100 * time.Millisecond,
+		Fencing:            e.p.Recovery == NodeFencing,
+		ControllerReplicas: e.p.Replicas,
+		TaintEviction:      e.p.TaintEviction,
+		Driver:             world.DriverOptions{SafeDetach: e.p.Recovery == SafeDetach},
+	}
+	e.w = world.Start(e.t, opts)
+	stop := make(chan struct{})
+	e.t.Cleanup(func() { close(stop) })
+	e.history = Record(e.w.Cluster.Client(), stop)
+	if err := e.w.CreateNamespace(e.ctx, namespace); err != nil {
+		return err
+	}
+	e.timeline.Watch(e.w.Cluster.Client(), namespace, stop)
+	if e.p.Recovery == NodeFencing {
+		kind := world.BMCRedfish
+		if e.p.IPMI {
+			kind = world.BMCIPMI
+		}
+		setup, err := e.w.SetUpFencing(e.ctx, kind, e.timeline, nil)
+		if err != nil {
+			return err
+		}
+		e.t.Cleanup(setup.Close)
+		e.fencing = setup
+	}
+	if err := e.w.CreateStorageClass(e.ctx); err != nil {
+		return err
+	}
+	for _, s := range e.p.Sets {
+		handles, err := e.w.ProvisionStatefulSetWithAccessModes(e.ctx, namespace, s.Name, 1, s.Mode)
+		if err != nil {
+			return err
+		}
+		e.handles[s.Name] = handles[0]
+		if _, err := e.w.Cluster.Client().AppsV1().StatefulSets(namespace).Create(e.ctx, world.StatefulSet(namespace, s.Name, 1), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating StatefulSet %s: %w", s.Name, err)
+		}
+	}
+	var on []string
+	for _, s := range e.p.Sets {
+		pod, err := e.w.WaitRunning(e.ctx, namespace, s.Name+"-0", "", startBound)
+		if err != nil {
+			return err
+		}
+		if err := e.waitWrite(pod.Spec.NodeName, time.Time{}, startBound); err != nil {
+			return err
+		}
+		on = append(on, pod.Spec.NodeName)
+	}
+	if e.p.Replicas > 1 {
+		if _, err := e.w.LeadingController(e.ctx, startBound); err != nil {
+			return err
+		}
+	} else if err := e.w.ControllerRunning(e.ctx, startBound); err != nil {
+		return err
+	}
+	e.failed = []string{on[0]}
+	if e.p.Failure == TwoNodes {
+		second := ""
+		for _, n := range append(on[1:], nodes...) {
+			if n != on[0] {
+				second = n
+				break
+			}
+		}
+		e.failed = append(e.failed, second)
+	}
+	e.timeline.Add(time.Now(), "workload running on %v; failing %v", on, e.failed)
+	return nil
+}
+
+// waitWrite waits for an accepted write from node's stand-in after after.
+func (e *episode) waitWrite(node string, after time.Time, timeout time.Duration) error {
+	k := e.w.Kubelets[node]
+	return world.WaitFor(e.ctx, timeout, "an accepted write from "+node, func(context.Context) (bool, error) {
+		acc, _ := kubelet.Accepted(k.Writes(), after)
+		return acc > 0, nil
+	})
+}
+
+// waitFailover waits until every set runs on a node the failure did not
+// hit, and returns how long that took.
+func (e *episode) waitFailover(t0 time.Time) (time.Duration, bool) {
+	err := world.WaitFor(e.ctx, failoverBound, "the workload running on surviving nodes", func(ctx context.Context) (bool, error) {
+		for _, s := range e.p.Sets {
+			p, err := e.w.RunningPod(ctx, namespace, s.Name+"-0")
+			if err != nil || p == nil || slices.Contains(e.failed, p.Spec.NodeName) {
+				return false, nil //nolint:nilerr // keep polling until the deadline
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		e.timeline.Add(time.Now(), "workload not moved within %s", failoverBound)
+		return 0, false
+	}
+	d := time.Since(t0)
+	e.timeline.Add(time.Now(), "workload running on surviving nodes")
+	return d, true
+}
+
+// sleepUntil waits until t or the episode's end.
+func (e *episode) sleepUntil(t time.Time) error {
+	select {
+	case <-time.After(time.Until(t)):
+		return nil
+	case <-e.ctx.Done():
+		return e.ctx.Err()
+	}
+}
+
+// bmc returns node's BMC, nil without node fencing.
+func (e *episode) bmc(node string) *world.BMC {
+	if e.fencing == nil {
+		return nil
+	}
+	return e.fencing.BMCs[node]
+}
+
+// powerOff cuts node's power: through its BMC's rail when it has one, so
+// that the BMC reads Off as after a real power failure.
+func (e *episode) powerOff(node string) error {
+	e.timeline.Add(time.Now(), "power loss on %s", node)
+	if b := e.bmc(node); b != nil {
+		return b.PowerLoss(e.ctx)
+	}
+	return e.w.PowerOff(e.ctx, node)
+}
+
+// powerOn boots node again.
+func (e *episode) powerOn(node string) error {
+	e.timeline.Add(time.Now(), "power back on %s", node)
+	if b := e.bmc(node); b != nil {
+		return b.PowerRestore(e.ctx)
+	}
+	return e.w.PowerOn(e.ctx, node)
+}
+
+// heal ends node's partition unless it was powered off meanwhile (a
+// fence): then only a power-on brings it back, at the restore.
+func (e *episode) heal(node string) error {
+	k := e.w.Kubelets[node]
+	if !k.Partitioned() || !k.Powered() {
+		return nil
+	}
+	e.timeline.Add(time.Now(), "partition of %s heals", node)
+	return e.w.PartitionHeal(e.ctx, node)
+}
+
+func (e *episode) partition(node string) error {
+	e.timeline.Add(time.Now(), "partition cuts %s off", node)
+	return e.w.Partition(e.ctx, node)
+}
+
+// fail injects the plan's failure from t0.
+func (e *episode) fail(t0 time.Time) error {
+	node := e.failed[0]
+	switch e.p.Failure {
+	case PowerLoss:
+		return e.powerOff(node)
+	case TwoNodes:
+		return errors.Join(e.powerOff(e.failed[0]), e.powerOff(e.failed[1]))
+	case PartitionHeals:
+		if err := e.partition(node); err != nil {
+			return err
+		}
+		if err := e.sleepUntil(t0.Add(e.p.HealAfter)); err != nil {
+			return err
+		}
+		return e.heal(node)
+	case PowerCycle:
+		if err := e.powerOff(node); err != nil {
+			return err
+		}
+		if err := e.sleepUntil(t0.Add(e.p.HealAfter)); err != nil {
+			return err
+		}
+		if e.w.Kubelets[node].Powered() {
+			return nil
+		}
+		return e.powerOn(node)
+	case Flapping:
+		for range e.p.Flaps {
+			if err := e.partition(node); err != nil {
+				return err
+			}
+			if err := e.sleepUntil(time.Now().Add(flapDown)); err != nil {
+				return err
+			}
+			if err := e.heal(node); err != nil {
+				return err
+			}
+			if err := e.sleepUntil(time.Now().Add(flapUp)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown failure %q", e.p.Failure)
+}
+
+// How long a flapping node stays cut off, and then back: just past the
+// control plane's 5 s node-monitor grace period, so that each flap is
+// seen as a lost node and then as one that came back mid-action.
+const (
+	flapDown = 6 * time.Second
+	flapUp   = 3 * time.Second
+)
+
+// operate is the operator of an Operator episode: a failed node seen not
+// Ready while it is down gets the out-of-service taint; once it is back
+// and Ready the operator removes it.
+func (e *episode) operate(stop <-chan struct{}) error {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-e.ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		for _, n := range e.failed {
+			if err := e.operateNode(n); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (e *episode) operateNode(n string) error {
+	node, err := e.w.Cluster.Client().CoreV1().Nodes().Get(e.ctx, n, metav1.GetOptions{})
+	if err != nil {
+		return nil //nolint:nilerr // the API server may be restarting: look again
+	}
+	ready := readyOf(node) == corev1.ConditionTrue
+	k := e.w.Kubelets[n]
+	down := k.Partitioned() || !k.Powered()
+	tainted := false
+	for _, t := range node.Spec.Taints {
+		tainted = tainted || (t.Key == world.OutOfServiceTaint.Key && t.Value == world.OutOfServiceTaint.Value)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case !ready && down && !tainted:
+		if _, done := e.operatorTaint[n]; done && e.operatorTaint[n] == 0 {
+			return nil // added, and not seen yet
+		}
+		if err := e.w.AddTaint(e.ctx, n, world.OutOfServiceTaint); err != nil {
+			return nil //nolint:nilerr // retried on the next tick
+		}
+		e.operatorTaint[n] = 0
+		e.timeline.Add(time.Now(), "operator: out-of-service taint on %s", n)
+	case ready && !down && tainted:
+		// The update's own answer gives the removal's exact
+		// resourceVersion, which Check orders the node's history by.
+		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == world.OutOfServiceTaint.Key })
+		after, err := e.w.Cluster.Client().CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{})
+		if err != nil {
+			return nil //nolint:nilerr // a conflict or a restarting API server: retried on the next tick
+		}
+		e.operatorTaint[n] = rv(after.ResourceVersion)
+		e.timeline.Add(time.Now(), "operator: out-of-service taint off %s", n)
+	}
+	return nil
+}
+
+func readyOf(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}

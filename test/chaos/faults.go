@@ -1,0 +1,108 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"fenceline.io/fenceline/mock-driver/faults"
+	"fenceline.io/fenceline/test/world"
+)
+
+// driverLatency is how long DriverLatency delays a call: past the
+// attacher's 10 s timeout, so that the call is retried while the first
+// one is still being carried out.
+const driverLatency = 12 * time.Second
+
+// injectFaults runs the plan's faults at their moments from t0, each
+// after the previous one returned. Lasting faults end before it returns.
+func (e *episode) injectFaults(t0 time.Time) error {
+	var errs []error
+	for _, f := range e.p.Faults {
+		if err := e.sleepUntil(t0.Add(f.At)); err != nil {
+			return err
+		}
+		e.timeline.Add(time.Now(), "fault: %s", f)
+		if err := e.inject(f); err != nil {
+			errs = append(errs, fmt.Errorf("fault %s: %w", f, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *episode) inject(f Fault) error {
+	w := e.w
+	switch f.Kind {
+	case KillAttacher:
+		return w.KillAttacher(e.ctx)
+	case KillController:
+		return w.KillController(e.ctx)
+	case LeaderFailover:
+		leader, err := w.LeadingController(e.ctx, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		leader.Kill()
+		_, err = w.StartControllerReplica(e.ctx)
+		return err
+	case KillFenceAgent:
+		return w.KillFenceAgent(e.ctx)
+	case KillDriver:
+		return w.KillDriver(e.ctx)
+	case KillControllerManager:
+		return w.Cluster.KillControllerManager(e.ctx)
+	case KillAPIServer:
+		return w.Cluster.KillAPIServer(e.ctx)
+	case DriverErrors:
+		return w.SetDriverFaults(e.ctx, faults.FailNext("ControllerUnpublishVolume", f.N, codes.Unavailable))
+	case DriverLatency:
+		return w.SetDriverFaults(e.ctx, faults.DelayNext("ControllerUnpublishVolume", f.N, driverLatency),
+			faults.DelayNext("ControllerPublishVolume", f.N, driverLatency))
+	case DriverLostAnswers:
+		return w.SetDriverFaults(e.ctx, faults.LoseAnswers("ControllerUnpublishVolume", f.N))
+	case BMCLatency:
+		return e.bmcFault(f.For, e.fencing.BMCs, world.BMCFaults{Latency: 2 * time.Second})
+	case BMCUnreachable:
+		return e.bmcFault(f.For, map[string]*world.BMC{e.failed[0]: e.bmc(e.failed[0])}, world.BMCFaults{Unreachable: true})
+	case PauseController:
+		return e.pauseController(f.For)
+	}
+	return fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// bmcFault puts faults on bmcs for d, then makes them honest again.
+func (e *episode) bmcFault(d time.Duration, bmcs map[string]*world.BMC, f world.BMCFaults) error {
+	var errs []error
+	for _, b := range bmcs {
+		errs = append(errs, b.SetFaults(f))
+	}
+	if err := e.sleepUntil(time.Now().Add(d)); err != nil {
+		return err
+	}
+	for _, b := range bmcs {
+		errs = append(errs, b.SetFaults(world.BMCFaults{}))
+	}
+	return errors.Join(errs...)
+}
+
+// pauseController stops every fenceline-controller replica (SIGSTOP to its
+// process group) for d: its watches and leases fall behind, then it
+// resumes with what it had.
+func (e *episode) pauseController(d time.Duration) error {
+	var paused []int
+	for _, p := range e.w.Controllers {
+		if exited, _ := p.Exited(); !exited {
+			if err := syscall.Kill(-p.PID(), syscall.SIGSTOP); err == nil {
+				paused = append(paused, p.PID())
+			}
+		}
+	}
+	err := e.sleepUntil(time.Now().Add(d))
+	for _, pid := range paused {
+		_ = syscall.Kill(-pid, syscall.SIGCONT)
+	}
+	return err
+}

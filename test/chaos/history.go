@@ -1,0 +1,130 @@
+package chaos
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// NodeState is what the API said of a node at one resourceVersion: the
+// parts the invariants judge.
+type NodeState struct {
+	RV   uint64
+	Seen time.Time
+	Name string
+	// Ready is the Ready condition's status ("" when absent).
+	Ready corev1.ConditionStatus
+	// OutOfService is the value of the out-of-service taint, if any.
+	OutOfService    *string
+	Quarantined     bool
+	ForceEvicted    bool
+	FencingComplete bool
+}
+
+// Triggered reports whether the node carried a trigger for a force
+// delete: out of service, fenced, quarantined or force-evicted.
+func (s NodeState) Triggered() bool {
+	return s.OutOfService != nil || s.FencingComplete || s.Quarantined || s.ForceEvicted
+}
+
+// PodDeletion is a pod's disappearance from the API.
+type PodDeletion struct {
+	// RV is the resourceVersion of the deletion; 0 when the watch missed
+	// it (the informer's tombstone).
+	RV              uint64
+	Seen            time.Time
+	Namespace, Name string
+	Node            string
+}
+
+// History records, through informers (which re-list and re-watch across
+// API server restarts), the node states and pod deletions of an episode.
+// A single etcd orders every write, so resourceVersions order the records
+// across kinds.
+type History struct {
+	mu        sync.Mutex
+	nodes     []NodeState
+	deletions []PodDeletion
+}
+
+// Record starts recording until stop closes, and waits for the caches.
+func Record(cs kubernetes.Interface, stop <-chan struct{}) *History {
+	h := &History{}
+	f := informers.NewSharedInformerFactory(cs, 0)
+	_, _ = f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { h.node(obj) },
+		UpdateFunc: func(_, obj any) { h.node(obj) },
+	})
+	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: h.podDeleted,
+	})
+	f.Start(stop)
+	f.WaitForCacheSync(stop)
+	return h
+}
+
+func (h *History) node(obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	s := NodeState{RV: rv(n.ResourceVersion), Seen: time.Now(), Name: n.Name}
+	for _, c := range n.Status.Conditions {
+		switch c.Type {
+		case corev1.NodeReady:
+			s.Ready = c.Status
+		case names.FencingCompleteCondition:
+			s.FencingComplete = c.Status == corev1.ConditionTrue
+		}
+	}
+	for _, t := range n.Spec.Taints {
+		switch t.Key {
+		case names.OutOfServiceTaint:
+			v := t.Value
+			s.OutOfService = &v
+		case names.QuarantineTaint:
+			s.Quarantined = true
+		case names.ForceEvictionTaint:
+			s.ForceEvicted = true
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nodes = append(h.nodes, s)
+}
+
+func (h *History) podDeleted(obj any) {
+	d := PodDeletion{Seen: time.Now()}
+	pod, ok := obj.(*corev1.Pod)
+	if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+		pod, ok = tomb.Obj.(*corev1.Pod)
+	} else if ok {
+		d.RV = rv(pod.ResourceVersion)
+	}
+	if !ok {
+		return
+	}
+	d.Namespace, d.Name, d.Node = pod.Namespace, pod.Name, pod.Spec.NodeName
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.deletions = append(h.deletions, d)
+}
+
+// Snapshot returns what was recorded so far.
+func (h *History) Snapshot() (nodes []NodeState, deletions []PodDeletion) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]NodeState(nil), h.nodes...), append([]PodDeletion(nil), h.deletions...)
+}
+
+func rv(s string) uint64 {
+	v, _ := strconv.ParseUint(s, 10, 64)
+	return v
+}

@@ -1,0 +1,220 @@
+// Package chaos runs randomized failover episodes on the real local
+// control plane and checks Fenceline's safety invariants over each: the
+// mock driver's audit log (never two writers), the API history (nothing
+// force-deleted without a trigger, FencingComplete only after a verified
+// power-off, the operator's taints left alone) and the simulated BMCs'
+// power logs (no healthy node fenced), then that everything converges
+// once the faults stop.
+//
+// Every episode is drawn from a seed by Draw, a pure function, so that a
+// failing seed reruns exactly: make chaos SEED=<seed>.
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Failure is how the episode's node(s) fail.
+type Failure string
+
+// The failures an episode draws from.
+const (
+	// PowerLoss cuts a node's power; it stays off until the faults stop.
+	PowerLoss Failure = "power-loss"
+	// PartitionHeals cuts a node off the control plane while it runs on
+	// and writes; the partition heals after Plan.HealAfter.
+	PartitionHeals Failure = "partition-heals"
+	// PowerCycle cuts a node's power and boots it again after
+	// Plan.HealAfter (a new boot ID).
+	PowerCycle Failure = "power-cycle"
+	// Flapping partitions and heals a node Plan.Flaps times, each cut
+	// just long enough to be seen as a lost node.
+	Flapping Failure = "flapping"
+	// TwoNodes cuts the power of two nodes at once.
+	TwoNodes Failure = "two-nodes"
+)
+
+// Recovery is what brings the workload back.
+type Recovery string
+
+// The recovery paths an episode draws from.
+const (
+	// NodeFencing: Fenceline's node-fencing powers the node off through
+	// its BMC, verifies it, and puts it out of service. No human.
+	NodeFencing Recovery = "node-fencing"
+	// Operator: a human applies the out-of-service taint to every node
+	// seen NotReady (even a partitioned one that still runs: the fenced
+	// detach must make that safe), and removes it once the node is back.
+	Operator Recovery = "operator"
+	// SafeDetach: the driver is marked fenceline.io/safe-detach, and the
+	// quarantine path moves the pods. No human.
+	SafeDetach Recovery = "safe-detach"
+)
+
+// FaultKind is one kind of fault injected at a random moment.
+type FaultKind string
+
+// The faults an episode draws from.
+const (
+	KillAttacher          FaultKind = "kill-attacher"
+	KillController        FaultKind = "kill-controller"
+	KillFenceAgent        FaultKind = "kill-fence-agent"
+	KillDriver            FaultKind = "kill-driver"
+	KillControllerManager FaultKind = "kill-kube-controller-manager"
+	KillAPIServer         FaultKind = "kill-kube-apiserver"
+	// LeaderFailover kills the leading replica of two fenceline-controllers.
+	LeaderFailover FaultKind = "leader-failover"
+	// DriverErrors fails the next N ControllerUnpublishVolume calls.
+	DriverErrors FaultKind = "driver-errors"
+	// DriverLatency delays the next N controller publish/unpublish calls.
+	DriverLatency FaultKind = "driver-latency"
+	// DriverLostAnswers carries out the next N unpublishes and loses
+	// their answers.
+	DriverLostAnswers FaultKind = "driver-lost-answers"
+	// BMCLatency slows every BMC for For.
+	BMCLatency FaultKind = "bmc-latency"
+	// BMCUnreachable makes the failed node's BMC unreachable for For.
+	BMCUnreachable FaultKind = "bmc-unreachable"
+	// PauseController stops fenceline-controller (SIGSTOP) for For: its
+	// watches fall behind, then deliver late.
+	PauseController FaultKind = "pause-controller"
+)
+
+// Fault is one fault of an episode.
+type Fault struct {
+	// At is when, from the failure.
+	At   time.Duration
+	Kind FaultKind
+	// For is how long a lasting fault lasts.
+	For time.Duration
+	// N is how many calls a driver fault affects.
+	N int
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("%s@%.1fs", f.Kind, f.At.Seconds())
+	if f.For > 0 {
+		s += fmt.Sprintf("/%.1fs", f.For.Seconds())
+	}
+	if f.N > 0 {
+		s += fmt.Sprintf("x%d", f.N)
+	}
+	return s
+}
+
+// Set is one StatefulSet of the workload (one replica).
+type Set struct {
+	Name string
+	// Mode is the access mode of its PersistentVolume.
+	Mode corev1.PersistentVolumeAccessMode
+}
+
+// Plan is one episode.
+type Plan struct {
+	Seed     uint64
+	Sets     []Set
+	Recovery Recovery
+	Failure  Failure
+	// HealAfter is when a partition heals or a power-cycled node boots.
+	HealAfter time.Duration
+	// Flaps is how many times a Flapping node is cut off.
+	Flaps int
+	// Replicas is the number of fenceline-controller replicas (2 with
+	// leader election when the plan fails the leader over).
+	Replicas int
+	// TaintEviction runs Fenceline's taint-eviction in place of
+	// kube-controller-manager's.
+	TaintEviction bool
+	// IPMI gives the nodes IPMI BMCs instead of Redfish ones.
+	IPMI   bool
+	Faults []Fault
+}
+
+// Nodes is the number of nodes of every episode: enough for two to fail
+// and two to take their pods.
+const Nodes = 4
+
+// faultWindow is when faults happen, from the failure: while detection,
+// fencing and the move are under way.
+const faultWindow = 25 * time.Second
+
+// Draw returns the episode of seed. It is a pure function: the same seed
+// gives the same plan on every machine.
+func Draw(seed uint64) Plan {
+	r := rand.New(rand.NewPCG(seed, 0x6368616f73)) // "chaos"
+	p := Plan{Seed: seed, Replicas: 1}
+	p.Recovery = pick(r, []Recovery{NodeFencing, NodeFencing, Operator, SafeDetach})
+	p.Failure = pick(r, []Failure{PowerLoss, PartitionHeals, PowerCycle, Flapping, TwoNodes})
+	p.HealAfter = time.Duration(2+r.IntN(28)) * time.Second
+	if p.Failure == Flapping {
+		p.Flaps = 2 + r.IntN(3)
+	}
+	for i := range 1 + r.IntN(3) {
+		mode := corev1.ReadWriteOnce
+		if i > 0 && r.IntN(4) == 0 {
+			mode = corev1.ReadWriteMany
+		}
+		p.Sets = append(p.Sets, Set{Name: fmt.Sprintf("db%d", i), Mode: mode})
+	}
+	p.TaintEviction = r.IntN(3) == 0
+	p.IPMI = p.Recovery == NodeFencing && r.IntN(3) == 0
+	kinds := []FaultKind{KillAttacher, KillController, KillDriver, KillControllerManager, KillAPIServer,
+		LeaderFailover, DriverErrors, DriverLatency, DriverLostAnswers, PauseController}
+	if p.Recovery == NodeFencing {
+		kinds = append(kinds, KillFenceAgent, KillFenceAgent, BMCLatency, BMCUnreachable)
+	}
+	for range r.IntN(4) {
+		f := Fault{At: time.Duration(r.Int64N(int64(faultWindow))).Truncate(100 * time.Millisecond), Kind: pick(r, kinds)}
+		switch f.Kind {
+		case DriverErrors, DriverLatency, DriverLostAnswers:
+			f.N = 1 + r.IntN(3)
+		case BMCLatency, BMCUnreachable, PauseController:
+			f.For = time.Duration(1+r.IntN(8)) * time.Second
+		case LeaderFailover:
+			p.Replicas = 2
+		}
+		p.Faults = append(p.Faults, f)
+	}
+	slices.SortStableFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+	return p
+}
+
+func pick[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }
+
+// String is the plan on one line, for reports.
+func (p Plan) String() string {
+	sets := make([]string, 0, len(p.Sets))
+	for _, s := range p.Sets {
+		sets = append(sets, s.Name+":"+accessModeShort(s.Mode))
+	}
+	faults := make([]string, 0, len(p.Faults))
+	for _, f := range p.Faults {
+		faults = append(faults, f.String())
+	}
+	failure := string(p.Failure)
+	switch p.Failure {
+	case PartitionHeals, PowerCycle:
+		failure += fmt.Sprintf("(%s)", p.HealAfter)
+	case Flapping:
+		failure += fmt.Sprintf("(x%d)", p.Flaps)
+	}
+	bmc := ""
+	if p.Recovery == NodeFencing {
+		bmc = map[bool]string{false: " bmc=redfish", true: " bmc=ipmi"}[p.IPMI]
+	}
+	return fmt.Sprintf("seed=%d recovery=%s%s failure=%s sets=%s replicas=%d taint-eviction=%t faults=[%s]",
+		p.Seed, p.Recovery, bmc, failure, strings.Join(sets, ","), p.Replicas, p.TaintEviction, strings.Join(faults, " "))
+}
+
+func accessModeShort(m corev1.PersistentVolumeAccessMode) string {
+	if m == corev1.ReadWriteMany {
+		return "RWX"
+	}
+	return "RWO"
+}

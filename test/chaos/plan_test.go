@@ -1,0 +1,93 @@
+package chaos
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+)
+
+func TestDrawIsDeterministic(t *testing.T) {
+	for seed := range uint64(200) {
+		if a, b := Draw(seed), Draw(seed); !reflect.DeepEqual(a, b) {
+			t.Fatalf("Draw(%d) twice: %v and %v", seed, a, b)
+		}
+	}
+	if reflect.DeepEqual(Draw(1).Faults, Draw(2).Faults) && Draw(1).Failure == Draw(2).Failure && Draw(1).Recovery == Draw(2).Recovery {
+		t.Errorf("seeds 1 and 2 drew the same episode: %v", Draw(1))
+	}
+}
+
+// TestDrawCoversAndIsConsistent checks over many seeds that every failure,
+// recovery and fault comes up, and that no plan asks for what its world
+// lacks (a BMC fault without BMCs, a leader fail-over with one replica).
+func TestDrawCoversAndIsConsistent(t *testing.T) {
+	failures, recoveries, kinds := map[Failure]bool{}, map[Recovery]bool{}, map[FaultKind]bool{}
+	rwx, ipmi, eviction := false, false, false
+	for seed := range uint64(2000) {
+		p := Draw(seed)
+		failures[p.Failure], recoveries[p.Recovery] = true, true
+		ipmi, eviction = ipmi || p.IPMI, eviction || p.TaintEviction
+		if len(p.Sets) == 0 || p.Sets[0].Mode != "ReadWriteOnce" {
+			t.Fatalf("seed %d: the first set must be ReadWriteOnce (the failover judged): %v", seed, p)
+		}
+		for _, s := range p.Sets {
+			rwx = rwx || s.Mode == "ReadWriteMany"
+		}
+		if !slices.IsSortedFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) }) {
+			t.Fatalf("seed %d: faults not in time order: %v", seed, p)
+		}
+		for _, f := range p.Faults {
+			kinds[f.Kind] = true
+			if f.At < 0 || f.At >= faultWindow {
+				t.Fatalf("seed %d: fault %s outside [0, %s)", seed, f, faultWindow)
+			}
+			switch f.Kind {
+			case KillFenceAgent, BMCLatency, BMCUnreachable:
+				if p.Recovery != NodeFencing {
+					t.Fatalf("seed %d: %s without node fencing: %v", seed, f.Kind, p)
+				}
+			case LeaderFailover:
+				if p.Replicas != 2 {
+					t.Fatalf("seed %d: leader fail-over with %d replica(s)", seed, p.Replicas)
+				}
+			}
+		}
+	}
+	for _, f := range []Failure{PowerLoss, PartitionHeals, PowerCycle, Flapping, TwoNodes} {
+		if !failures[f] {
+			t.Errorf("failure %s never drawn", f)
+		}
+	}
+	for _, r := range []Recovery{NodeFencing, Operator, SafeDetach} {
+		if !recoveries[r] {
+			t.Errorf("recovery %s never drawn", r)
+		}
+	}
+	for _, k := range []FaultKind{KillAttacher, KillController, KillFenceAgent, KillDriver, KillControllerManager, KillAPIServer,
+		LeaderFailover, DriverErrors, DriverLatency, DriverLostAnswers, BMCLatency, BMCUnreachable, PauseController} {
+		if !kinds[k] {
+			t.Errorf("fault %s never drawn", k)
+		}
+	}
+	if !rwx || !ipmi || !eviction {
+		t.Errorf("RWX %t, IPMI %t, taint eviction %t: each must come up", rwx, ipmi, eviction)
+	}
+}
+
+// TestSmokeSeedsCoverEveryRecovery keeps `make test`'s short subset
+// meaningful: every recovery path, and a kill of the control plane.
+func TestSmokeSeedsCoverEveryRecovery(t *testing.T) {
+	recoveries := map[Recovery]bool{}
+	controlPlane := false
+	for _, s := range SmokeSeeds {
+		p := Draw(s)
+		t.Log(p)
+		recoveries[p.Recovery] = true
+		for _, f := range p.Faults {
+			controlPlane = controlPlane || f.Kind == KillAPIServer || f.Kind == KillControllerManager
+		}
+	}
+	if len(recoveries) != 3 || !controlPlane {
+		t.Errorf("smoke seeds cover %v, control-plane kill %t; want all three recoveries and a kill", recoveries, controlPlane)
+	}
+}

@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// restartTimeout bounds a component's return to health after a restart.
+const restartTimeout = time.Minute
+
+// KillAPIServer ends kube-apiserver with SIGKILL and starts it again with
+// the same flags and port, returning once it is ready: every client sees
+// its connections and watches break, then resume.
+func (c *Cluster) KillAPIServer(ctx context.Context) error {
+	return c.restart(ctx, "kube-apiserver", func(*Process) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err
+		}
+	})
+}
+
+// KillControllerManager ends kube-controller-manager with SIGKILL and
+// starts it again with the same flags, returning once it is healthy. Its
+// controllers start over from a fresh List, as after a leader change.
+func (c *Cluster) KillControllerManager(ctx context.Context) error {
+	return c.restart(ctx, "kube-controller-manager", func(p *Process) func(context.Context) error {
+		port := ""
+		for _, a := range p.cmd.Args {
+			if v, ok := strings.CutPrefix(a, "--secure-port="); ok {
+				port = v
+			}
+		}
+		return httpOK(insecureLoopbackClient, "https://127.0.0.1:"+port+"/healthz")
+	})
+}
+
+// restart kills the newest tracked process called name and starts it
+// again until check passes; the new process replaces it in the tracked
+// list. A start that exits at once (its port not yet released by the
+// killed one) is retried.
+func (c *Cluster) restart(ctx context.Context, name string, check func(*Process) func(context.Context) error) error {
+	c.mu.Lock()
+	idx := -1
+	for i, p := range c.processes {
+		if p.Name == name {
+			idx = i
+		}
+	}
+	var p *Process
+	if idx >= 0 {
+		p = c.processes[idx]
+	}
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("restarting %s: not running in this cluster", name)
+	}
+	p.Kill()
+	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
+	for {
+		next, err := p.Respawn()
+		if err != nil {
+			return fmt.Errorf("restarting %s: %w", name, err)
+		}
+		c.mu.Lock()
+		c.processes[idx] = next
+		c.mu.Unlock()
+		p = next
+		err = waitReady(ctx, p, 200*time.Millisecond, check(p))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errExited) || ctx.Err() != nil {
+			return fmt.Errorf("restarting %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("restarting %s: %w", name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package world
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"fenceline.io/fenceline/test/cluster"
+)
+
+// KillAttacher ends fenceline-attacher with SIGKILL and starts it again
+// with the same flags, as its Deployment would: whatever it was doing
+// between two writes is cut there.
+func (w *World) KillAttacher(ctx context.Context) error {
+	if w.Attacher == nil {
+		return fmt.Errorf("no fenceline-attacher in this world")
+	}
+	p, err := w.respawn(w.Attacher)
+	if err != nil {
+		return err
+	}
+	w.Attacher = p
+	return nil
+}
+
+// KillDriver ends the mock driver with SIGKILL, as a crash of the array's
+// plugin does, and starts it again on the same sockets and state
+// directory; it returns once every endpoint answers again. Calls in flight
+// fail; what the array persisted stays.
+func (w *World) KillDriver(ctx context.Context) error {
+	if w.Driver == nil {
+		return fmt.Errorf("no mock driver in this world")
+	}
+	p, err := w.respawn(w.Driver)
+	if err != nil {
+		return err
+	}
+	w.Driver = p
+	for _, ep := range append([]string{w.ControllerSocket}, slices.Collect(maps.Values(w.NodeSockets))...) {
+		if err := WaitDriverReady(ctx, p, ep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// respawn kills p and starts the same command again, tracked by the
+// cluster so that it stops with it.
+func (w *World) respawn(p *cluster.Process) (*cluster.Process, error) {
+	p.Kill()
+	next, err := p.Respawn()
+	if err != nil {
+		return nil, err
+	}
+	w.Cluster.Track(next)
+	return next, nil
+}
