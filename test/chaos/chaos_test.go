@@ -105,8 +105,8 @@ func TestChaos(t *testing.T) {
 					mu.Unlock()
 					t.Errorf("%s: %d invariant violations:\n  %s\nrerun: make chaos SEED=%d", p, len(res.Findings), joinFindings(res.Findings), seed)
 				}
-				t.Logf("%s: failover %.1fs, converged %.1fs after the restore, episode %.1fs",
-					p, res.Failover.Seconds(), res.Converged.Seconds(), res.Duration.Seconds())
+				t.Logf("%s: failover %.1fs, converged %.1fs after the restore, episode %.1fs; judged %s",
+					p, res.Failover.Seconds(), res.Converged.Seconds(), res.Duration.Seconds(), res.Judged)
 			})
 		}
 	})
@@ -119,4 +119,27 @@ func joinFindings(fs []Finding) string {
 		s = append(s, f.String())
 	}
 	return strings.Join(s, "\n  ")
+}
+
+// TestChaosCatchesAPlainDetach shows that the checker is not vacuous: the
+// same episode with upstream's csi-attacher in place of fenceline-attacher
+// (an operator puts a partitioned, still-writing node out of service;
+// upstream detaches without a fence) must be reported as two writers.
+func TestChaosCatchesAPlainDetach(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: needs a local control plane (not run with -short)")
+	}
+	p := Plan{Seed: 0, Sets: []Set{{Name: "db0", Mode: "ReadWriteOnce"}}, Recovery: Operator,
+		Failure: PartitionHeals, HealAfter: 40 * time.Second, Replicas: 1, UpstreamAttacher: true}
+	res, err := Run(t, p)
+	if err != nil {
+		t.Logf("harness: %v", err)
+	}
+	rules := map[string]bool{}
+	for _, f := range res.Findings {
+		rules[f.Rule] = true
+	}
+	if !rules["never-two-writers"] || !rules["fence-required"] {
+		t.Fatalf("findings %v; want never-two-writers and fence-required (judged %s)", res.Findings, res.Judged)
+	}
 }

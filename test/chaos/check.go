@@ -31,6 +31,28 @@ type Facts struct {
 	OperatorTaintRemoved map[string]uint64
 }
 
+// Judged summarises the facts: how many audit records, accepted and
+// refused writes, fenced unpublishes, node states, pod deletions and
+// power changes the checker read.
+func (f Facts) Judged() string {
+	var accepted, refused, fenced, power int
+	for _, r := range f.Audit {
+		switch {
+		case r.Method == "Write" && r.Code == "OK":
+			accepted++
+		case r.Method == "Write":
+			refused++
+		case r.Method == "ControllerUnpublishVolume" && r.Fence && audit.Effective()(r):
+			fenced++
+		}
+	}
+	for _, l := range f.Power {
+		power += len(l)
+	}
+	return fmt.Sprintf("%d audit records (%d writes accepted, %d refused, %d fenced unpublishes), %d node states, %d pod deletions, %d power changes",
+		len(f.Audit), accepted, refused, fenced, len(f.Nodes), len(f.Deletions), power)
+}
+
 // Finding is one broken invariant.
 type Finding struct {
 	Rule   string

@@ -28,12 +28,13 @@ func (e *episode) restore() (time.Time, error) {
 		}
 	}
 	for _, n := range e.failed {
-		k := e.w.Kubelets[n]
-		switch {
-		case !k.Powered():
-			errs = append(errs, e.powerOn(n))
+		// Partitioned is a way of not being Powered: heal it; a node
+		// off for real (its power cut, or fenced) boots again.
+		switch k := e.w.Kubelets[n]; {
 		case k.Partitioned():
 			errs = append(errs, e.heal(n))
+		case !k.Powered():
+			errs = append(errs, e.powerOn(n))
 		}
 	}
 	for _, n := range e.failed {

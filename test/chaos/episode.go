@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/world"
 )
@@ -42,6 +43,9 @@ type Result struct {
 	// Converged is how long after the restore everything was settled.
 	Converged time.Duration
 	Duration  time.Duration
+	// Judged says how much history the checker read, so that a pass is
+	// seen not to be vacuous.
+	Judged string
 }
 
 // episode is one running episode.
@@ -88,11 +92,15 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	} else {
 		close(operatorDone)
 	}
-	if d, ok := e.waitFailover(t0); ok {
+	var failureErr error
+	failureOver := make(chan struct{})
+	go func() { failureErr = <-failureDone; close(failureOver) }()
+	if d, ok := e.waitFailover(t0, failureOver); ok {
 		res.Failover = d
 	}
+	<-failureOver
 	var errs []error
-	errs = append(errs, <-failureDone, <-faultsDone)
+	errs = append(errs, failureErr, <-faultsDone)
 	restored, err := e.restore()
 	errs = append(errs, err)
 	conv, convErr := e.converge(restored)
@@ -107,6 +115,7 @@ func Run(t *testing.T, p Plan) (Result, error) {
 		return res, err
 	}
 	res.Findings = append(Check(facts), res.Findings...)
+	res.Judged = facts.Judged()
 	res.Duration = time.Since(start)
 	if len(res.Findings) > 0 {
 		e.timeline.AddAudit(facts.Audit)
@@ -129,6 +138,13 @@ func (e *episode) setUp() error {
 		ControllerReplicas: e.p.Replicas,
 		TaintEviction:      e.p.TaintEviction,
 		Driver:             world.DriverOptions{SafeDetach: e.p.Recovery == SafeDetach},
+	}
+	if e.p.UpstreamAttacher {
+		upstream, err := cluster.Tool("csi-attacher")
+		if err != nil {
+			return err
+		}
+		opts.AttacherPath = upstream
 	}
 	e.w = world.Start(e.t, opts)
 	stop := make(chan struct{})
@@ -154,7 +170,13 @@ func (e *episode) setUp() error {
 		return err
 	}
 	for _, s := range e.p.Sets {
-		handles, err := e.w.ProvisionStatefulSetWithAccessModes(e.ctx, namespace, s.Name, 1, s.Mode)
+		// The StatefulSet's claim asks for ReadWriteOnce: a multi-writer
+		// PV must offer that too to bind it.
+		modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+		if s.Mode != corev1.ReadWriteOnce {
+			modes = append(modes, s.Mode)
+		}
+		handles, err := e.w.ProvisionStatefulSetWithAccessModes(e.ctx, namespace, s.Name, 1, modes...)
 		if err != nil {
 			return err
 		}
@@ -206,19 +228,39 @@ func (e *episode) waitWrite(node string, after time.Time, timeout time.Duration)
 }
 
 // waitFailover waits until every set runs on a node the failure did not
-// hit, and returns how long that took.
-func (e *episode) waitFailover(t0 time.Time) (time.Duration, bool) {
+// hit, and returns how long that took. It also returns, without a
+// failover, once the failure is over (a healed partition, a booted node)
+// and every set runs again wherever it is.
+func (e *episode) waitFailover(t0 time.Time, failureOver <-chan struct{}) (time.Duration, bool) {
+	moved := false
 	err := world.WaitFor(e.ctx, failoverBound, "the workload running on surviving nodes", func(ctx context.Context) (bool, error) {
+		over := false
+		select {
+		case <-failureOver:
+			over = e.p.Failure != PowerLoss && e.p.Failure != TwoNodes
+		default:
+		}
+		moved = true
 		for _, s := range e.p.Sets {
 			p, err := e.w.RunningPod(ctx, namespace, s.Name+"-0")
-			if err != nil || p == nil || slices.Contains(e.failed, p.Spec.NodeName) {
+			if err != nil || p == nil {
 				return false, nil //nolint:nilerr // keep polling until the deadline
+			}
+			if slices.Contains(e.failed, p.Spec.NodeName) {
+				if !over || !e.w.Kubelets[p.Spec.NodeName].Powered() {
+					return false, nil
+				}
+				moved = false
 			}
 		}
 		return true, nil
 	})
 	if err != nil {
 		e.timeline.Add(time.Now(), "workload not moved within %s", failoverBound)
+		return 0, false
+	}
+	if !moved {
+		e.timeline.Add(time.Now(), "the failure ended before the workload moved")
 		return 0, false
 	}
 	d := time.Since(t0)
@@ -266,8 +308,7 @@ func (e *episode) powerOn(node string) error {
 // heal ends node's partition unless it was powered off meanwhile (a
 // fence): then only a power-on brings it back, at the restore.
 func (e *episode) heal(node string) error {
-	k := e.w.Kubelets[node]
-	if !k.Partitioned() || !k.Powered() {
+	if !e.w.Kubelets[node].Partitioned() {
 		return nil
 	}
 	e.timeline.Add(time.Now(), "partition of %s heals", node)
@@ -302,7 +343,7 @@ func (e *episode) fail(t0 time.Time) error {
 		if err := e.sleepUntil(t0.Add(e.p.HealAfter)); err != nil {
 			return err
 		}
-		if e.w.Kubelets[node].Powered() {
+		if k := e.w.Kubelets[node]; k.Powered() || k.Partitioned() {
 			return nil
 		}
 		return e.powerOn(node)
@@ -362,8 +403,7 @@ func (e *episode) operateNode(n string) error {
 		return nil //nolint:nilerr // the API server may be restarting: look again
 	}
 	ready := readyOf(node) == corev1.ConditionTrue
-	k := e.w.Kubelets[n]
-	down := k.Partitioned() || !k.Powered()
+	down := !e.w.Kubelets[n].Powered() // off or partitioned
 	tainted := false
 	for _, t := range node.Spec.Taints {
 		tainted = tainted || (t.Key == world.OutOfServiceTaint.Key && t.Value == world.OutOfServiceTaint.Value)

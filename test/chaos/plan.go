@@ -134,6 +134,10 @@ type Plan struct {
 	// IPMI gives the nodes IPMI BMCs instead of Redfish ones.
 	IPMI   bool
 	Faults []Fault
+	// UpstreamAttacher runs upstream's csi-attacher in place of
+	// fenceline-attacher. Draw never sets it: the harness's own test
+	// does, to show that the checker catches what Fenceline prevents.
+	UpstreamAttacher bool
 }
 
 // Nodes is the number of nodes of every episode: enough for two to fail
