@@ -29,11 +29,14 @@ type Decision struct {
 // once the old one is gone.
 //
 // A node whose FencingComplete condition is True counts as down even while
-// its Ready condition still says True: node-fencing sets it only after the
-// node's power was read back Off, which is proof the kubelet is gone, and
-// kube-controller-manager marks a dead node NotReady only after its
-// node-monitor grace period (50 s by default). The pods of a node that
-// comes back are those of its earlier boot, which ended with the power-off.
+// its Ready condition still says True from before the fence: node-fencing
+// sets it only after the node's power was read back Off, which is proof
+// the kubelet is gone, and kube-controller-manager marks a dead node
+// NotReady only after its node-monitor grace period (50 s by default). A
+// Ready condition that turned True after the fence is a node that came
+// back (FencingComplete stays True while the request is Recovering, for as
+// long as a manual unfence takes): its kubelet is alive, and its pods may
+// be of the new boot, so they are not force-deleted.
 func Decide(node *v1.Node, pod *v1.Pod) Decision {
 	switch {
 	case pod == nil:
@@ -59,9 +62,18 @@ func Decide(node *v1.Node, pod *v1.Pod) Decision {
 
 // Down reports whether podgc counts the node as down: not Ready, or fenced
 // (FencingComplete=True, its power read back Off) while its Ready
-// condition is still stale.
+// condition is still the stale one from before the fence. When the two
+// transitions fall in the same second (API times are stored to the
+// second) the node counts as back: not deleting is the safe side.
 func Down(node *v1.Node) bool {
-	return !nodeutil.IsReady(node) || cutoff.FencingComplete(node)
+	if !nodeutil.IsReady(node) {
+		return true
+	}
+	if !cutoff.FencingComplete(node) {
+		return false
+	}
+	fenced := nodeutil.Condition(node, names.FencingCompleteCondition).LastTransitionTime
+	return nodeutil.ReadyCondition(node).LastTransitionTime.Before(&fenced)
 }
 
 // Recheck is Decide in the form the actuator runs again on fresh data at

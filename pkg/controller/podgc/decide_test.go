@@ -3,6 +3,7 @@ package podgc
 import (
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -30,10 +31,14 @@ func TestDecide(t *testing.T) {
 		{"Ready=Unknown counts as not Ready", testobj.Node("n1", testobj.UnknownSince(t0), oos), testobj.Pod("ns", "p", terminating...), true, "out of service"},
 		{"any value and effect of the taint key", testobj.Node("n1", down, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoSchedule)), testobj.Pod("ns", "p", terminating...), true, ""},
 		{"Ready node: never", testobj.Node("n1", testobj.ReadySince(t0), oos), testobj.Pod("ns", "p", terminating...), false, "Ready"},
-		{"Ready node fenced (power read back Off): the Ready condition is stale", testobj.Node("n1", testobj.ReadySince(t0), oos, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue)), testobj.Pod("ns", "p", terminating...), true, "fenced"},
+		{"Ready node fenced (power read back Off): the Ready condition is stale", testobj.Node("n1", testobj.ReadySince(t0), oos, testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0.Add(time.Minute))), testobj.Pod("ns", "p", terminating...), true, "fenced"},
+		{"Ready node fenced, no time on the fence: cannot tell it from a node back, never", testobj.Node("n1", testobj.ReadySince(t0), oos, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue)), testobj.Pod("ns", "p", terminating...), false, "Ready"},
 		{"Ready node, FencingComplete False: never", testobj.Node("n1", testobj.ReadySince(t0), oos, testobj.Condition(names.FencingCompleteCondition, v1.ConditionFalse)), testobj.Pod("ns", "p", terminating...), false, "Ready"},
-		{"Ready node fenced but no out-of-service taint: never", testobj.Node("n1", testobj.ReadySince(t0), testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue)), testobj.Pod("ns", "p", terminating...), false, "out-of-service"},
-		{"Ready node fenced, pod not terminating: never", testobj.Node("n1", testobj.ReadySince(t0), oos, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue)), testobj.Pod("ns", "p", testobj.OnNode("n1")), false, "not terminating"},
+		{"Ready node fenced but no out-of-service taint: never", testobj.Node("n1", testobj.ReadySince(t0), testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0.Add(time.Minute))), testobj.Pod("ns", "p", terminating...), false, "out-of-service"},
+		{"fenced node back: Ready turned True after the fence (Recovering, manual unfence)", testobj.Node("n1", testobj.ReadySince(t0.Add(time.Minute)), oos, testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0)), testobj.Pod("ns", "p", terminating...), false, "Ready"},
+		{"fenced node, Ready and the fence in the same second: counts as back", testobj.Node("n1", testobj.ReadySince(t0), oos, testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0)), testobj.Pod("ns", "p", terminating...), false, "Ready"},
+		{"fenced node, Ready stale from before the fence", testobj.Node("n1", testobj.ReadySince(t0), oos, testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0.Add(time.Minute))), testobj.Pod("ns", "p", terminating...), true, "fenced"},
+		{"Ready node fenced, pod not terminating: never", testobj.Node("n1", testobj.ReadySince(t0), oos, testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0.Add(time.Minute))), testobj.Pod("ns", "p", testobj.OnNode("n1")), false, "not terminating"},
 		{"node without Ready condition counts as not Ready", func() *v1.Node { n := testobj.Node("n1", oos); n.Status.Conditions = nil; return n }(), testobj.Pod("ns", "p", terminating...), true, ""},
 		{"no out-of-service taint", testobj.Node("n1", down, testobj.Taint("other", v1.TaintEffectNoExecute)), testobj.Pod("ns", "p", terminating...), false, "no out-of-service taint"},
 		{"pod not terminating", testobj.Node("n1", down, oos), testobj.Pod("ns", "p", testobj.OnNode("n1")), false, "not terminating"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -32,7 +33,13 @@ func randomNode(r *rand.Rand) *v1.Node {
 	}
 	switch r.IntN(4) {
 	case 0:
-		opts = append(opts, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue))
+		// Fenced before, at or after the Ready condition's transition
+		// (a stale Ready, or a node back), or with no time at all.
+		opts = append(opts, pick(r,
+			testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0.Add(time.Minute)),
+			testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0),
+			testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0.Add(-time.Minute)),
+			testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue)))
 	case 1:
 		opts = append(opts, testobj.Condition(names.FencingCompleteCondition, pick(r, v1.ConditionFalse, v1.ConditionUnknown)))
 	}
@@ -101,7 +108,7 @@ func TestDecideProperties(t *testing.T) {
 			fail("a decision without a reason")
 		}
 		if node != nil {
-			down := !conditionTrue(node, string(v1.NodeReady)) || conditionTrue(node, names.FencingCompleteCondition)
+			down := !conditionTrue(node, string(v1.NodeReady)) || fencedSinceReady(node)
 			if Down(node) != down {
 				fail(fmt.Sprintf("Down() = %v, want %v", Down(node), down))
 			}
@@ -119,8 +126,8 @@ func TestDecideProperties(t *testing.T) {
 		if got.Delete != want {
 			fail(fmt.Sprintf("want Delete=%v", want))
 		}
-		if got.Delete && conditionTrue(node, string(v1.NodeReady)) && !conditionTrue(node, names.FencingCompleteCondition) {
-			fail("force-deleted a pod of a Ready node that is not fenced")
+		if got.Delete && conditionTrue(node, string(v1.NodeReady)) && !fencedSinceReady(node) {
+			fail("force-deleted a pod of a Ready node that is not fenced, or that came back after its fence")
 		}
 		if del, why := Recheck(node, pod); del != got.Delete || why != got.Why {
 			fail(fmt.Sprintf("Recheck() = %v, %q", del, why))
@@ -139,4 +146,20 @@ func TestDecideProperties(t *testing.T) {
 	if deleted < 1000 {
 		t.Fatalf("only %d of 20000 random pods deleted: the generator does not exercise deletion", deleted)
 	}
+}
+
+// fencedSinceReady restates the rule for a Ready node: FencingComplete is
+// True and turned True strictly after Ready did (Ready is stale).
+func fencedSinceReady(node *v1.Node) bool {
+	var ready, fenced *v1.NodeCondition
+	for i, c := range node.Status.Conditions {
+		switch string(c.Type) {
+		case string(v1.NodeReady):
+			ready = &node.Status.Conditions[i]
+		case names.FencingCompleteCondition:
+			fenced = &node.Status.Conditions[i]
+		}
+	}
+	return ready != nil && fenced != nil && fenced.Status == v1.ConditionTrue &&
+		fenced.LastTransitionTime.After(ready.LastTransitionTime.Time)
 }

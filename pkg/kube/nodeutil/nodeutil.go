@@ -34,11 +34,16 @@ func IsReady(node *v1.Node) bool {
 
 // ReadyCondition returns the node's Ready condition, or nil.
 func ReadyCondition(node *v1.Node) *v1.NodeCondition {
+	return Condition(node, string(v1.NodeReady))
+}
+
+// Condition returns the node's condition of type typ, or nil.
+func Condition(node *v1.Node, typ string) *v1.NodeCondition {
 	if node == nil {
 		return nil
 	}
 	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == v1.NodeReady {
+		if string(node.Status.Conditions[i].Type) == typ {
 			return &node.Status.Conditions[i]
 		}
 	}
