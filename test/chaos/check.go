@@ -25,10 +25,10 @@ type Facts struct {
 	Power map[string][]world.PowerChange
 	// Failed holds the nodes the episode cut off (power or partition).
 	Failed map[string]bool
-	// OperatorTaintRemoved holds, for each node the operator put out of
-	// service, the resourceVersion at which the operator removed that
-	// taint (0 while it is still there).
-	OperatorTaintRemoved map[string]uint64
+	// OperatorTaintRemovals holds, for each node the operator ever put
+	// out of service, the resourceVersions of the operator's own removals
+	// of that taint (none while it is still there).
+	OperatorTaintRemovals map[string][]uint64
 }
 
 // Judged summarises the facts: how many audit records, accepted and
@@ -66,6 +66,7 @@ const (
 	RuleForceDeleteWithoutTrigger = "force-delete-without-trigger"
 	RuleHealthyNodePodDeleted     = "healthy-node-pod-deleted"
 	RuleFencedWithoutVerifiedOff  = "fencing-complete-without-verified-off"
+	RuleOutOfServiceBeforeOff     = "out-of-service-without-verified-off"
 	RuleHealthyNodeFenced         = "healthy-node-powered-off"
 	RuleOperatorTaintRemoved      = "operator-out-of-service-taint-removed"
 )
@@ -77,8 +78,9 @@ const (
 //  2. a pod disappears from a node that is not Ready only when the node
 //     carries a trigger: out of service, FencingComplete, quarantine or
 //     force-eviction (nothing else may delete it: no kubelet confirms);
-//  3. FencingComplete turns True only while the node's BMC last cut its
-//     power (a verified Off, not a promise);
+//  3. with node fencing, FencingComplete turns True and the out-of-service
+//     taint appears only while the node's BMC last cut its power (a
+//     verified Off, not a promise);
 //  4. nothing is deleted from, and no power cut made to, a node the
 //     episode did not fail;
 //  5. the operator's out-of-service taint is removed only by the operator.
@@ -153,17 +155,25 @@ func stateAt(states []NodeState, d PodDeletion) (NodeState, bool) {
 	return last, found
 }
 
+// checkFencingComplete judges, in node-fencing episodes (where nodes have
+// BMCs and no operator taints anything), each node's turn to
+// FencingComplete=True and each appearance of the out-of-service taint:
+// both only while the node's BMC last cut its power.
 func checkFencingComplete(f Facts, byNode map[string][]NodeState) []Finding {
+	if f.Power == nil {
+		return nil
+	}
 	var out []Finding
 	for node, states := range byNode {
-		was := false
+		fenced, oos := false, false
 		for _, s := range states {
-			if s.FencingComplete && !was {
-				if !offAt(f.Power[node], s.Seen) {
-					out = append(out, Finding{Rule: RuleFencedWithoutVerifiedOff, Detail: fmt.Sprintf("%s turned FencingComplete=True (rv %d, seen %s) while its BMC had not cut its power (power log %v)", node, s.RV, clock(s.Seen), f.Power[node])})
-				}
+			if s.FencingComplete && !fenced && !offAt(f.Power[node], s.Seen) {
+				out = append(out, Finding{Rule: RuleFencedWithoutVerifiedOff, Detail: fmt.Sprintf("%s turned FencingComplete=True (rv %d, seen %s) while its BMC had not cut its power (power log %v)", node, s.RV, clock(s.Seen), f.Power[node])})
 			}
-			was = s.FencingComplete
+			if s.OutOfService != nil && !oos && !offAt(f.Power[node], s.Seen) {
+				out = append(out, Finding{Rule: RuleOutOfServiceBeforeOff, Detail: fmt.Sprintf("%s got the out-of-service taint (rv %d, seen %s) while its BMC had not cut its power (power log %v)", node, s.RV, clock(s.Seen), f.Power[node])})
+			}
+			fenced, oos = s.FencingComplete, s.OutOfService != nil
 		}
 	}
 	return out
@@ -181,20 +191,20 @@ func offAt(log []world.PowerChange, t time.Time) bool {
 	return off
 }
 
+// checkOperatorTaints finds the operator's out-of-service taint leaving
+// a node at a state no removal of the operator explains: one whose
+// resourceVersion is in (previous state, this state].
 func checkOperatorTaints(f Facts, byNode map[string][]NodeState) []Finding {
 	var out []Finding
-	for node, removed := range f.OperatorTaintRemoved {
-		had := false
+	for node, removals := range f.OperatorTaintRemovals {
+		had, prev := false, uint64(0)
 		for _, s := range byNode[node] {
-			if removed != 0 && s.RV >= removed {
-				break
-			}
 			has := s.OutOfService != nil && *s.OutOfService == world.OutOfServiceTaint.Value
-			if had && !has {
-				out = append(out, Finding{Rule: RuleOperatorTaintRemoved, Detail: fmt.Sprintf("the operator's out-of-service taint left %s at rv %d (seen %s), before the operator removed it", node, s.RV, clock(s.Seen))})
-				break
+			explained := slices.ContainsFunc(removals, func(r uint64) bool { return r > prev && r <= s.RV })
+			if had && !has && !explained {
+				out = append(out, Finding{Rule: RuleOperatorTaintRemoved, Detail: fmt.Sprintf("the operator's out-of-service taint left %s at rv %d (seen %s), and the operator did not remove it", node, s.RV, clock(s.Seen))})
 			}
-			had = had || has
+			had, prev = has, s.RV
 		}
 	}
 	return out

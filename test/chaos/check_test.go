@@ -22,7 +22,7 @@ type facts struct {
 
 func newFacts() *facts {
 	f := &facts{Facts: Facts{SingleWriter: map[string]bool{"vol": true}, Failed: map[string]bool{"a": true},
-		Power: map[string][]world.PowerChange{}, OperatorTaintRemoved: map[string]uint64{}}}
+		Power: map[string][]world.PowerChange{}, OperatorTaintRemovals: map[string][]uint64{}}}
 	return f.node("a", corev1.ConditionTrue).node("b", corev1.ConditionTrue)
 }
 
@@ -38,6 +38,12 @@ func (f *facts) node(name string, ready corev1.ConditionStatus, mutate ...func(*
 		m(&s)
 	}
 	f.Nodes = append(f.Nodes, s)
+	return f
+}
+
+// noBMCs makes an episode without node fencing: no BMC power logs.
+func (f *facts) noBMCs() *facts {
+	f.Power = nil
 	return f
 }
 
@@ -65,9 +71,16 @@ func (f *facts) call(method, node string, fence bool) *facts {
 	return f
 }
 
+// operatorRemoved is the operator's removal: the next node state of node
+// (rv+1) is the one it wrote.
 func (f *facts) operatorRemoved(node string) *facts {
-	rv, _ := f.next()
-	f.OperatorTaintRemoved[node] = rv
+	f.OperatorTaintRemovals[node] = append(f.OperatorTaintRemovals[node], f.rv+1)
+	return f
+}
+
+// operatorAdded registers node as tainted by the operator.
+func (f *facts) operatorAdded(node string) *facts {
+	f.OperatorTaintRemovals[node] = append(f.OperatorTaintRemovals[node], []uint64{}...)
 	return f
 }
 
@@ -120,20 +133,35 @@ func TestCheck(t *testing.T) {
 			rules: []string{RuleFencedWithoutVerifiedOff},
 		},
 		{
+			name: "out of service before the BMC cut the power",
+			f: newFacts().node("a", corev1.ConditionUnknown, outOfService("fenced")).power("a", false).
+				node("a", corev1.ConditionUnknown, outOfService("fenced"), fencingComplete),
+			rules: []string{RuleOutOfServiceBeforeOff},
+		},
+		{
 			name:  "a healthy node powered off",
 			f:     newFacts().power("b", false),
 			rules: []string{RuleHealthyNodeFenced},
 		},
 		{
 			name: "the operator's taint removed by someone else",
-			f: newFacts().node("a", corev1.ConditionUnknown, outOfService(operator)).
-				node("a", corev1.ConditionUnknown).operatorRemoved("a"),
+			f: newFacts().noBMCs().operatorAdded("a").node("a", corev1.ConditionUnknown, outOfService(operator)).
+				node("a", corev1.ConditionUnknown),
 			rules: []string{RuleOperatorTaintRemoved},
 		},
 		{
-			name: "the operator's taint removed by the operator",
-			f: newFacts().node("a", corev1.ConditionUnknown, outOfService(operator)).
+			name: "the operator's taint removed by the operator, twice (a flapping node)",
+			f: newFacts().noBMCs().operatorAdded("a").node("a", corev1.ConditionUnknown, outOfService(operator)).
+				operatorRemoved("a").node("a", corev1.ConditionTrue).
+				node("a", corev1.ConditionUnknown, outOfService(operator)).
 				operatorRemoved("a").node("a", corev1.ConditionTrue),
+		},
+		{
+			name: "removed by the operator once, then by someone else",
+			f: newFacts().noBMCs().operatorAdded("a").node("a", corev1.ConditionUnknown, outOfService(operator)).
+				operatorRemoved("a").node("a", corev1.ConditionTrue).
+				node("a", corev1.ConditionUnknown, outOfService(operator)).node("a", corev1.ConditionUnknown),
+			rules: []string{RuleOperatorTaintRemoved},
 		},
 		{
 			name: "never two writers, over the audit log",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,7 +121,7 @@ func (e *episode) facts() (Facts, error) {
 	if err != nil {
 		return Facts{}, err
 	}
-	f := Facts{Audit: recs, SingleWriter: map[string]bool{}, Failed: map[string]bool{}, OperatorTaintRemoved: map[string]uint64{}}
+	f := Facts{Audit: recs, SingleWriter: map[string]bool{}, Failed: map[string]bool{}, OperatorTaintRemovals: map[string][]uint64{}}
 	for _, s := range e.p.Sets {
 		if s.Mode == corev1.ReadWriteOnce {
 			f.SingleWriter[e.handles[s.Name]] = true
@@ -137,8 +138,8 @@ func (e *episode) facts() (Facts, error) {
 		}
 	}
 	e.mu.Lock()
-	for n, r := range e.operatorTaint {
-		f.OperatorTaintRemoved[n] = r
+	for n, r := range e.operatorRemovals {
+		f.OperatorTaintRemovals[n] = slices.Clone(r)
 	}
 	e.mu.Unlock()
 	return f, nil

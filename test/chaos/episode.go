@@ -61,9 +61,12 @@ type episode struct {
 	failed   []string          // the nodes the failure hits
 
 	mu sync.Mutex
-	// operatorTaint holds, for each node the operator put out of
-	// service, the resourceVersion of the removal (0 while there).
-	operatorTaint map[string]uint64
+	// operatorTainted holds the nodes the operator has put out of
+	// service and not yet taken back; operatorRemovals the exact
+	// resourceVersions of the operator's removals, by node (an entry,
+	// maybe empty, for every node the operator ever tainted).
+	operatorTainted  map[string]bool
+	operatorRemovals map[string][]uint64
 }
 
 const namespace = "chaos"
@@ -75,7 +78,8 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	res := Result{Plan: p}
 	ctx, cancel := context.WithTimeout(context.Background(), episodeTimeout)
 	defer cancel()
-	e := &episode{t: t, ctx: ctx, p: p, timeline: &world.Timeline{}, handles: map[string]string{}, operatorTaint: map[string]uint64{}}
+	e := &episode{t: t, ctx: ctx, p: p, timeline: &world.Timeline{}, handles: map[string]string{},
+		operatorTainted: map[string]bool{}, operatorRemovals: map[string][]uint64{}}
 	if err := e.setUp(); err != nil {
 		return res, fmt.Errorf("setting up: %w", err)
 	}
@@ -412,13 +416,16 @@ func (e *episode) operateNode(n string) error {
 	defer e.mu.Unlock()
 	switch {
 	case !ready && down && !tainted:
-		if _, done := e.operatorTaint[n]; done && e.operatorTaint[n] == 0 {
-			return nil // added, and not seen yet
+		if e.operatorTainted[n] {
+			// Added and gone without the operator: Check reports it;
+			// adding it again would hide it.
+			return nil
 		}
 		if err := e.w.AddTaint(e.ctx, n, world.OutOfServiceTaint); err != nil {
 			return nil //nolint:nilerr // retried on the next tick
 		}
-		e.operatorTaint[n] = 0
+		e.operatorTainted[n] = true
+		e.operatorRemovals[n] = append(e.operatorRemovals[n], []uint64{}...)
 		e.timeline.Add(time.Now(), "operator: out-of-service taint on %s", n)
 	case ready && !down && tainted:
 		// The update's own answer gives the removal's exact
@@ -428,7 +435,8 @@ func (e *episode) operateNode(n string) error {
 		if err != nil {
 			return nil //nolint:nilerr // a conflict or a restarting API server: retried on the next tick
 		}
-		e.operatorTaint[n] = rv(after.ResourceVersion)
+		e.operatorTainted[n] = false
+		e.operatorRemovals[n] = append(e.operatorRemovals[n], rv(after.ResourceVersion))
 		e.timeline.Add(time.Now(), "operator: out-of-service taint off %s", n)
 	}
 	return nil
