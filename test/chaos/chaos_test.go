@@ -105,8 +105,11 @@ func TestChaos(t *testing.T) {
 					mu.Unlock()
 					t.Errorf("%s: %d invariant violations:\n  %s\nrerun: make chaos SEED=%d", p, len(res.Findings), joinFindings(res.Findings), seed)
 				}
-				t.Logf("%s: failover %.1fs, converged %.1fs after the restore, episode %.1fs; judged %s",
-					p, res.Failover.Seconds(), res.Converged.Seconds(), res.Duration.Seconds(), res.Judged)
+				if len(res.Upstream) > 0 {
+					t.Logf("%s: kube-controller-manager, not Fenceline:\n  %s", p, joinFindings(res.Upstream))
+				}
+				t.Logf("%s: failover %.1fs, converged %.1fs after the restore, episode %.1fs, %d restarts; judged %s",
+					p, res.Failover.Seconds(), res.Converged.Seconds(), res.Duration.Seconds(), res.Restarts, res.Judged)
 			})
 		}
 	})

@@ -25,6 +25,9 @@ type Facts struct {
 	Power map[string][]world.PowerChange
 	// Failed holds the nodes the episode cut off (power or partition).
 	Failed map[string]bool
+	// UpstreamTaintEviction is true when kube-controller-manager's
+	// taint-eviction-controller runs (Fenceline's is off).
+	UpstreamTaintEviction bool
 	// OperatorTaintRemovals holds, for each node the operator ever put
 	// out of service, the resourceVersions of the operator's own removals
 	// of that taint (none while it is still there).
@@ -57,6 +60,9 @@ func (f Facts) Judged() string {
 type Finding struct {
 	Rule   string
 	Detail string
+	// Upstream marks what kube-controller-manager did, not Fenceline: it
+	// is reported, and does not fail the episode.
+	Upstream bool
 }
 
 func (f Finding) String() string { return f.Rule + ": " + f.Detail }
@@ -69,6 +75,12 @@ const (
 	RuleOutOfServiceBeforeOff     = "out-of-service-without-verified-off"
 	RuleHealthyNodeFenced         = "healthy-node-powered-off"
 	RuleOperatorTaintRemoved      = "operator-out-of-service-taint-removed"
+	// RuleUpstreamEvictedReplacement: kube-controller-manager's
+	// taint-eviction-controller deleted, by name, the replacement of a pod
+	// it had queued for eviction on the failed node (it deletes without a
+	// UID precondition, and retries). Fenceline's taint-eviction deletes
+	// with one; with it on, the same deletion is a violation.
+	RuleUpstreamEvictedReplacement = "upstream-taint-eviction-deleted-a-replacement"
 )
 
 // Check judges an episode's facts against the safety invariants:
@@ -121,6 +133,10 @@ func checkDeletions(f Facts, byNode map[string][]NodeState) []Finding {
 			continue
 		}
 		pod := d.Namespace + "/" + d.Name
+		if !f.Failed[d.Node] && f.UpstreamTaintEviction && d.Disruption == "DeletionByTaintManager" {
+			out = append(out, Finding{Rule: RuleUpstreamEvictedReplacement, Upstream: true, Detail: fmt.Sprintf("pod %s deleted from %s, a node the episode never failed, by kube-controller-manager's taint eviction (rv %d, seen %s)", pod, d.Node, d.RV, clock(d.Seen))})
+			continue
+		}
 		if !f.Failed[d.Node] {
 			out = append(out, Finding{Rule: RuleHealthyNodePodDeleted, Detail: fmt.Sprintf("pod %s deleted from %s, a node the episode never failed (rv %d, seen %s)", pod, d.Node, d.RV, clock(d.Seen))})
 			continue

@@ -47,9 +47,18 @@ func (f *facts) noBMCs() *facts {
 	return f
 }
 
-func (f *facts) deleted(node string) *facts {
+func (f *facts) deleted(node string) *facts { return f.deletedBy(node, "") }
+
+// deletedBy records a deletion whose pod carried a DisruptionTarget
+// condition of reason.
+func (f *facts) deletedBy(node, reason string) *facts {
 	rv, at := f.next()
-	f.Deletions = append(f.Deletions, PodDeletion{RV: rv, Seen: at, Namespace: "chaos", Name: "db0-0", Node: node})
+	f.Deletions = append(f.Deletions, PodDeletion{RV: rv, Seen: at, Namespace: "chaos", Name: "db0-0", Node: node, Disruption: reason})
+	return f
+}
+
+func (f *facts) upstreamTaintEviction() *facts {
+	f.UpstreamTaintEviction = true
 	return f
 }
 
@@ -118,6 +127,16 @@ func TestCheck(t *testing.T) {
 		{
 			name:  "a pod of a node the episode never failed",
 			f:     newFacts().deleted("b"),
+			rules: []string{RuleHealthyNodePodDeleted},
+		},
+		{
+			name:  "kube-controller-manager's taint eviction deleted a replacement: reported as upstream's",
+			f:     newFacts().upstreamTaintEviction().deletedBy("b", "DeletionByTaintManager"),
+			rules: []string{RuleUpstreamEvictedReplacement},
+		},
+		{
+			name:  "the same with Fenceline's taint eviction: a violation",
+			f:     newFacts().deletedBy("b", "DeletionByTaintManager"),
 			rules: []string{RuleHealthyNodePodDeleted},
 		},
 		{

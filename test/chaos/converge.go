@@ -128,6 +128,7 @@ func (e *episode) facts() (Facts, error) {
 		}
 	}
 	f.Nodes, f.Deletions = e.history.Snapshot()
+	f.UpstreamTaintEviction = !e.p.TaintEviction
 	for _, n := range e.failed {
 		f.Failed[n] = true
 	}

@@ -37,6 +37,12 @@ type Result struct {
 	Plan Plan
 	// Findings are the broken invariants; empty when the episode passed.
 	Findings []Finding
+	// Upstream are what kube-controller-manager did that Fenceline would
+	// not (Finding.Upstream); they do not fail the episode.
+	Upstream []Finding
+	// Restarts counts the components that exited on their own and were
+	// restarted, as their Deployment would.
+	Restarts int
 	// Failover is how long after the failure every set ran again on a
 	// surviving node (0 if it had not by failoverBound).
 	Failover time.Duration
@@ -60,6 +66,14 @@ type episode struct {
 	handles  map[string]string // set name → volume handle
 	failed   []string          // the nodes the failure hits
 
+	// procMu serialises the faults that kill processes with supervise,
+	// which restarts those that exit on their own; retired holds the
+	// processes killed and replaced on purpose. restarts counts
+	// supervise's restarts.
+	procMu   sync.Mutex
+	retired  map[*cluster.Process]bool
+	restarts int
+
 	mu sync.Mutex
 	// operatorTainted holds the nodes the operator has put out of
 	// service and not yet taken back; operatorRemovals the exact
@@ -79,10 +93,13 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), episodeTimeout)
 	defer cancel()
 	e := &episode{t: t, ctx: ctx, p: p, timeline: &world.Timeline{}, handles: map[string]string{},
-		operatorTainted: map[string]bool{}, operatorRemovals: map[string][]uint64{}}
+		operatorTainted: map[string]bool{}, operatorRemovals: map[string][]uint64{}, retired: map[*cluster.Process]bool{}}
 	if err := e.setUp(); err != nil {
 		return res, fmt.Errorf("setting up: %w", err)
 	}
+	stopSupervisor := make(chan struct{})
+	defer close(stopSupervisor)
+	go e.supervise(stopSupervisor)
 	t0 := time.Now()
 	e.timeline.Add(t0, "failure %s begins", p.Failure)
 	faultsDone := make(chan error, 1)
@@ -118,8 +135,15 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Findings = append(Check(facts), res.Findings...)
+	for _, f := range Check(facts) {
+		if f.Upstream {
+			res.Upstream = append(res.Upstream, f)
+		} else {
+			res.Findings = append(res.Findings, f)
+		}
+	}
 	res.Judged = facts.Judged()
+	res.Restarts = e.restarts
 	res.Duration = time.Since(start)
 	if len(res.Findings) > 0 {
 		e.timeline.AddAudit(facts.Audit)

@@ -34,21 +34,33 @@ func (e *episode) injectFaults(t0 time.Time) error {
 }
 
 func (e *episode) inject(f Fault) error {
+	switch f.Kind {
+	case BMCLatency, BMCUnreachable, PauseController:
+		return e.injectLasting(f)
+	}
+	// The others are quick; the kills among them hold procMu so that
+	// supervise never restarts a process the fault is replacing.
+	e.procMu.Lock()
+	defer e.procMu.Unlock()
 	w := e.w
 	switch f.Kind {
 	case KillAttacher:
+		e.retired[w.Attacher] = true
 		return w.KillAttacher(e.ctx)
 	case KillController:
+		e.retired[w.Controller] = true
 		return w.KillController(e.ctx)
 	case LeaderFailover:
 		leader, err := w.LeadingController(e.ctx, 30*time.Second)
 		if err != nil {
 			return err
 		}
+		e.retired[leader] = true
 		leader.Kill()
 		_, err = w.StartControllerReplica(e.ctx)
 		return err
 	case KillFenceAgent:
+		e.retired[w.FenceAgent] = true
 		return w.KillFenceAgent(e.ctx)
 	case KillDriver:
 		return w.KillDriver(e.ctx)
@@ -63,6 +75,13 @@ func (e *episode) inject(f Fault) error {
 			faults.DelayNext("ControllerPublishVolume", f.N, driverLatency))
 	case DriverLostAnswers:
 		return w.SetDriverFaults(e.ctx, faults.LoseAnswers("ControllerUnpublishVolume", f.N))
+	}
+	return fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// injectLasting injects the faults that last (and need no procMu).
+func (e *episode) injectLasting(f Fault) error {
+	switch f.Kind {
 	case BMCLatency:
 		return e.bmcFault(f.For, e.fencing.BMCs, world.BMCFaults{Latency: 2 * time.Second})
 	case BMCUnreachable:
@@ -93,6 +112,7 @@ func (e *episode) bmcFault(d time.Duration, bmcs map[string]*world.BMC, f world.
 // resumes with what it had.
 func (e *episode) pauseController(d time.Duration) error {
 	var paused []int
+	e.procMu.Lock()
 	for _, p := range e.w.Controllers {
 		if exited, _ := p.Exited(); !exited {
 			if err := syscall.Kill(-p.PID(), syscall.SIGSTOP); err == nil {
@@ -100,6 +120,7 @@ func (e *episode) pauseController(d time.Duration) error {
 			}
 		}
 	}
+	e.procMu.Unlock()
 	err := e.sleepUntil(time.Now().Add(d))
 	for _, pid := range paused {
 		_ = syscall.Kill(-pid, syscall.SIGCONT)

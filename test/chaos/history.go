@@ -42,6 +42,9 @@ type PodDeletion struct {
 	Seen            time.Time
 	Namespace, Name string
 	Node            string
+	// Disruption is the reason of the pod's DisruptionTarget condition
+	// when it was deleted (e.g. DeletionByTaintManager), if any.
+	Disruption string
 }
 
 // History records, through informers (which re-list and re-watch across
@@ -112,6 +115,11 @@ func (h *History) podDeleted(obj any) {
 		return
 	}
 	d.Namespace, d.Name, d.Node = pod.Namespace, pod.Name, pod.Spec.NodeName
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			d.Disruption = c.Reason
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.deletions = append(h.deletions, d)

@@ -12,8 +12,14 @@ import (
 // times by recovery path.
 func Summary(results []Result, violations, broken int, wall time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos: %d episodes in %s, %d with violations, %d harness failures\n",
-		len(results), wall.Round(time.Second), violations, broken)
+	upstream := 0
+	for _, r := range results {
+		if len(r.Upstream) > 0 {
+			upstream++
+		}
+	}
+	fmt.Fprintf(&b, "chaos: %d episodes in %s, %d with violations, %d harness failures, %d where kube-controller-manager deleted a replacement\n",
+		len(results), wall.Round(time.Second), violations, broken, upstream)
 	by := map[Recovery][]Result{}
 	for _, r := range results {
 		by[r.Plan.Recovery] = append(by[r.Plan.Recovery], r)

@@ -1,0 +1,67 @@
+package chaos
+
+import (
+	"time"
+
+	"fenceline.io/fenceline/test/cluster"
+)
+
+// restartDelay is how long a component that exited on its own stays down
+// before it is started again: the kubelet restarts a crashed container at
+// once the first time, then backs off.
+const restartDelay = time.Second
+
+// supervise restarts, as a Deployment's pod would be, every product
+// process that exits on its own: fenceline-attacher exits when it loses
+// its driver's socket (as upstream's external-attacher does), a
+// controller replica when it loses its leader lease. Processes the
+// harness kills on purpose are replaced by the fault itself (retired).
+func (e *episode) supervise(stop <-chan struct{}) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-e.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		e.procMu.Lock()
+		w := e.w
+		w.Attacher = e.restartIfExited(w.Attacher)
+		w.FenceAgent = e.restartIfExited(w.FenceAgent)
+		for i, p := range w.Controllers {
+			next := e.restartIfExited(p)
+			if w.Controller == p {
+				w.Controller = next
+			}
+			w.Controllers[i] = next
+		}
+		e.procMu.Unlock()
+	}
+}
+
+// restartIfExited returns p, or its restart if it exited on its own.
+func (e *episode) restartIfExited(p *cluster.Process) *cluster.Process {
+	if p == nil || e.retired[p] {
+		return p
+	}
+	if exited, _ := p.Exited(); !exited {
+		return p
+	}
+	select {
+	case <-time.After(restartDelay):
+	case <-e.ctx.Done():
+		return p
+	}
+	next, err := p.Respawn()
+	if err != nil {
+		e.timeline.Add(time.Now(), "restarting %s failed: %v", p.Name, err)
+		return p
+	}
+	e.w.Cluster.Track(next)
+	e.restarts++
+	e.timeline.Add(time.Now(), "%s exited on its own; restarted", p.Name)
+	return next
+}
