@@ -140,9 +140,11 @@ bench: build tools upstream-attacher ## Run the benchmarks (failover against ups
 # Randomized failover episodes (test/chaos): CHAOS_EPISODES seeds from
 # CHAOS_FIRST_SEED, CHAOS_PARALLEL at once; SEED=<n>[,<n>...] reruns those
 # exactly. The log goes to test/output/chaos.log; the summary ends it.
+# An episode mostly waits (grace periods, leases, heals), so 4 control
+# planes at once fit 2 cores.
 CHAOS_EPISODES   ?= 200
 CHAOS_FIRST_SEED ?= 1
-CHAOS_PARALLEL   ?= 2
+CHAOS_PARALLEL   ?= 4
 SEED             ?=
 
 .PHONY: chaos

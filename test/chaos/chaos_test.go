@@ -15,9 +15,19 @@ import (
 // Seeds of violations once found join RegressionSeeds.
 var SmokeSeeds = []uint64{20, 27, 17}
 
-// RegressionSeeds are episodes that once broke an invariant; they run in
-// `make test` too.
-var RegressionSeeds = []uint64{}
+// RegressionSeeds are episodes that once broke an invariant, one per
+// cause; they run in `make test` too:
+//   - 93: a flapping node put out of service and taken back twice by the
+//     operator (the harness forgot the operator's first removal);
+//   - 84: the mock driver killed: fenceline-attacher exits on the lost
+//     socket, as upstream's does, and nothing restarted it;
+//   - 38: a healed partition: the kubelet stand-in staged a volume the
+//     attach/detach controller was detaching (the real kubelet waits for
+//     node.status.volumesAttached);
+//   - 2: a power cycle between the fence's verified Off and its write;
+//   - 11: KWOK completing a graceful delete by name deleted the pod's
+//     replacement (reported as not Fenceline's).
+var RegressionSeeds = []uint64{93, 84, 38, 2, 11}
 
 // seeds is what TestChaos runs: FENCELINE_CHAOS_SEED (one, or a comma
 // list) reruns exactly those; FENCELINE_CHAOS_EPISODES=n runs n seeds from
@@ -106,7 +116,7 @@ func TestChaos(t *testing.T) {
 					t.Errorf("%s: %d invariant violations:\n  %s\nrerun: make chaos SEED=%d", p, len(res.Findings), joinFindings(res.Findings), seed)
 				}
 				if len(res.Upstream) > 0 {
-					t.Logf("%s: kube-controller-manager, not Fenceline:\n  %s", p, joinFindings(res.Upstream))
+					t.Logf("%s: kube-controller-manager or KWOK, not Fenceline:\n  %s", p, joinFindings(res.Upstream))
 				}
 				t.Logf("%s: failover %.1fs, converged %.1fs after the restore, episode %.1fs, %d restarts; judged %s",
 					p, res.Failover.Seconds(), res.Converged.Seconds(), res.Duration.Seconds(), res.Restarts, res.Judged)

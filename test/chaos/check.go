@@ -60,8 +60,9 @@ func (f Facts) Judged() string {
 type Finding struct {
 	Rule   string
 	Detail string
-	// Upstream marks what kube-controller-manager did, not Fenceline: it
-	// is reported, and does not fail the episode.
+	// Upstream marks what kube-controller-manager or the node's kubelet
+	// (KWOK) did, not Fenceline: it is reported, and does not fail the
+	// episode.
 	Upstream bool
 }
 
@@ -81,6 +82,14 @@ const (
 	// UID precondition, and retries). Fenceline's taint-eviction deletes
 	// with one; with it on, the same deletion is a violation.
 	RuleUpstreamEvictedReplacement = "upstream-taint-eviction-deleted-a-replacement"
+	// RuleUnmarkedDeletion: a pod of a healthy node was deleted without a
+	// DisruptionTarget condition. Fenceline marks every pod it deletes
+	// (force or graceful) before the delete, which carries a UID
+	// precondition; an unmarked deletion is another component's. KWOK,
+	// the kubelet stand-in of these clusters, completes a graceful
+	// deletion by name and retries it, and so can delete a replacement of
+	// the same name (a real kubelet deletes with a UID precondition).
+	RuleUnmarkedDeletion = "healthy-node-pod-deleted-by-name-not-by-fenceline"
 )
 
 // Check judges an episode's facts against the safety invariants:
@@ -137,6 +146,10 @@ func checkDeletions(f Facts, byNode map[string][]NodeState) []Finding {
 			out = append(out, Finding{Rule: RuleUpstreamEvictedReplacement, Upstream: true, Detail: fmt.Sprintf("pod %s deleted from %s, a node the episode never failed, by kube-controller-manager's taint eviction (rv %d, seen %s)", pod, d.Node, d.RV, clock(d.Seen))})
 			continue
 		}
+		if !f.Failed[d.Node] && d.Disruption == "" {
+			out = append(out, Finding{Rule: RuleUnmarkedDeletion, Upstream: true, Detail: fmt.Sprintf("pod %s deleted from %s, a node the episode never failed, without a DisruptionTarget condition: not by Fenceline (rv %d, seen %s)", pod, d.Node, d.RV, clock(d.Seen))})
+			continue
+		}
 		if !f.Failed[d.Node] {
 			out = append(out, Finding{Rule: RuleHealthyNodePodDeleted, Detail: fmt.Sprintf("pod %s deleted from %s, a node the episode never failed (rv %d, seen %s)", pod, d.Node, d.RV, clock(d.Seen))})
 			continue
@@ -183,16 +196,28 @@ func checkFencingComplete(f Facts, byNode map[string][]NodeState) []Finding {
 	for node, states := range byNode {
 		fenced, oos := false, false
 		for _, s := range states {
-			if s.FencingComplete && !fenced && !offAt(f.Power[node], s.Seen) {
+			if s.FencingComplete && !fenced && !offAround(f.Power[node], s.Seen) {
 				out = append(out, Finding{Rule: RuleFencedWithoutVerifiedOff, Detail: fmt.Sprintf("%s turned FencingComplete=True (rv %d, seen %s) while its BMC had not cut its power (power log %v)", node, s.RV, clock(s.Seen), f.Power[node])})
 			}
-			if s.OutOfService != nil && !oos && !offAt(f.Power[node], s.Seen) {
+			if s.OutOfService != nil && !oos && !offAround(f.Power[node], s.Seen) {
 				out = append(out, Finding{Rule: RuleOutOfServiceBeforeOff, Detail: fmt.Sprintf("%s got the out-of-service taint (rv %d, seen %s) while its BMC had not cut its power (power log %v)", node, s.RV, clock(s.Seen), f.Power[node])})
 			}
 			fenced, oos = s.FencingComplete, s.OutOfService != nil
 		}
 	}
 	return out
+}
+
+// powerRace is how long before a write was seen its decision may have
+// been taken on a verified Off: a node powered on again (a power cycle)
+// between the fence's read-back and the write it allowed is not a fence
+// without an Off. Anything older is.
+const powerRace = time.Second
+
+// offAround reports whether the power was off when a write seen at t was
+// decided: at t, or powerRace before it.
+func offAround(log []world.PowerChange, t time.Time) bool {
+	return offAt(log, t) || offAt(log, t.Add(-powerRace))
 }
 
 // offAt reports whether the last power change at or before t cut the

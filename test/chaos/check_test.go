@@ -68,6 +68,12 @@ func (f *facts) power(node string, on bool) *facts {
 	return f
 }
 
+// powerAt records a power change d before the next step's time.
+func (f *facts) powerAt(node string, on bool, d time.Duration) *facts {
+	f.Power[node] = append(f.Power[node], world.PowerChange{Time: t0.Add(time.Duration(f.rv+1) * time.Second).Add(-d), On: on})
+	return f
+}
+
 func (f *facts) write(node string, code string) *facts {
 	_, at := f.next()
 	f.Audit = append(f.Audit, audit.Record{Time: at, Method: "Write", VolumeID: "vol", NodeID: node, Code: code})
@@ -125,9 +131,14 @@ func TestCheck(t *testing.T) {
 			f:    newFacts().deleted("a"),
 		},
 		{
-			name:  "a pod of a node the episode never failed",
-			f:     newFacts().deleted("b"),
+			name:  "a pod of a node the episode never failed, marked by Fenceline",
+			f:     newFacts().deletedBy("b", "fenceline"),
 			rules: []string{RuleHealthyNodePodDeleted},
+		},
+		{
+			name:  "a pod of a node the episode never failed, unmarked: another component's, reported",
+			f:     newFacts().deleted("b"),
+			rules: []string{RuleUnmarkedDeletion},
 		},
 		{
 			name:  "kube-controller-manager's taint eviction deleted a replacement: reported as upstream's",
@@ -149,6 +160,17 @@ func TestCheck(t *testing.T) {
 			name: "FencingComplete after the node was powered back on",
 			f: newFacts().power("a", false).power("a", true).
 				node("a", corev1.ConditionUnknown, fencingComplete),
+			rules: []string{RuleFencedWithoutVerifiedOff},
+		},
+		{
+			name: "fenced on a verified Off, the node powered on again just before the write was seen",
+			f: newFacts().power("a", false).powerAt("a", true, 500*time.Millisecond).
+				node("a", corev1.ConditionUnknown, outOfService("fenced"), fencingComplete),
+		},
+		{
+			name: "FencingComplete long after the node came back",
+			f: newFacts().power("a", false).power("a", true).node("a", corev1.ConditionTrue).node("a", corev1.ConditionTrue).
+				node("a", corev1.ConditionTrue, fencingComplete),
 			rules: []string{RuleFencedWithoutVerifiedOff},
 		},
 		{

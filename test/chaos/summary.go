@@ -18,7 +18,7 @@ func Summary(results []Result, violations, broken int, wall time.Duration) strin
 			upstream++
 		}
 	}
-	fmt.Fprintf(&b, "chaos: %d episodes in %s, %d with violations, %d harness failures, %d where kube-controller-manager deleted a replacement\n",
+	fmt.Fprintf(&b, "chaos: %d episodes in %s, %d with violations, %d harness failures, %d where kube-controller-manager or KWOK deleted a replacement by name\n",
 		len(results), wall.Round(time.Second), violations, broken, upstream)
 	by := map[Recovery][]Result{}
 	for _, r := range results {

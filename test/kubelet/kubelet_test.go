@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -184,6 +186,11 @@ func startFixture(t *testing.T, mutate func(*Config)) *fixture {
 	if _, err := cs.StorageV1().VolumeAttachments().UpdateStatus(ctx, va, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if got := k.Published(); len(got) != 0 {
+		t.Fatalf("published %v before the node's status lists it attached", got)
+	}
+	// What the attach/detach controller does once the attach succeeded.
+	reportAttached(t, ctx, cs, node, unique)
 	poll(t, ctx, "pod volumes marked mounted", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
 		return err == nil && p.Annotations[cluster.VolumesMountedAnnotation] == "true", nil
@@ -262,6 +269,16 @@ func TestStandIn(t *testing.T) {
 func mustCreate(t *testing.T, f func() error) {
 	t.Helper()
 	if err := f(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reportAttached lists the volume in the node's status.volumesAttached,
+// as the attach/detach controller does after a successful attach.
+func reportAttached(t *testing.T, ctx context.Context, cs kubernetes.Interface, node string, unique corev1.UniqueVolumeName) {
+	t.Helper()
+	patch := fmt.Appendf(nil, `{"status":{"volumesAttached":[{"name":%q,"devicePath":""}]}}`, unique)
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
 }

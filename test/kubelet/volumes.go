@@ -55,6 +55,9 @@ type caches struct {
 	pvs     corelisters.PersistentVolumeLister
 	vas     cache.Indexer
 	drivers storagelisters.CSIDriverLister
+	// nodes holds this node only: the kubelet reads the attach/detach
+	// controller's node.status.volumesAttached before it mounts.
+	nodes corelisters.NodeLister
 }
 
 // attachable reports whether the driver's volumes go through an attach
@@ -77,8 +80,13 @@ func (k *Kubelet) startAPILocked(ctx context.Context, done chan struct{}) error 
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
 		}))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.cfg.NodeName).String()
+		}))
 	factory := informers.NewSharedInformerFactory(k.cfg.Client, 0)
 	pods := podFactory.Core().V1().Pods()
+	nodes := nodeFactory.Core().V1().Nodes()
 	pvcs := factory.Core().V1().PersistentVolumeClaims()
 	pvs := factory.Core().V1().PersistentVolumes()
 	vas := factory.Storage().V1().VolumeAttachments()
@@ -100,19 +108,21 @@ func (k *Kubelet) startAPILocked(ctx context.Context, done chan struct{}) error 
 	}
 	// Claims and volumes kick too: a claim bound after its pod arrived
 	// makes the volume wanted.
-	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), pvcs.Informer(), pvs.Informer(), vas.Informer(), drivers.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), pvcs.Informer(), pvs.Informer(), vas.Informer(), drivers.Informer(), nodes.Informer()} {
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
 		}
 	}
-	c := caches{pods: pods.Lister(), pvcs: pvcs.Lister(), pvs: pvs.Lister(), vas: vas.Informer().GetIndexer(), drivers: drivers.Lister()}
+	c := caches{pods: pods.Lister(), pvcs: pvcs.Lister(), pvs: pvs.Lister(), vas: vas.Informer().GetIndexer(), drivers: drivers.Lister(), nodes: nodes.Lister()}
 	podFactory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
 	factory.Start(ctx.Done())
 	go func() {
 		defer close(done)
 		defer factory.Shutdown()
+		defer nodeFactory.Shutdown()
 		defer podFactory.Shutdown()
-		if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced, pvcs.Informer().HasSynced, pvs.Informer().HasSynced, vas.Informer().HasSynced, drivers.Informer().HasSynced) {
+		if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced, pvcs.Informer().HasSynced, pvs.Informer().HasSynced, vas.Informer().HasSynced, drivers.Informer().HasSynced, nodes.Informer().HasSynced) {
 			return
 		}
 		tick := time.NewTicker(k.cfg.ResyncInterval)
@@ -163,7 +173,7 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 	}
 	var errs []error
 	for handle, w := range wanted {
-		if err := k.mount(ctx, handle, w, c.vas); err != nil {
+		if err := k.mount(ctx, handle, w, c); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -286,10 +296,15 @@ var rwoCapability = &csi.VolumeCapability{
 	AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 }
 
-// mount stages and publishes a wanted volume once its VolumeAttachment to
-// this node is attached, starts its writer and marks its pods' volumes
-// mounted.
-func (k *Kubelet) mount(ctx context.Context, handle string, w *want, vaIndex cache.Indexer) error {
+// mount stages and publishes a wanted volume once it is attached to this
+// node, starts its writer and marks its pods' volumes mounted. Attached
+// means what the kubelet checks: listed in node.status.volumesAttached by
+// the attach/detach controller (verifyControllerAttachedVolume), and its
+// VolumeAttachment attached (the CSI plugin's WaitForAttach, which also
+// gives the publish context). The controller takes a volume off that list
+// before it detaches it, so a kubelet never stages a volume being
+// detached; the VolumeAttachment alone still says attached then.
+func (k *Kubelet) mount(ctx context.Context, handle string, w *want, c caches) error {
 	k.mu.Lock()
 	v := k.vols[handle]
 	if v == nil {
@@ -301,7 +316,10 @@ func (k *Kubelet) mount(ctx context.Context, handle string, w *want, vaIndex cac
 	if !published {
 		var publishContext map[string]string
 		if !noAttach {
-			va := attachedVA(vaIndex, w.pv, k.cfg.NodeName)
+			if !k.reportedAttached(c.nodes, nodeutil.CSIUniqueVolumeName(k.cfg.Driver, handle)) {
+				return nil // not attached, or being detached, as far as the controller says
+			}
+			va := attachedVA(c.vas, w.pv, k.cfg.NodeName)
 			if va == nil {
 				return nil // the attach/detach controller and the attacher are not done yet
 			}
@@ -336,6 +354,21 @@ func (k *Kubelet) mount(ctx context.Context, handle string, w *want, vaIndex cac
 		}
 	}
 	return nil
+}
+
+// reportedAttached reports whether this node's status lists the volume
+// as attached.
+func (k *Kubelet) reportedAttached(nodes corelisters.NodeLister, unique corev1.UniqueVolumeName) bool {
+	n, err := nodes.Get(k.cfg.NodeName)
+	if err != nil {
+		return false
+	}
+	for _, a := range n.Status.VolumesAttached {
+		if a.Name == unique {
+			return true
+		}
+	}
+	return false
 }
 
 func attachedVA(index cache.Indexer, pv, node string) *storagev1.VolumeAttachment {
