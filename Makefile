@@ -150,11 +150,13 @@ SEED             ?=
 .PHONY: chaos
 chaos: build tools ## Randomized failover episodes with faults, checked for broken invariants (SEED=n reruns one).
 	@mkdir -p test/output
-	FENCELINE_CHAOS_SEED=$(SEED) FENCELINE_CHAOS_EPISODES=$(CHAOS_EPISODES) FENCELINE_CHAOS_FIRST_SEED=$(CHAOS_FIRST_SEED) \
-		FENCELINE_CHAOS_PARALLEL=$(CHAOS_PARALLEL) $(GO) test -count=1 -v -timeout 4h -run '^TestChaos$$' ./test/chaos \
-		> test/output/chaos.log 2>&1; rc=$$?; \
-		grep -E '^\s+--- (PASS|FAIL): TestChaos/episodes/|chaos: |^\s{2,}(node-fencing|operator|safe-detach) ' test/output/chaos.log; \
-		grep -E -A3 'invariant violations|harness failed' test/output/chaos.log || true; exit $$rc
+	@echo ">> chaos: episodes on local control planes, $(CHAOS_PARALLEL) at a time; one line per episode, full log in test/output/chaos.log"
+	@set +e; FENCELINE_CHAOS_SEED=$(SEED) FENCELINE_CHAOS_EPISODES=$(CHAOS_EPISODES) FENCELINE_CHAOS_FIRST_SEED=$(CHAOS_FIRST_SEED) \
+		FENCELINE_CHAOS_PARALLEL=$(CHAOS_PARALLEL) $(GO) test -count=1 -v -timeout 4h -run '^TestChaos$$' ./test/chaos 2>&1 \
+		| tee test/output/chaos.log | grep --line-buffered -E 'chaos_test.go:[0-9]+: seed=[0-9]+ .*(episode [0-9.]+s|invariant violations|harness failed)'; \
+		rc=$${PIPESTATUS[0]}; echo; \
+		grep -E 'chaos: |^\s{2,}(node-fencing|operator|safe-detach) ' test/output/chaos.log; \
+		grep -E -A3 'invariant violations|harness failed' test/output/chaos.log; exit $$rc
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck.
