@@ -64,3 +64,35 @@ func TestFreePort(t *testing.T) {
 		t.Fatalf("FreePort() = %d", a)
 	}
 }
+
+// TestProcessRespawn checks that Respawn refuses a running process and,
+// once it is killed, starts the same command again, appending to its log.
+func TestProcessRespawn(t *testing.T) {
+	dir := t.TempDir()
+	p, err := StartProcess("sh", dir, "/bin/sh", "-c", "echo started; sleep 300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Respawn(); err == nil {
+		t.Fatal("Respawn of a running process succeeded, want an error")
+	}
+	p.Kill()
+	next, err := p.Respawn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Stop(time.Second)
+	if next.PID() == p.PID() {
+		t.Fatalf("respawned process has the old PID %d", p.PID())
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		data, err := os.ReadFile(next.LogPath)
+		return err == nil && strings.Count(string(data), "started\n") == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the log does not show both starts: %v", err)
+	}
+	if exited, _ := next.Exited(); exited {
+		t.Fatal("respawned process is not running")
+	}
+}
