@@ -76,6 +76,7 @@ func TestProcessRespawn(t *testing.T) {
 	if _, err := p.Respawn(); err == nil {
 		t.Fatal("Respawn of a running process succeeded, want an error")
 	}
+	waitStarts(t, p.LogPath, 1)
 	p.Kill()
 	next, err := p.Respawn()
 	if err != nil {
@@ -85,14 +86,21 @@ func TestProcessRespawn(t *testing.T) {
 	if next.PID() == p.PID() {
 		t.Fatalf("respawned process has the old PID %d", p.PID())
 	}
-	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		data, err := os.ReadFile(next.LogPath)
-		return err == nil && strings.Count(string(data), "started\n") == 2, nil
-	})
-	if err != nil {
-		t.Fatalf("the log does not show both starts: %v", err)
-	}
+	waitStarts(t, next.LogPath, 2)
 	if exited, _ := next.Exited(); exited {
 		t.Fatal("respawned process is not running")
+	}
+}
+
+// waitStarts waits until the log at path shows n starts of the test's
+// command.
+func waitStarts(t *testing.T, path string, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		data, err := os.ReadFile(path)
+		return err == nil && strings.Count(string(data), "started\n") == n, nil
+	})
+	if err != nil {
+		t.Fatalf("the log does not show %d start(s): %v", n, err)
 	}
 }
