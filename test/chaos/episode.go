@@ -318,19 +318,40 @@ func (e *episode) bmc(node string) *world.BMC {
 // that the BMC reads Off as after a real power failure.
 func (e *episode) powerOff(node string) error {
 	e.timeline.Add(time.Now(), "power loss on %s", node)
-	if b := e.bmc(node); b != nil {
-		return b.PowerLoss(e.ctx)
+	return e.retry("power loss on "+node, func() error {
+		if b := e.bmc(node); b != nil {
+			return b.PowerLoss(e.ctx)
+		}
+		return e.w.PowerOff(e.ctx, node)
+	})
+}
+
+// harnessRetry bounds the retries of one action of the harness.
+const harnessRetry = time.Minute
+
+// retry runs an action of the harness (each is idempotent) until it
+// succeeds: it writes to the API server, which a fault may be restarting.
+func (e *episode) retry(what string, action func() error) error {
+	var last error
+	err := world.WaitFor(e.ctx, harnessRetry, what, func(context.Context) (bool, error) {
+		last = action()
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last error: %v)", err, last)
 	}
-	return e.w.PowerOff(e.ctx, node)
+	return nil
 }
 
 // powerOn boots node again.
 func (e *episode) powerOn(node string) error {
 	e.timeline.Add(time.Now(), "power back on %s", node)
-	if b := e.bmc(node); b != nil {
-		return b.PowerRestore(e.ctx)
-	}
-	return e.w.PowerOn(e.ctx, node)
+	return e.retry("power on "+node, func() error {
+		if b := e.bmc(node); b != nil {
+			return b.PowerRestore(e.ctx)
+		}
+		return e.w.PowerOn(e.ctx, node)
+	})
 }
 
 // heal ends node's partition unless it was powered off meanwhile (a
@@ -340,12 +361,12 @@ func (e *episode) heal(node string) error {
 		return nil
 	}
 	e.timeline.Add(time.Now(), "partition of %s heals", node)
-	return e.w.PartitionHeal(e.ctx, node)
+	return e.retry("healing the partition of "+node, func() error { return e.w.PartitionHeal(e.ctx, node) })
 }
 
 func (e *episode) partition(node string) error {
 	e.timeline.Add(time.Now(), "partition cuts %s off", node)
-	return e.w.Partition(e.ctx, node)
+	return e.retry("partitioning "+node, func() error { return e.w.Partition(e.ctx, node) })
 }
 
 // fail injects the plan's failure from t0.
