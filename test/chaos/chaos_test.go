@@ -26,8 +26,10 @@ var SmokeSeeds = []uint64{20, 27, 17}
 //     node.status.volumesAttached);
 //   - 2: a power cycle between the fence's verified Off and its write;
 //   - 11: KWOK completing a graceful delete by name deleted the pod's
-//     replacement (reported as not Fenceline's).
-var RegressionSeeds = []uint64{93, 84, 38, 2, 11}
+//     replacement (reported as not Fenceline's);
+//   - 130: kube-apiserver killed while the harness flapped a node (its
+//     own actions now retry).
+var RegressionSeeds = []uint64{93, 84, 38, 2, 11, 130}
 
 // seeds is what TestChaos runs: FENCELINE_CHAOS_SEED (one, or a comma
 // list) reruns exactly those; FENCELINE_CHAOS_EPISODES=n runs n seeds from
