@@ -39,8 +39,11 @@ type agentCase struct {
 }
 
 // opts bound one verified power-off in these tests: the agents' own
-// timeouts are shortened through their args.
-var opts = power.Options{ActionTimeout: 8 * time.Second, VerifyTimeout: 2 * time.Second, PollInterval: 200 * time.Millisecond, Retries: 0}
+// timeouts are shortened through their args, so that a failure ends on
+// the agent's error. The bounds are deadlines for a loaded machine, not
+// goals: one read-back starts a Python agent and ipmitool, which took
+// 2.3 s on a CI machine running the control-plane suites beside it.
+var opts = power.Options{ActionTimeout: 20 * time.Second, VerifyTimeout: 10 * time.Second, PollInterval: 200 * time.Millisecond, Retries: 0}
 
 func checkPowerOff(t *testing.T, tc agentCase, d *exec.Device, simOn func() bool) {
 	t.Helper()
