@@ -15,6 +15,12 @@
 //   - BenchmarkAttachThroughput: N VolumeAttachments attached and then
 //     detached by each attacher, with the mock driver answering at once and
 //     with a fixed latency, counting the API requests each attach costs.
+//   - BenchmarkScale (`make bench-scale`, not part of `make bench`):
+//     clusters from 500 nodes and 1,000 pods to 5,000 nodes and 50,000
+//     pods; at rest, the CPU, memory and API requests of
+//     fenceline-controller and fenceline-attacher; then a node holding 100
+//     pods with RWO volumes loses power and gets the out-of-service taint,
+//     timed until its pods are deleted and every volume is fenced.
 //
 // The benchmarks print one table each and write it as JSON under
 // bench-results/. Their timings are reported, never asserted: the machine

@@ -48,6 +48,17 @@ type Options struct {
 	// NodeLeaseDurationSeconds. Benchmarks at production timings set the
 	// kubelet's default, 40.
 	NodeLeaseSeconds int
+	// KWOKParallelism is how many node Leases, node stages and pod stages
+	// KWOK works on at once; 0 keeps KWOK's default of 4, plenty for tens
+	// of nodes. Thousands of nodes need more for every Lease to be renewed
+	// in time.
+	KWOKParallelism int
+	// NodeStatusInterval is how often KWOK posts the status of a Ready
+	// node again (its heartbeat stage), each time after that interval plus
+	// up to a tenth of it; 0 keeps the harness's 20-25 s. A kubelet posts
+	// an unchanged status every 5 minutes (nodeStatusReportFrequency): its
+	// Lease is what shows it alive.
+	NodeStatusInterval time.Duration
 	// AuditLog makes kube-apiserver write every request at level Metadata
 	// to AuditLogPath (JSON lines), so that a test can check which API calls
 	// each component made against its RBAC (see test/rbaccheck).
@@ -189,7 +200,7 @@ func Launch(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	if opts.KWOK {
-		if err := c.startKWOK(ctx, bins["kwok"], opts.NodeLeaseSeconds); err != nil {
+		if err := c.startKWOK(ctx, bins["kwok"], opts); err != nil {
 			return c, err
 		}
 	}

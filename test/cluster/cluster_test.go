@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -193,4 +194,28 @@ func TestMinimalControlPlane(t *testing.T) {
 		t.Fatalf("tracked %d processes, want 2", len(procs))
 	}
 	stopAndCheckGone(t, c, procs)
+}
+
+func TestKWOKConfigFor(t *testing.T) {
+	if got := kwokConfigFor(0, 0); got != kwokConfig {
+		t.Fatal("without options the harness's stages must be used unchanged")
+	}
+	if !strings.Contains(kwokConfig, heartbeatDelay) {
+		t.Fatal("the heartbeat stage's delay is not heartbeatDelay: kwokConfigFor would not change it")
+	}
+	got := kwokConfigFor(32, 5*time.Minute)
+	for _, want := range []string{
+		"kind: KwokConfiguration\noptions:\n  nodeLeaseParallelism: 32\n  nodePlayStageParallelism: 32\n  podPlayStageParallelism: 32\n---\n",
+		"    durationMilliseconds: 300000\n    jitterDurationMilliseconds: 330000\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("config lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, heartbeatDelay) {
+		t.Error("the default heartbeat delay is still there")
+	}
+	if !strings.HasSuffix(got, kwokConfig[strings.Index(kwokConfig, "  next:\n    statusTemplate: |\n      {{ $now := Now }}\n      conditions:\n      {{ range"):]) {
+		t.Error("the stages after the heartbeat's delay changed")
+	}
 }

@@ -202,14 +202,15 @@ func (c *Cluster) startSecureComponent(ctx context.Context, name, bin, certDir s
 	})
 }
 
-// startKWOK starts KWOK; leaseSeconds is its node Lease duration, 0 for
-// NodeLeaseDurationSeconds.
-func (c *Cluster) startKWOK(ctx context.Context, bin string, leaseSeconds int) error {
+// startKWOK starts KWOK with the node Lease duration, parallelism and
+// node status interval of opts.
+func (c *Cluster) startKWOK(ctx context.Context, bin string, opts Options) error {
+	leaseSeconds := opts.NodeLeaseSeconds
 	if leaseSeconds <= 0 {
 		leaseSeconds = NodeLeaseDurationSeconds
 	}
 	cfg := filepath.Join(c.dir, "kwok.yaml")
-	if err := os.WriteFile(cfg, []byte(kwokConfig), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(kwokConfigFor(opts.KWOKParallelism, opts.NodeStatusInterval)), 0o600); err != nil {
 		return fmt.Errorf("writing kwok config: %w", err)
 	}
 	return startOnFreePorts(ctx, 1, func(ports []int) error {

@@ -1,5 +1,11 @@
 package cluster
 
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
 // PoweredLabel is the Node label KWOK selects the nodes it manages by. A
 // node whose label is PoweredOn gets heartbeats, lease renewals and pod
 // status from KWOK; removing the label is a power cut as the control plane
@@ -94,9 +100,7 @@ spec:
       operator: 'In'
       values: ['True']
   delay:
-    durationMilliseconds: 20000
-    jitterDurationMilliseconds: 25000
-  next:
+` + heartbeatDelay + `  next:
     statusTemplate: |
       {{ $now := Now }}
       conditions:
@@ -174,3 +178,32 @@ spec:
   next:
     delete: true
 `
+
+// heartbeatDelay is the delay of the node heartbeat stage in kwokConfig:
+// a Ready node's status is posted again every 20-25 s.
+const heartbeatDelay = `    durationMilliseconds: 20000
+    jitterDurationMilliseconds: 25000
+`
+
+// kwokConfigFor returns kwokConfig with KWOK's parallelism set (0 keeps
+// KWOK's default) and the node heartbeat stage posting a Ready node's
+// status every statusInterval plus up to a tenth of it (0 keeps
+// heartbeatDelay).
+func kwokConfigFor(parallelism int, statusInterval time.Duration) string {
+	cfg := kwokConfig
+	if statusInterval > 0 {
+		ms := statusInterval.Milliseconds()
+		cfg = strings.Replace(cfg, heartbeatDelay, fmt.Sprintf("    durationMilliseconds: %d\n    jitterDurationMilliseconds: %d\n", ms, ms+ms/10), 1)
+	}
+	if parallelism > 0 {
+		cfg = fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  nodeLeaseParallelism: %[1]d
+  nodePlayStageParallelism: %[1]d
+  podPlayStageParallelism: %[1]d
+---
+`, parallelism) + cfg
+	}
+	return cfg
+}

@@ -217,7 +217,7 @@ func newController(ctx context.Context, opts Options, config *rest.Config, clien
 		return nil, nil, nil, fmt.Errorf("create Kubernetes client for fence records: %w", err)
 	}
 	recorder, stopEvents := events.NewRecorder(ctx, eventClient, userAgent)
-	factory = informers.NewSharedInformerFactory(client, opts.Resync)
+	factory = informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithTransform(trimForCache))
 	ctrl, err = controller.New(controller.Config{
 		DriverName:         d.name,
 		Client:             client,

@@ -49,7 +49,7 @@ func runControllers(ctx context.Context, base *rest.Config, m *metrics.Metrics, 
 	if kubeclient.WaitForAPIServer(ctx, client.Discovery().RESTClient(), kubeclient.DefaultAPIWait) != nil {
 		return nil // only the end of ctx (a signal, a lost lease) stops the wait
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithTransform(dropManagedFields))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithTransform(trimForCache))
 	// Node Leases live in one namespace; watching only that one keeps the
 	// cache (and the RBAC) to what force-eviction reads.
 	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
@@ -163,3 +163,19 @@ func dropManagedFields(obj any) (any, error) {
 }
 
 var _ cache.TransformFunc = dropManagedFields
+
+// trimForCache is dropManagedFields, and keeps of a pod's spec only what a
+// controller decides by: its node, its tolerations and its volumes. The
+// containers and the rest are about half of a pod's memory, and pods are
+// most of the cache (50,000 pods took the process to 580 MB). A cached pod
+// is written back only through its status, which makes the API server keep
+// the stored spec, so nothing of the spec is lost; metadata and status,
+// which a status update does write, stay whole.
+func trimForCache(obj any) (any, error) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		pod.Spec = v1.PodSpec{NodeName: pod.Spec.NodeName, Tolerations: pod.Spec.Tolerations, Volumes: pod.Spec.Volumes}
+	}
+	return dropManagedFields(obj)
+}
+
+var _ cache.TransformFunc = trimForCache
