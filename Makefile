@@ -193,9 +193,35 @@ generate: generate-tools ## Regenerate the Go code from the .proto files and fro
 	cd mock-driver && PATH=$(TOOLS_BIN):$$PATH buf generate
 	TOOLS_BIN=$(TOOLS_BIN) hack/update-codegen.sh
 
+# Container images, one per component, from the Dockerfile's targets (see
+# docs/deploy.md): $(IMAGE_REGISTRY)/fenceline-<target>:$(IMAGE_TAG).
+# PLATFORMS (e.g. linux/amd64,linux/arm64) and IMAGE_PUSH=true need docker
+# buildx; an image for more than one platform must be pushed (or loaded into
+# a containerd image store).
+IMAGE_TARGETS  := attacher controller fence-agent mock-driver
+IMAGE_REGISTRY ?=
+IMAGE_TAG      ?= $(VERSION)
+PLATFORMS      ?=
+IMAGE_PUSH     ?=
+REVISION       ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_SOURCE   ?= https://fenceline.io/fenceline
+
 .PHONY: image
-image: ## Build the container image (needs a Docker engine).
-	docker build -t fenceline:$(VERSION) .
+image: ## Build the four images, fenceline-{attacher,controller,fence-agent,mock-driver} (needs Docker; IMAGE_REGISTRY, IMAGE_TAG, PLATFORMS, IMAGE_PUSH).
+	@command -v docker >/dev/null 2>&1 || { echo "make image: no docker command; building the images needs Docker (with buildx for PLATFORMS or IMAGE_PUSH)" >&2; exit 1; }
+	@if docker buildx version >/dev/null 2>&1; then \
+		build=(docker buildx build $(if $(PLATFORMS),--platform=$(PLATFORMS)) $(if $(filter true,$(IMAGE_PUSH)),--push,--load)); \
+	elif [ -n "$(PLATFORMS)$(filter true,$(IMAGE_PUSH))" ]; then \
+		echo "make image: PLATFORMS and IMAGE_PUSH need docker buildx, which is not installed" >&2; exit 1; \
+	else \
+		build=(docker build); \
+	fi; \
+	n=0; for t in $(IMAGE_TARGETS); do \
+		n=$$((n+1)); image=$(if $(IMAGE_REGISTRY),$(IMAGE_REGISTRY)/)fenceline-$$t:$(IMAGE_TAG); \
+		echo ">> [$$n/$(words $(IMAGE_TARGETS))] building image $$image (Dockerfile target $$t)"; \
+		"$${build[@]}" --target "$$t" --tag "$$image" \
+			--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg SOURCE=$(IMAGE_SOURCE) .; \
+	done
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the tool cache).
