@@ -299,19 +299,33 @@ func equalRules(a, b []rbacv1.PolicyRule) bool {
 }
 
 // TestChartRefusesBadValues: values that cannot work fail the rendering
-// with a message that says what to change.
+// (values.schema.json or the templates' own checks) with a message that
+// says what to change.
 func TestChartRefusesBadValues(t *testing.T) {
 	cases := []struct {
 		name, values, want string
+		// noSchema renders as `helm install --skip-schema-validation`:
+		// the templates must still refuse.
+		noSchema bool
 	}{
-		{"PrometheusRule without its alerts file", "metrics: {prometheusRule: {enabled: true}}", "has no " + alertsFile},
-		{"driver ServiceAccount without namespace", "driverServiceAccounts: [{name: sa}]", "driverServiceAccounts[0] needs both name and namespace"},
-		{"ServiceMonitor without Service", "metrics: {service: {enabled: false}, serviceMonitor: {enabled: true}}", "needs metrics.service.enabled"},
+		{"PrometheusRule without its alerts file", "metrics: {prometheusRule: {enabled: true}}", "has no " + alertsFile, false},
+		{"driver ServiceAccount without namespace", "driverServiceAccounts: [{name: sa}]", "missing property 'namespace'", false},
+		{"driver ServiceAccount without namespace, schema skipped", "driverServiceAccounts: [{name: sa}]", "driverServiceAccounts[0] needs both name and namespace", true},
+		{"misspelt value", "controler: {replicas: 3}", "'controler' not allowed", false},
+		{"duration without a unit", "controller: {quarantineDelay: 40}", "/controller/quarantineDelay", false},
+		{"no replicas", "fenceAgent: {replicas: 0}", "/fenceAgent/replicas", false},
+		{"ServiceMonitor without Service", "metrics: {service: {enabled: false}, serviceMonitor: {enabled: true}}", "needs metrics.service.enabled", false},
 	}
 	c := withAlerts(loadChart(t), nil)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := renderChart(c, namespace, values(t, tc.values))
+			ch := c
+			if tc.noSchema {
+				noSchema := *c
+				noSchema.Schema = nil
+				ch = &noSchema
+			}
+			_, err := renderChart(ch, namespace, values(t, tc.values))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("rendering with %s: error %v, want one saying %q", tc.values, err, tc.want)
 			}
