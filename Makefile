@@ -22,7 +22,7 @@ CONTROLLER_TOOLS_VERSION   := v0.23.0
 # The k8s.io/code-generator commands hack/update-codegen.sh runs.
 CODE_GENERATORS := deepcopy-gen client-gen lister-gen informer-gen applyconfiguration-gen
 
-BINARIES := fenceline-attacher fenceline-controller fenceline-fence-agent mock-driver
+BINARIES := fenceline-attacher fenceline-controller fenceline-fence-agent mock-driver kubectl-fenceline
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X fenceline.io/fenceline/pkg/version.Version=$(VERSION)
 
@@ -52,7 +52,8 @@ help: ## Show this help.
 build: ## Build every binary into bin/.
 	@mkdir -p $(BIN_DIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/ \
-		./cmd/fenceline-attacher ./cmd/fenceline-controller ./cmd/fenceline-fence-agent ./mock-driver
+		./cmd/fenceline-attacher ./cmd/fenceline-controller ./cmd/fenceline-fence-agent ./mock-driver \
+		./cmd/kubectl-fenceline
 
 .PHONY: fence-sanity
 fence-sanity: ## Build the fence-sanity conformance command (see docs/fence-sanity.md) into bin/.
