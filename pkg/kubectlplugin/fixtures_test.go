@@ -112,7 +112,7 @@ func world() (kube []runtime.Object, fenceObjs []runtime.Object) {
 
 func fakeClients(kube, fenceObjs []runtime.Object) (Clients, *kubefake.Clientset, *fencingfake.Clientset) {
 	k := kubefake.NewClientset(kube...)
-	f := fencingfake.NewClientset(fenceObjs...)
+	f := fencingfake.NewSimpleClientset(fenceObjs...)
 	return Clients{Kube: k, Fencing: f}, k, f
 }
 
