@@ -22,7 +22,7 @@ CONTROLLER_TOOLS_VERSION   := v0.23.0
 # The k8s.io/code-generator commands hack/update-codegen.sh runs.
 CODE_GENERATORS := deepcopy-gen client-gen lister-gen informer-gen applyconfiguration-gen
 
-BINARIES := fenceline-attacher fenceline-controller fenceline-fence-agent mock-driver kubectl-fenceline
+BINARIES := fenceline-attacher fenceline-controller fenceline-fence-agent mock-driver
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X fenceline.io/fenceline/pkg/version.Version=$(VERSION)
 

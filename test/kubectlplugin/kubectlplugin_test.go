@@ -1,0 +1,208 @@
+package kubectlplugin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fencingclient "fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/world"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestPluginGolden runs every command of the plugin, in order, against one
+// scene and compares each output (stdout, stderr, exit code) with its
+// golden file.
+func TestPluginGolden(t *testing.T) {
+	bin, err := cluster.Binary("kubectl-fenceline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	fences, err := (&world.World{Cluster: c}).InstallFencingCRDs(ctx)
+	if err != nil {
+		t.Fatalf("installing the fencing CRDs: %v", err)
+	}
+	s := &scene{t: t, ctx: ctx, kube: c.Client(), fences: fences, start: time.Now()}
+	s.write()
+
+	for _, step := range []struct {
+		golden string
+		args   []string
+	}{
+		{"status.golden", []string{"status"}},
+		{"explain-dead.golden", []string{"explain", "dead"}},
+		{"explain-quarantined.golden", []string{"explain", "quarantined"}},
+		{"fence-live.golden", []string{"fence", "live", "--yes", "--requester", "alice"}},
+		{"fence-live-again.golden", []string{"fence", "live", "--yes"}},
+		{"fence-unknown.golden", []string{"fence", "ghost", "--yes"}},
+		{"unfence-dead.golden", []string{"unfence", "dead", "--yes"}},
+		{"unfence-live.golden", []string{"unfence", "live", "--yes"}},
+		{"status-json.golden", []string{"status", "-o", "json"}},
+	} {
+		out := runPlugin(t, ctx, bin, c.AdminKubeconfig(), step.args...)
+		compare(t, step.golden, normalize(out, !slices.Contains(step.args, "-o")))
+	}
+	requireNoLiveRequest(t, ctx, fences)
+}
+
+// runPlugin runs the binary and returns its output and exit status as one
+// text.
+func runPlugin(t *testing.T, ctx context.Context, bin, kubeconfig string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", kubeconfig)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("running kubectl-fenceline %v: %v", args, err)
+	}
+	return fmt.Sprintf("$ kubectl fenceline %s\n%s--- stderr\n%s--- exit %d\n", strings.Join(args, " "), stdout.String(), stderr.String(), code)
+}
+
+// normalizers replace what differs between runs: times, ages, UIDs and
+// generated names. Tables are re-aligned afterwards, since an age's width
+// varies.
+var normalizers = []struct {
+	re  *regexp.Regexp
+	new string
+}{
+	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "<time>"},
+	{regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`), "<uid>"},
+	{regexp.MustCompile(`\blive-[a-z0-9]{5}\b`), "live-<id>"},
+	{regexp.MustCompile(`(^|\s)(\d+[smhd])+(\s|$)`), "$1<age>$3"},
+	{regexp.MustCompile(`\b\d+(\.\d+)?(ms|s|m)\b ago`), "<age> ago"},
+	{regexp.MustCompile(`(Ready for )\d+s`), "$1<age>"},
+	{regexp.MustCompile(`\bfor \d+m?\d*s\b`), "for <age>"},
+}
+
+// normalize applies the normalizers and, for tables, aligns the columns
+// again.
+func normalize(s string, table bool) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		for _, n := range normalizers {
+			// Ages may be adjacent (two columns): apply until stable.
+			for prev := ""; prev != l; {
+				prev, l = l, n.re.ReplaceAllString(l, n.new)
+			}
+		}
+		lines[i] = l
+	}
+	if !table {
+		return strings.Join(lines, "\n")
+	}
+	return realign(lines)
+}
+
+var columnGap = regexp.MustCompile(`\S\s{2,}`)
+
+// realign aligns every run of indented table lines, whose cells are
+// separated by two spaces or more, as the plugin's tabwriter does.
+func realign(lines []string) string {
+	var out bytes.Buffer
+	var w *tabwriter.Writer
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "  ") {
+			if w != nil {
+				_ = w.Flush()
+				w = nil
+			}
+			out.WriteString(l + "\n")
+			continue
+		}
+		if w == nil {
+			w = tabwriter.NewWriter(&out, 0, 8, 2, ' ', 0)
+		}
+		cells := columnGap.ReplaceAllStringFunc(strings.TrimSpace(l), func(m string) string { return m[:1] + "\t" })
+		fmt.Fprintln(w, "  "+cells)
+	}
+	if w != nil {
+		_ = w.Flush()
+	}
+	return strings.TrimSuffix(out.String(), "\n")
+}
+
+func compare(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s (run with -update to create it): %v", path, err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run with -update if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// requireNoLiveRequest checks, beside the golden output, what the writes
+// did: the fence of live was created and the unfence cancelled it.
+func requireNoLiveRequest(t *testing.T, ctx context.Context, fences fencingclient.Interface) {
+	t.Helper()
+	reqs, err := fences.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reqs.Items {
+		if r.Spec.NodeName == "live" {
+			t.Errorf("FencingRequest %s of node live is left after unfence", r.Name)
+		}
+	}
+	if len(reqs.Items) != 1 {
+		t.Errorf("%d FencingRequests, want dead-req alone", len(reqs.Items))
+	}
+}
+
+// TestNormalize shows that the normalization hides what differs between
+// runs and keeps the rest, aligned.
+func TestNormalize(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+		table          bool
+	}{
+		{name: "ages in a table are replaced and realigned", table: true,
+			in:   "T\n  NAME  AGE    SINCE\n  a     4m29s  12s\n  long  5s     1h2m\n",
+			want: "T\n  NAME  AGE    SINCE\n  a     <age>  <age>\n  long  <age>  <age>\n"},
+		{name: "times, UIDs and generated names", table: false,
+			in:   `{"since": "2026-11-27T22:20:30Z", "uid": "0c0ffee0-0000-4000-8000-000000000001", "name": "live-x7k2p"}`,
+			want: `{"since": "<time>", "uid": "<uid>", "name": "live-<id>"}`},
+		{name: "words with digits stay", table: false, in: "pv-1 va-2 v0.1.0 level 1", want: "pv-1 va-2 v0.1.0 level 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := normalize(tc.in, tc.table); got != tc.want {
+				t.Errorf("normalize(%q) =\n%q\nwant\n%q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
