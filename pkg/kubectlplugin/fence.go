@@ -169,6 +169,9 @@ func Unfence(ctx context.Context, c Clients, o UnfenceOptions) (string, error) {
 	return "", fmt.Errorf("node %s cannot be unfenced now (FencingRequest %s, %s): %s", o.Node, r.Name, joinNonEmpty(" ", string(phaseOf(r)), bracket(d.Reason)), d.Why)
 }
 
+// cancelRequest deletes a request that was not admitted, then clears the
+// node as node-fencing's cancel does: FencingTriaged False and Fenceline's
+// fencing taints removed, once no request is open for it any more.
 func cancelRequest(ctx context.Context, c Clients, o UnfenceOptions, r *fencingv1alpha1.FencingRequest) (string, error) {
 	prompt := fmt.Sprintf("Delete FencingRequest %s (%s, not admitted yet), which cancels the fence of node %s?", r.Name, phaseOf(r), o.Node)
 	if r.Spec.Requester == nodefencing.RequesterController {
@@ -177,11 +180,59 @@ func cancelRequest(ctx context.Context, c Clients, o UnfenceOptions, r *fencingv
 	if ok, err := o.Confirm(prompt); err != nil || !ok {
 		return "", errors.Join(ErrAborted, err)
 	}
-	err := c.Fencing.FencingV1alpha1().FencingRequests().Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &r.UID}})
-	if err != nil {
-		return "", permissionHint(err, "delete", "fencingrequests.fenceline.io")
+	if err := deleteRequest(ctx, c, r); err != nil {
+		return "", err
 	}
-	return fmt.Sprintf("FencingRequest %s deleted: node %s will not be fenced by it (node-fencing clears its taints and conditions)", r.Name, o.Node), nil
+	noRequest := func(st *fenceState) error {
+		if cur := st.input.Request; cur != nil {
+			return fmt.Errorf("FencingRequest %s was deleted, but node %s has another open request %s now; its taints and conditions are left to it", r.Name, o.Node, cur.Name)
+		}
+		return nil
+	}
+	msg := fmt.Sprintf("FencingRequest %s: cancelled by hand by %s", r.Name, o.Requester)
+	cond := v1.NodeCondition{Type: names.FencingTriagedCondition, Status: v1.ConditionFalse, Reason: "Cancelled", Message: msg}
+	if err := writeNode(ctx, c, o, true, noRequest, func(n *v1.Node) bool {
+		return nodeutil.Condition(n, names.FencingTriagedCondition) != nil && nodefencing.ApplyNodeConditions(n, metav1.NewTime(o.Now), cond)
+	}); err != nil {
+		return "", permissionHint(err, "update", "nodes/status")
+	}
+	if err := writeNode(ctx, c, o, false, noRequest, func(n *v1.Node) bool { return nodefencing.StripFencingTaints(n, r) }); err != nil {
+		return "", permissionHint(err, "update", "nodes")
+	}
+	return fmt.Sprintf("FencingRequest %s deleted and node %s's fencing taints and triage cleared: the fence is cancelled", r.Name, o.Node), nil
+}
+
+func deleteRequest(ctx context.Context, c Clients, r *fencingv1alpha1.FencingRequest) error {
+	err := c.Fencing.FencingV1alpha1().FencingRequests().Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &r.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return permissionHint(err, "delete", "fencingrequests.fenceline.io")
+	}
+	return nil
+}
+
+// writeNode changes the node (its status when status is true) on fresh
+// data, after check accepted that data, retrying on conflicts.
+func writeNode(ctx context.Context, c Clients, o UnfenceOptions, status bool, check func(*fenceState) error, mutate func(*v1.Node) bool) error {
+	nodes := c.Kube.CoreV1().Nodes()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh, err := readFenceState(ctx, c, o.Node, o.Now)
+		if err != nil {
+			return err
+		}
+		if err := check(fresh); err != nil {
+			return err
+		}
+		n := fresh.node.DeepCopy()
+		if !mutate(n) {
+			return nil
+		}
+		if status {
+			_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		} else {
+			_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+		}
+		return err
+	})
 }
 
 // manualUnfence unfences as the controller's recover step does: the
@@ -194,40 +245,18 @@ func manualUnfence(ctx context.Context, c Clients, o UnfenceOptions, st *fenceSt
 		return "", errors.Join(ErrAborted, err)
 	}
 	msg := fmt.Sprintf("FencingRequest %s: unfenced by hand by %s", r.Name, o.Requester)
-	nodes := c.Kube.CoreV1().Nodes()
-	write := func(status bool, mutate func(*v1.Node) bool) error {
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			fresh, err := readFenceState(ctx, c, o.Node, o.Now)
-			if err != nil {
-				return err
-			}
-			if err := stillManualUnfence(fresh, r); err != nil {
-				return err
-			}
-			n := fresh.node.DeepCopy()
-			if !mutate(n) {
-				return nil
-			}
-			if status {
-				_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
-			} else {
-				_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
-			}
-			return err
-		})
-	}
+	check := func(fresh *fenceState) error { return stillManualUnfence(fresh, r) }
 	now := metav1.NewTime(o.Now)
-	if err := write(true, func(n *v1.Node) bool {
+	if err := writeNode(ctx, c, o, true, check, func(n *v1.Node) bool {
 		return nodefencing.ApplyNodeConditions(n, now, nodefencing.UnfencedConditions(msg)...)
 	}); err != nil {
 		return "", permissionHint(err, "update", "nodes/status")
 	}
-	if err := write(false, func(n *v1.Node) bool { return nodefencing.StripFencingTaints(n, r) }); err != nil {
+	if err := writeNode(ctx, c, o, false, check, func(n *v1.Node) bool { return nodefencing.StripFencingTaints(n, r) }); err != nil {
 		return "", permissionHint(err, "update", "nodes")
 	}
-	err := c.Fencing.FencingV1alpha1().FencingRequests().Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &r.UID}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return "", permissionHint(err, "delete", "fencingrequests.fenceline.io")
+	if err := deleteRequest(ctx, c, r); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("node %s unfenced: conditions False, taints removed, FencingRequest %s deleted", o.Node, r.Name), nil
 }

@@ -74,10 +74,12 @@ func TestFence(t *testing.T) {
 // unfences by hand; back says it returned Ready with a new boot ID, and vas
 // VolumeAttachments are left for it.
 func unfenceWorld(phase fencingv1alpha1.FencingPhase, back bool, vas int) ([]runtime.Object, []runtime.Object) {
-	opts := []testobj.NodeOption{testobj.TaintAt(names.FencingTriagedTaint, v1.TaintEffectPreferNoSchedule, t0)}
+	var opts []testobj.NodeOption
 	if back {
 		opts = append(opts, testobj.ReadySince(now.Add(-time.Minute)), testobj.BootID("boot-2"))
 	}
+	opts = append(opts, testobj.TaintAt(names.FencingTriagedTaint, v1.TaintEffectPreferNoSchedule, t0),
+		testobj.ConditionSince(names.FencingTriagedCondition, v1.ConditionTrue, t0))
 	kube := []runtime.Object{fencedNode("n", opts...), testobj.Node("other", testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))}
 	for i := range vas {
 		kube = append(kube, testobj.VA("va-"+string(rune('a'+i)), driver, "pv", "n"))
@@ -96,13 +98,14 @@ func TestUnfence(t *testing.T) {
 		wantErr  string
 		unfenced bool // conditions False, taints gone, request deleted
 		deleted  bool // request deleted
+		cleared  bool // triage taint gone, FencingTriaged False
 	}{
-		{name: "a request not admitted yet is cancelled", phase: fencingv1alpha1.FencingPhaseTriaged, confirm: true, deleted: true},
+		{name: "a request not admitted yet is cancelled", phase: fencingv1alpha1.FencingPhaseTriaged, confirm: true, deleted: true, cleared: true},
 		{name: "declined", phase: fencingv1alpha1.FencingPhaseTriaged, confirm: false, wantErr: ErrAborted.Error()},
 		{name: "a fence in progress is never stopped", phase: fencingv1alpha1.FencingPhaseFencing, confirm: true, wantErr: "never stopped"},
 		{name: "a fenced node that is not back", phase: fencingv1alpha1.FencingPhaseFenced, confirm: true, wantErr: "cannot be unfenced now (FencingRequest n-abcde, Fenced (NodeNotReady))"},
 		{name: "volume attachments remain", phase: fencingv1alpha1.FencingPhaseRecovering, back: true, vas: 1, confirm: true, wantErr: "VolumeAttachmentsRemain"},
-		{name: "back with a new boot, nothing left: unfenced by hand", phase: fencingv1alpha1.FencingPhaseRecovering, back: true, confirm: true, unfenced: true, deleted: true},
+		{name: "back with a new boot, nothing left: unfenced by hand", phase: fencingv1alpha1.FencingPhaseRecovering, back: true, confirm: true, unfenced: true, deleted: true, cleared: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kube, fenceObjs := unfenceWorld(tc.phase, tc.back, tc.vas)
@@ -128,6 +131,11 @@ func TestUnfence(t *testing.T) {
 			fenced := cutoff.FencingComplete(node) || nodeutil.HasTaint(node, names.OutOfServiceTaint) || nodeutil.HasTaint(node, names.FencingRequiredTaint) || nodeutil.HasTaint(node, names.FencingTriagedTaint)
 			if fenced == tc.unfenced {
 				t.Errorf("node after unfence: conditions %+v, taints %+v; want unfenced %v", node.Status.Conditions, node.Spec.Taints, tc.unfenced)
+			}
+			cond := nodeutil.Condition(node, names.FencingTriagedCondition)
+			triaged := cond == nil || cond.Status == v1.ConditionTrue || nodeutil.HasTaint(node, names.FencingTriagedTaint)
+			if triaged == tc.cleared {
+				t.Errorf("node after unfence: conditions %+v, taints %+v; want triage cleared %v", node.Status.Conditions, node.Spec.Taints, tc.cleared)
 			}
 			if tc.unfenced && node.Annotations[names.OutOfServiceOwnerAnnotation] != "" {
 				t.Errorf("owner annotation left after unfence: %v", node.Annotations)

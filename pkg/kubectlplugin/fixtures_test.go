@@ -63,14 +63,16 @@ func fencingRequest(node string, phase fencingv1alpha1.FencingPhase) *fencingv1a
 // fencedNode is a node that node-fencing fenced and put out of service for
 // fencingRequest(name, ...).
 func fencedNode(name string, opts ...testobj.NodeOption) *v1.Node {
-	base := []testobj.NodeOption{
-		testobj.UnknownSince(t0),
+	// The Ready condition first: options that set it replace every
+	// condition.
+	first := append([]testobj.NodeOption{testobj.UnknownSince(t0)}, opts...)
+	fenced := []testobj.NodeOption{
 		testobj.TaintAt(names.OutOfServiceTaint, v1.TaintEffectNoExecute, t0.Add(31*time.Second)),
 		testobj.TaintAt(names.FencingRequiredTaint, v1.TaintEffectNoSchedule, t0.Add(25*time.Second)),
 		testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, t0.Add(30*time.Second)),
 		testobj.Annotation(names.OutOfServiceOwnerAnnotation, "uid-req-"+name),
 	}
-	return testobj.Node(name, append(base, opts...)...)
+	return testobj.Node(name, append(first, fenced...)...)
 }
 
 // fencedVA is a VolumeAttachment of the node being detached, with a fence
