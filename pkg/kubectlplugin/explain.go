@@ -25,6 +25,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/podutil"
 	"fenceline.io/fenceline/pkg/controller/podvolumes"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
+	"fenceline.io/fenceline/pkg/controller/tainteviction"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
@@ -198,17 +199,43 @@ func podVerdicts(s *Snapshot, objs *NodeObjects, node *v1.Node, pod *v1.Pod, res
 	ref := "pod/" + pod.Namespace + "/" + pod.Name
 	gc := podgc.Decide(node, pod)
 	out := []Verdict{{Controller: "podgc", Object: ref, Decision: deleteOrLeave(gc.Delete), Why: gc.Why}}
-	q := Verdict{Controller: "quarantine", Object: ref}
-	if vols, err := resolver.PodVolumes(pod); err != nil {
-		q.Decision, q.Why = "unknown", err.Error()
+	vols, err := resolver.PodVolumes(pod)
+	if err != nil {
+		out = append(out, Verdict{Controller: "quarantine", Object: ref, Decision: "unknown", Why: err.Error()})
 	} else {
 		d := quarantine.DecidePod(node, pod, vols, attachers, s.Now, cfg.QuarantineDelay)
-		q.Decision, q.Why = quarantineAction(d), d.Why
+		out = append(out, Verdict{Controller: "quarantine", Object: ref, Decision: quarantineAction(d), Why: d.Why})
 	}
-	out = append(out, q)
 	fe := forceeviction.DecidePod(node, pod, objs.Lease, s.Now, cfg.ForceEvictionReadyGrace)
 	out = append(out, Verdict{Controller: "force-eviction", Object: ref, Decision: deleteOrLeave(fe.Delete), Why: fe.Why})
+	if err == nil {
+		out = append(out, taintEvictionVerdict(s, node, pod, vols, ref))
+	}
 	return out
+}
+
+// taintEvictionVerdict is the alpha taint-eviction's decision, with the
+// pod's volumes classified as that controller classifies them. A taint
+// without timeAdded counts from now: the controller counts from when it
+// first saw it, which only it knows.
+func taintEvictionVerdict(s *Snapshot, node *v1.Node, pod *v1.Pod, vols []podvolumes.Volume, ref string) Verdict {
+	in := tainteviction.PodInput{Pod: pod, Node: node, Now: s.Now, Seen: func(v1.Taint) time.Time { return s.Now }}
+	var safe bool
+	in.Stateful, safe = tainteviction.Stateful(vols)
+	in.CutOff = cutoff.NodeReason(node, safe)
+	d := tainteviction.DecidePod(in)
+	decision := "leave"
+	switch d.Action {
+	case tainteviction.ActionWait:
+		decision = "evict in " + d.At.Sub(s.Now).Round(time.Second).String()
+	case tainteviction.ActionEvict:
+		decision = "evict"
+	case tainteviction.ActionForceDelete:
+		decision = "force-delete"
+	case tainteviction.ActionHold:
+		decision = "hold"
+	}
+	return Verdict{Controller: "taint-eviction (alpha)", Object: ref, Decision: decision, Why: d.Why}
 }
 
 func deleteOrLeave(del bool) string {

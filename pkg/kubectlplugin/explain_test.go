@@ -61,6 +61,13 @@ func TestExplain(t *testing.T) {
 	kubeBack := append(append([]runtime.Object{}, kube...), back)
 	fenceBack := []runtime.Object{fencePolicy("workers", "Manual"), fenceClass(), fencingRequest("back", fencingv1alpha1.FencingPhaseRecovering)}
 
+	// A running stateful pod on the fenced node, and one on a node that is
+	// unreachable but not known cut off.
+	unreachable := testobj.Node("unreachable", testobj.UnknownSince(now.Add(-10*time.Minute)), testobj.TaintAt(v1.TaintNodeUnreachable, v1.TaintEffectNoExecute, now.Add(-10*time.Minute)))
+	kubeTE := append(append([]runtime.Object{}, kube...), unreachable,
+		testobj.Pod("db", "run-0", testobj.OnNode("dead"), testobj.Claim("data", "data-web-0")),
+		testobj.Pod("db", "run-1", testobj.OnNode("unreachable"), testobj.Claim("data", "data-web-0")))
+
 	for _, tc := range []struct {
 		name, node         string
 		kube, fence        []runtime.Object
@@ -87,6 +94,10 @@ func TestExplain(t *testing.T) {
 			controller: "node-fencing", object: "node/back", decision: "wait (ManualUnfence)", why: "unfences by hand"},
 		{name: "the out-of-service remover leaves node-fencing's taint", node: "back", kube: kubeBack, fence: fenceBack,
 			controller: "out-of-service (opt-in)", object: "node/back", decision: "keep", why: "node-fencing added"},
+		{name: "taint-eviction force-deletes a stateful pod of a node cut off", node: "dead", kube: kubeTE, fence: fenceObjs,
+			controller: "taint-eviction (alpha)", object: "pod/db/run-0", decision: "force-delete", why: "cut off from the pod's storage (out-of-service)"},
+		{name: "taint-eviction holds a stateful pod of a node not known cut off", node: "unreachable", kube: kubeTE, fence: fenceObjs,
+			controller: "taint-eviction (alpha)", object: "pod/db/run-1", decision: "hold", why: "waits for the node to be fenced"},
 		{name: "without the fencing API node-fencing does not run", node: "live", kube: kube, fence: nil,
 			controller: "node-fencing", object: "node/live", decision: "none", why: "not installed"},
 	} {
