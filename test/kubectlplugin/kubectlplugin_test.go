@@ -42,22 +42,31 @@ func TestPluginGolden(t *testing.T) {
 	}
 	s := &scene{t: t, ctx: ctx, kube: c.Client(), fences: fences, start: time.Now()}
 	s.write()
+	admin := c.AdminKubeconfig()
+	// A user with no rights, and one who may read what fence reads but not
+	// create a FencingRequest.
+	_, nobody := c.ServiceAccountConfig(t, "ops", "nobody")
+	_, reader := c.ServiceAccountConfig(t, "ops", "reader")
+	s.grantFenceReads("ops", "reader")
 
 	for _, step := range []struct {
-		golden string
-		args   []string
+		golden     string
+		kubeconfig string
+		args       []string
 	}{
-		{"status.golden", []string{"status"}},
-		{"explain-dead.golden", []string{"explain", "dead"}},
-		{"explain-quarantined.golden", []string{"explain", "quarantined"}},
-		{"fence-live.golden", []string{"fence", "live", "--yes", "--requester", "alice"}},
-		{"fence-live-again.golden", []string{"fence", "live", "--yes"}},
-		{"fence-unknown.golden", []string{"fence", "ghost", "--yes"}},
-		{"unfence-dead.golden", []string{"unfence", "dead", "--yes"}},
-		{"unfence-live.golden", []string{"unfence", "live", "--yes"}},
-		{"status-json.golden", []string{"status", "-o", "json"}},
+		{"status.golden", admin, []string{"status"}},
+		{"explain-dead.golden", admin, []string{"explain", "dead"}},
+		{"explain-quarantined.golden", admin, []string{"explain", "quarantined"}},
+		{"fence-live.golden", admin, []string{"fence", "live", "--yes", "--requester", "alice"}},
+		{"fence-live-again.golden", admin, []string{"fence", "live", "--yes"}},
+		{"fence-unknown.golden", admin, []string{"fence", "ghost", "--yes"}},
+		{"unfence-dead.golden", admin, []string{"unfence", "dead", "--yes"}},
+		{"unfence-live.golden", admin, []string{"unfence", "live", "--yes"}},
+		{"status-json.golden", admin, []string{"status", "-o", "json"}},
+		{"status-no-rights.golden", nobody, []string{"status"}},
+		{"fence-no-create.golden", reader, []string{"fence", "live", "--yes"}},
 	} {
-		out := runPlugin(t, ctx, bin, c.AdminKubeconfig(), step.args...)
+		out := runPlugin(t, ctx, bin, step.kubeconfig, step.args...)
 		compare(t, step.golden, normalize(out, !slices.Contains(step.args, "-o")))
 	}
 	requireNoLiveRequest(t, ctx, fences)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -177,4 +178,27 @@ func (s *scene) event() {
 	}
 	_, err := s.kube.CoreV1().Events(ev.Namespace).Create(s.ctx, ev, metav1.CreateOptions{})
 	s.must(err, "creating an Event")
+}
+
+// grantFenceReads lets the ServiceAccount read what fence reads (nodes,
+// VolumeAttachments, node Leases, the fencing kinds), and nothing more.
+func (s *scene) grantFenceReads(namespace, name string) {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "fence-reader"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"list"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
+			{APIGroups: []string{names.APIGroup}, Resources: []string{"fencingrequests", "fencepolicies", "fenceclasses"}, Verbs: []string{"list"}},
+		},
+	}
+	_, err := s.kube.RbacV1().ClusterRoles().Create(s.ctx, role, metav1.CreateOptions{})
+	s.must(err, "creating ClusterRole fence-reader")
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "fence-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+	}
+	_, err = s.kube.RbacV1().ClusterRoleBindings().Create(s.ctx, binding, metav1.CreateOptions{})
+	s.must(err, "creating ClusterRoleBinding fence-reader")
 }
