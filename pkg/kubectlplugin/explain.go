@@ -155,15 +155,22 @@ func FencingInput(s *Snapshot, lease *coordinationv1.Lease, node *v1.Node) nodef
 	if in.Request != nil {
 		policyName = in.Request.Spec.PolicyName
 	}
-	in.Policy, in.PolicyProblem = nodefencing.ResolvePolicy(node, policyName, s.Policies)
-	if in.Policy != nil {
-		classes := make(map[string]*fencingv1alpha1.FenceClass, len(s.Classes))
-		for _, c := range s.Classes {
-			classes[c.Name] = c
-		}
-		in.PolicyProblem = nodefencing.PolicyProblem(in.Policy, classes)
-	}
+	in.Policy, in.PolicyProblem = s.resolvePolicy(node, policyName)
 	return in
+}
+
+// resolvePolicy is the node's policy (the named one, else the one that
+// selects it) and why it cannot be used, as node-fencing resolves it.
+func (s *Snapshot) resolvePolicy(node *v1.Node, name string) (*fencingv1alpha1.FencePolicy, string) {
+	policy, problem := nodefencing.ResolvePolicy(node, name, s.Policies)
+	if policy == nil {
+		return nil, problem
+	}
+	classes := make(map[string]*fencingv1alpha1.FenceClass, len(s.Classes))
+	for _, c := range s.Classes {
+		classes[c.Name] = c
+	}
+	return policy, nodefencing.PolicyProblem(policy, classes)
 }
 
 func bracket(s string) string {

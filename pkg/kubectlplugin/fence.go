@@ -88,12 +88,17 @@ func Fence(ctx context.Context, c Clients, o FenceOptions) (*fencingv1alpha1.Fen
 		return nil, fmt.Errorf("node %s already has an open FencingRequest %s (phase %s, requested by %s): one request per node; watch it with kubectl get fencingrequest %s",
 			o.Node, r.Name, phaseOf(r), r.Spec.Requester, r.Name)
 	}
-	policy := o.Policy
-	if policy == "" && st.input.Policy != nil {
-		policy = st.input.Policy.Name
+	// A manual request still follows a policy's levels: refuse one that
+	// node-fencing would leave waiting for a usable policy.
+	policy, problem := st.snap.resolvePolicy(st.node, o.Policy)
+	switch {
+	case problem != "":
+		return nil, fmt.Errorf("node %s cannot be fenced: %s", o.Node, problem)
+	case policy == nil:
+		return nil, fmt.Errorf("no FencePolicy selects node %s: a manual fence still needs one for its fence levels; name one with --policy", o.Node)
 	}
-	prompt := fmt.Sprintf("Fence node %s: power it %s through its fence devices (FencePolicy %q), then put it out of service so that its pods and volumes move. Continue?",
-		o.Node, o.Action, policy)
+	prompt := fmt.Sprintf("Fence node %s (action %s, FencePolicy %s): its power is cut through its fence devices, then it is put out of service so that its pods and volumes move. Continue?",
+		o.Node, o.Action, policy.Name)
 	if ok, err := o.Confirm(prompt); err != nil || !ok {
 		return nil, errors.Join(ErrAborted, err)
 	}

@@ -25,23 +25,30 @@ func answer(yes bool) Confirm {
 func TestFence(t *testing.T) {
 	kube, fenceObjs := world()
 	for _, tc := range []struct {
-		name, node string
-		confirm    bool
-		forbid     bool
-		wantErr    string
+		name, node, policy string
+		noPolicy           bool
+		confirm            bool
+		forbid             bool
+		wantErr            string
 	}{
 		{name: "creates a manual, approved request", node: "live", confirm: true},
 		{name: "unknown node", node: "ghost", confirm: true, wantErr: `node "ghost" not found`},
 		{name: "a node with an open request", node: "dead", confirm: true, wantErr: "already has an open FencingRequest dead-abcde (phase Fenced"},
 		{name: "declined", node: "live", confirm: false, wantErr: ErrAborted.Error()},
+		{name: "a policy that does not exist", node: "live", policy: "nope", confirm: true, wantErr: `node live cannot be fenced: FencePolicy "nope" does not exist`},
+		{name: "no policy selects the node", node: "live", noPolicy: true, confirm: true, wantErr: "no FencePolicy selects node live"},
 		{name: "RBAC denies the create", node: "live", confirm: true, forbid: true, wantErr: "not allowed to create fencingrequests.fenceline.io (RBAC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _, f := fakeClients(kube, fenceObjs)
+			objs := fenceObjs
+			if tc.noPolicy {
+				objs = []runtime.Object{fencingRequest("dead", fencingv1alpha1.FencingPhaseFenced)}
+			}
+			c, _, f := fakeClients(kube, objs)
 			if tc.forbid {
 				f.PrependReactor("create", "fencingrequests", forbidden)
 			}
-			r, err := Fence(context.Background(), c, FenceOptions{Node: tc.node, Action: fencingv1alpha1.FenceActionOff, Requester: "user:alice", Confirm: answer(tc.confirm), Now: now})
+			r, err := Fence(context.Background(), c, FenceOptions{Node: tc.node, Policy: tc.policy, Action: fencingv1alpha1.FenceActionOff, Requester: "user:alice", Confirm: answer(tc.confirm), Now: now})
 			reqs, lerr := f.FencingV1alpha1().FencingRequests().List(context.Background(), metav1.ListOptions{})
 			if lerr != nil {
 				t.Fatal(lerr)
