@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
@@ -98,12 +99,33 @@ func ReadSnapshot(ctx context.Context, c Clients, now time.Time) (*Snapshot, err
 	if err := s.readFencing(ctx, c.Fencing); err != nil {
 		return nil, err
 	}
-	events, err := c.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, permissionHint(err, "list", "events")
+	if s.Events, err = readEvents(ctx, c.Kube); err != nil {
+		return nil, err
 	}
-	s.Events = fencelineEvents(events.Items)
 	return s, nil
+}
+
+// Components are the sources of Fenceline's Events.
+var Components = []string{"fenceline-controller", "fenceline-attacher", "fenceline-fence-agent"}
+
+// readEvents lists the Events of Fenceline's components, selected by
+// source on the server so that a busy cluster's other Events stay there.
+func readEvents(ctx context.Context, c kubernetes.Interface) ([]v1.Event, error) {
+	seen := map[string]bool{}
+	var all []v1.Event
+	for _, component := range Components {
+		list, err := c.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("source", component).String()})
+		if err != nil {
+			return nil, permissionHint(err, "list", "events")
+		}
+		for _, e := range list.Items {
+			if key := e.Namespace + "/" + e.Name; !seen[key] {
+				seen[key] = true
+				all = append(all, e)
+			}
+		}
+	}
+	return fencelineEvents(all), nil
 }
 
 // readFencing reads the fencing kinds; a cluster without the CRDs has none.
