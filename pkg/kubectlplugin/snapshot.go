@@ -105,15 +105,15 @@ func ReadSnapshot(ctx context.Context, c Clients, now time.Time) (*Snapshot, err
 	return s, nil
 }
 
-// Components are the sources of Fenceline's Events.
-var Components = []string{"fenceline-controller", "fenceline-attacher", "fenceline-fence-agent"}
+// components are the sources of Fenceline's Events.
+var components = []string{"fenceline-controller", "fenceline-attacher", "fenceline-fence-agent"}
 
 // readEvents lists the Events of Fenceline's components, selected by
 // source on the server so that a busy cluster's other Events stay there.
 func readEvents(ctx context.Context, c kubernetes.Interface) ([]v1.Event, error) {
 	seen := map[string]bool{}
 	var all []v1.Event
-	for _, component := range Components {
+	for _, component := range components {
 		list, err := c.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("source", component).String()})
 		if err != nil {
 			return nil, permissionHint(err, "list", "events")
