@@ -16,9 +16,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
+	"fenceline.io/fenceline/pkg/cutoff"
 	fencingclient "fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/world"
 )
@@ -62,6 +66,8 @@ func TestPluginGolden(t *testing.T) {
 		{"fence-unknown.golden", admin, []string{"fence", "ghost", "--yes"}},
 		{"unfence-dead.golden", admin, []string{"unfence", "dead", "--yes"}},
 		{"unfence-live.golden", admin, []string{"unfence", "live", "--yes"}},
+		{"explain-back.golden", admin, []string{"explain", "back"}},
+		{"unfence-back.golden", admin, []string{"unfence", "back", "--yes", "--requester", "alice"}},
 		{"status-json.golden", admin, []string{"status", "-o", "json"}},
 		{"status-no-rights.golden", nobody, []string{"status"}},
 		{"fence-no-create.golden", reader, []string{"fence", "live", "--yes"}},
@@ -69,7 +75,7 @@ func TestPluginGolden(t *testing.T) {
 		out := runPlugin(t, ctx, bin, step.kubeconfig, step.args...)
 		compare(t, step.golden, normalize(out, !slices.Contains(step.args, "-o")))
 	}
-	requireNoLiveRequest(t, ctx, fences)
+	checkWrites(t, ctx, c.Client(), fences)
 }
 
 // runPlugin runs the binary and returns its output and exit status as one
@@ -175,43 +181,27 @@ func compare(t *testing.T, name, got string) {
 	}
 }
 
-// requireNoLiveRequest checks, beside the golden output, what the writes
-// did: the fence of live was created and the unfence cancelled it.
-func requireNoLiveRequest(t *testing.T, ctx context.Context, fences fencingclient.Interface) {
+// checkWrites checks, beside the golden output, what the writes did: the
+// fence of live was created and cancelled, and back was unfenced (its
+// fencing conditions False, no fencing or out-of-service taint, its
+// request gone).
+func checkWrites(t *testing.T, ctx context.Context, kube kubernetes.Interface, fences fencingclient.Interface) {
 	t.Helper()
 	reqs, err := fences.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range reqs.Items {
-		if r.Spec.NodeName == "live" {
-			t.Errorf("FencingRequest %s of node live is left after unfence", r.Name)
-		}
+	if len(reqs.Items) != 1 || reqs.Items[0].Name != "dead-req" {
+		t.Errorf("%d FencingRequests, want dead-req alone (live's cancelled, back-req deleted by the unfence)", len(reqs.Items))
 	}
-	if len(reqs.Items) != 1 {
-		t.Errorf("%d FencingRequests, want dead-req alone", len(reqs.Items))
+	back, err := kube.CoreV1().Nodes().Get(ctx, "back", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// TestNormalize shows that the normalization hides what differs between
-// runs and keeps the rest, aligned.
-func TestNormalize(t *testing.T) {
-	for _, tc := range []struct {
-		name, in, want string
-		table          bool
-	}{
-		{name: "ages in a table are replaced and realigned", table: true,
-			in:   "T\n  NAME  AGE    SINCE\n  a     4m29s  12s\n  long  5s     1h2m\n",
-			want: "T\n  NAME  AGE    SINCE\n  a     <age>  <age>\n  long  <age>  <age>\n"},
-		{name: "times, UIDs and generated names", table: false,
-			in:   `{"since": "2026-11-27T22:20:30Z", "uid": "0c0ffee0-0000-4000-8000-000000000001", "name": "live-x7k2p"}`,
-			want: `{"since": "<time>", "uid": "<uid>", "name": "live-<id>"}`},
-		{name: "words with digits stay", table: false, in: "pv-1 va-2 v0.1.0 level 1", want: "pv-1 va-2 v0.1.0 level 1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := normalize(tc.in, tc.table); got != tc.want {
-				t.Errorf("normalize(%q) =\n%q\nwant\n%q", tc.in, got, tc.want)
-			}
-		})
+	fenced := slices.ContainsFunc(back.Spec.Taints, func(t v1.Taint) bool {
+		return t.Key == names.OutOfServiceTaint || t.Key == names.FencingRequiredTaint || t.Key == names.FencingTriagedTaint
+	})
+	if fenced || cutoff.FencingComplete(back) || back.Annotations[names.OutOfServiceOwnerAnnotation] != "" {
+		t.Errorf("node back after unfence: taints %v, conditions %v, annotations %v; want it unfenced", back.Spec.Taints, back.Status.Conditions, back.Annotations)
 	}
 }

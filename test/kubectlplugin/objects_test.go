@@ -31,6 +31,8 @@ const driver = "block.csi.example.com"
 //     being detached with a fence record;
 //   - node "quarantined": NotReady, quarantined, its pod q-0 terminating;
 //   - node "live": Ready, with the VolumeAttachment va-live;
+//   - node "back": back with a new boot ID after FencingRequest back-req,
+//     Recovering under FencePolicy manual, which unfences by hand;
 //   - the safe-detach driver, served by a fence-capable attacher, and one
 //     Event of fenceline-controller.
 type scene struct {
@@ -64,6 +66,16 @@ func (s *scene) write() {
 	s.node(testobj.Node("quarantined", testobj.NotReadySince(s.at(-2*time.Minute).Time),
 		testobj.TaintAt(names.QuarantineTaint, v1.TaintEffectNoSchedule, s.at(-80*time.Second).Time)))
 	s.node(testobj.Node("live", testobj.ReadySince(s.at(-time.Hour).Time)))
+	back, err := s.fences.FencingV1alpha1().FencingRequests().Get(s.ctx, "back-req", metav1.GetOptions{})
+	s.must(err, "reading back-req")
+	s.node(testobj.Node("back", testobj.ReadySince(s.at(-time.Minute).Time), testobj.BootID("boot-2"), testobj.Label("fencing", "manual"),
+		testobj.TaintAt(names.OutOfServiceTaint, v1.TaintEffectNoExecute, s.at(-10*time.Minute).Time),
+		testobj.TaintAt(names.FencingRequiredTaint, v1.TaintEffectNoSchedule, s.at(-11*time.Minute).Time),
+		testobj.TaintAt(names.FencingTriagedTaint, v1.TaintEffectPreferNoSchedule, s.at(-11*time.Minute).Time),
+		testobj.ConditionSince(names.FencingTriagedCondition, v1.ConditionTrue, s.at(-11*time.Minute).Time),
+		testobj.ConditionSince(names.FencingRequiredCondition, v1.ConditionTrue, s.at(-11*time.Minute).Time),
+		testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, s.at(-10*time.Minute).Time),
+		testobj.Annotation(names.OutOfServiceOwnerAnnotation, string(back.UID))))
 
 	for _, d := range []*storagev1.CSIDriver{
 		testobj.CSIDriver(driver, map[string]string{names.SafeDetachAnnotation: "true"}),
@@ -79,6 +91,7 @@ func (s *scene) write() {
 	s.nodeLease("dead", s.at(-5*time.Minute).Time)
 	s.nodeLease("quarantined", s.at(-2*time.Minute).Time)
 	s.nodeLease("live", s.start)
+	s.nodeLease("back", s.start)
 
 	s.volume("db", "web-0", "dead", "pv-dead")
 	s.volume("db", "q-0", "quarantined", "pv-q")
@@ -101,17 +114,31 @@ func (s *scene) writeFencing() {
 		Spec:       fencingv1alpha1.FencePolicySpec{Levels: []fencingv1alpha1.FenceLevel{{Index: 1, FenceClassNames: []string{"bmc"}}}},
 	}, metav1.CreateOptions{})
 	s.must(err, "creating FencePolicy workers")
+	_, err = api.FencePolicies().Create(s.ctx, &fencingv1alpha1.FencePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "manual"},
+		Spec: fencingv1alpha1.FencePolicySpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fencing": "manual"}},
+			Levels: []fencingv1alpha1.FenceLevel{{Index: 1, FenceClassNames: []string{"bmc"}}}, Recovery: fencingv1alpha1.FenceRecovery{Unfence: "Manual"}},
+	}, metav1.CreateOptions{})
+	s.must(err, "creating FencePolicy manual")
+	s.request("dead-req", "dead", "workers", fencingv1alpha1.FencingPhaseFenced, -4*time.Minute)
+	s.request("back-req", "back", "manual", fencingv1alpha1.FencingPhaseRecovering, -10*time.Minute)
+}
+
+// request creates the controller's request for the node, in the phase,
+// fenced (boot ID boot-1) at the offset from start.
+func (s *scene) request(name, node, policy string, phase fencingv1alpha1.FencingPhase, fenced time.Duration) {
+	api := s.fences.FencingV1alpha1()
 	req, err := api.FencingRequests().Create(s.ctx, &fencingv1alpha1.FencingRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "dead-req", Labels: map[string]string{names.FencingRequestNodeLabel: "dead"}},
-		Spec: fencingv1alpha1.FencingRequestSpec{NodeName: "dead", PolicyName: "workers", Reason: "LeaseExpired",
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{names.FencingRequestNodeLabel: node}},
+		Spec: fencingv1alpha1.FencingRequestSpec{NodeName: node, PolicyName: policy, Reason: "LeaseExpired",
 			Requester: "controller", Action: fencingv1alpha1.FenceActionOff},
 	}, metav1.CreateOptions{})
-	s.must(err, "creating FencingRequest dead-req")
-	req.Status = fencingv1alpha1.FencingRequestStatus{Phase: fencingv1alpha1.FencingPhaseFenced, BootIDAtFence: "boot-1",
+	s.must(err, "creating FencingRequest "+name)
+	req.Status = fencingv1alpha1.FencingRequestStatus{Phase: phase, BootIDAtFence: "boot-1",
 		Conditions: []metav1.Condition{{Type: "Complete", Status: metav1.ConditionTrue, Reason: "Level1Verified",
-			Message: "every fence class of level 1 read the power back Off", LastTransitionTime: s.at(-4 * time.Minute)}}}
+			Message: "every fence class of level 1 read the power back Off", LastTransitionTime: s.at(fenced)}}}
 	_, err = api.FencingRequests().UpdateStatus(s.ctx, req, metav1.UpdateOptions{})
-	s.must(err, "writing the status of dead-req")
+	s.must(err, "writing the status of "+name)
 }
 
 // node creates the node and writes its status (conditions, boot ID).
