@@ -26,8 +26,6 @@ type Options struct {
 	Now func() time.Time
 	// NewClients builds the clients; nil means from Flags.
 	NewClients func() (Clients, error)
-	// Age replaces the age column's format (see Printer.Age).
-	Age func(t *metav1.Time) string
 }
 
 func (o *Options) now() time.Time {
@@ -68,7 +66,7 @@ func (o *Options) snapshot(ctx context.Context) (Clients, *Snapshot, error) {
 }
 
 func (o *Options) printer() *Printer {
-	return &Printer{Out: o.Streams.Out, Now: o.now(), Age: o.Age}
+	return &Printer{Out: o.Streams.Out, Now: o.now()}
 }
 
 // NewCommand returns the kubectl-fenceline command tree.

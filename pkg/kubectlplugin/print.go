@@ -18,16 +18,10 @@ type Printer struct {
 	Out io.Writer
 	// Now is what ages are counted from.
 	Now time.Time
-	// Age formats a time for a table; nil means its age as kubectl prints
-	// it ("5m2s"), "<none>" for no time. Tests replace it to compare
-	// output taken at different times.
-	Age func(t *metav1.Time) string
 }
 
+// age is how long ago t was, as kubectl prints ages ("5m2s"), or "<none>".
 func (p *Printer) age(t *metav1.Time) string {
-	if p.Age != nil {
-		return p.Age(t)
-	}
 	if t == nil || t.IsZero() {
 		return "<none>"
 	}
