@@ -52,7 +52,8 @@ help: ## Show this help.
 build: ## Build every binary into bin/.
 	@mkdir -p $(BIN_DIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/ \
-		./cmd/fenceline-attacher ./cmd/fenceline-controller ./cmd/fenceline-fence-agent ./mock-driver
+		./cmd/fenceline-attacher ./cmd/fenceline-controller ./cmd/fenceline-fence-agent ./mock-driver \
+		./cmd/kubectl-fenceline
 
 .PHONY: fence-sanity
 fence-sanity: ## Build the fence-sanity conformance command (see docs/fence-sanity.md) into bin/.

@@ -2,8 +2,6 @@ package nodefencing
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -11,11 +9,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/kube/fencingreq"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -93,8 +91,8 @@ func (c *Controller) create(ctx context.Context, in Input, d Decision) error {
 	node := fresh.Node
 	req := &fencingv1alpha1.FencingRequest{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: generateName(node.Name),
-			Labels:       map[string]string{names.FencingRequestNodeLabel: nodeLabelValue(node.Name)},
+			GenerateName: fencingreq.GenerateName(node.Name),
+			Labels:       map[string]string{names.FencingRequestNodeLabel: fencingreq.NodeLabelValue(node.Name)},
 		},
 		Spec: fencingv1alpha1.FencingRequestSpec{
 			NodeName: node.Name, NodeUID: node.UID, PolicyName: fresh.Policy.Name,
@@ -226,10 +224,7 @@ func (c *Controller) recover(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
 	check := c.recheck(ctx, r, StepRecover, true)
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
-	if err := c.setNodeConditions(ctx, in.Node, check,
-		nodeCondition(names.FencingCompleteCondition, v1.ConditionFalse, "Unfenced", msg),
-		nodeCondition(names.FencingRequiredCondition, v1.ConditionFalse, "Unfenced", msg),
-		nodeCondition(names.FencingTriagedCondition, v1.ConditionFalse, "Unfenced", msg)); err != nil {
+	if err := c.setNodeConditions(ctx, in.Node, check, UnfencedConditions(msg)...); err != nil {
 		return err
 	}
 	if err := c.removeTaints(ctx, in.Node, r, check, "unfence"); err != nil {
@@ -265,21 +260,29 @@ func (c *Controller) cancel(ctx context.Context, in Input, d Decision) error {
 // in one write.
 func (c *Controller) removeTaints(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, check actuator.NodeCheck, why string) error {
 	return c.cfg.Actuator.UpdateNode(ctx, node, why+": remove fencing taints", check, func(n *v1.Node) bool {
-		owned := OwnsOutOfService(n, r)
-		kept := n.Spec.Taints[:0:0]
-		for _, t := range n.Spec.Taints {
-			if t.Key == triagedTaint.Key || t.Key == requiredTaint.Key || (owned && t.Key == outOfServiceTaint.Key) {
-				continue
-			}
-			kept = append(kept, t)
-		}
-		changed := len(kept) != len(n.Spec.Taints) || owned
-		n.Spec.Taints = kept
-		if owned {
-			delete(n.Annotations, ownerAnnotation)
-		}
-		return changed
+		return StripFencingTaints(n, r)
 	})
+}
+
+// StripFencingTaints removes from n Fenceline's fencing taints and, if the
+// request added it (owner annotation), the out-of-service taint and the
+// annotation. It reports whether n changed. A manual unfence makes the
+// same change.
+func StripFencingTaints(n *v1.Node, r *fencingv1alpha1.FencingRequest) bool {
+	owned := OwnsOutOfService(n, r)
+	kept := n.Spec.Taints[:0:0]
+	for _, t := range n.Spec.Taints {
+		if t.Key == triagedTaint.Key || t.Key == requiredTaint.Key || (owned && t.Key == outOfServiceTaint.Key) {
+			continue
+		}
+		kept = append(kept, t)
+	}
+	changed := len(kept) != len(n.Spec.Taints) || owned
+	n.Spec.Taints = kept
+	if owned {
+		delete(n.Annotations, ownerAnnotation)
+	}
+	return changed
 }
 
 // noteWaiting records, on the request, why it waits (once per reason).
@@ -328,25 +331,6 @@ func eventType(reason string) string {
 		return v1.EventTypeWarning
 	}
 	return v1.EventTypeNormal
-}
-
-// generateName is the request's name prefix: the node's name, cut so that
-// the generated suffix still fits.
-func generateName(node string) string {
-	if len(node) > 200 {
-		node = node[:200]
-	}
-	return node + "-"
-}
-
-// nodeLabelValue is the value of names.FencingRequestNodeLabel: the node's
-// name when it is a valid label value, else a hash of it.
-func nodeLabelValue(node string) string {
-	if len(validation.IsValidLabelValue(node)) == 0 {
-		return node
-	}
-	sum := sha256.Sum256([]byte(node))
-	return "sha256-" + hex.EncodeToString(sum[:])[:40]
 }
 
 // errRequestGone: the request was deleted or recreated since the decision.

@@ -254,7 +254,7 @@ func (c *Controller) gather(nodeName string, fresh *v1.Node) (Input, error) {
 	if err != nil {
 		return in, err
 	}
-	in.Request, in.Blocked = openRequest(reqs, in.Node)
+	in.Request, in.Blocked = OpenRequest(reqs, in.Node)
 	vas, err := nodeutil.VAsOnNode(c.vas, nodeName)
 	if err != nil {
 		return in, err
@@ -307,11 +307,11 @@ func (c *Controller) requestsOf(nodeName string) ([]*fencingv1alpha1.FencingRequ
 	return out, nil
 }
 
-// openRequest returns the node's oldest open request, and, when there is
+// OpenRequest returns the node's oldest open request, and, when there is
 // none, why no new one may be created: a request of the node's current boot
 // Failed. The oldest wins so that every replica and every restart picks the
 // same one.
-func openRequest(reqs []*fencingv1alpha1.FencingRequest, node *v1.Node) (*fencingv1alpha1.FencingRequest, string) {
+func OpenRequest(reqs []*fencingv1alpha1.FencingRequest, node *v1.Node) (*fencingv1alpha1.FencingRequest, string) {
 	slices.SortFunc(reqs, func(a, b *fencingv1alpha1.FencingRequest) int {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c

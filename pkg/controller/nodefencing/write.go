@@ -16,6 +16,7 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/kube/fencingreq"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -128,29 +129,46 @@ func (c *Controller) setNodeConditions(ctx context.Context, node *v1.Node, check
 		what += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
 	}
 	return c.cfg.Actuator.UpdateNodeStatus(ctx, node, what, check, func(n *v1.Node) bool {
-		now := metav1.NewTime(c.now())
-		changed := false
-		for _, cd := range conds {
-			i := slices.IndexFunc(n.Status.Conditions, func(x v1.NodeCondition) bool { return x.Type == cd.Type })
-			if i < 0 {
-				cd.LastTransitionTime, cd.LastHeartbeatTime = now, now
-				n.Status.Conditions = append(n.Status.Conditions, cd)
-				changed = true
-				continue
-			}
-			old := n.Status.Conditions[i]
-			if old.Status == cd.Status && old.Reason == cd.Reason {
-				continue
-			}
-			cd.LastHeartbeatTime, cd.LastTransitionTime = now, old.LastTransitionTime
-			if old.Status != cd.Status {
-				cd.LastTransitionTime = now
-			}
-			n.Status.Conditions[i] = cd
-			changed = true
-		}
-		return changed
+		return ApplyNodeConditions(n, metav1.NewTime(c.now()), conds...)
 	})
+}
+
+// ApplyNodeConditions sets the conditions in n's status, with now as the
+// heartbeat time and, for a changed status, the transition time. A
+// condition whose status and reason are already set is left as it is. It
+// reports whether n changed.
+func ApplyNodeConditions(n *v1.Node, now metav1.Time, conds ...v1.NodeCondition) bool {
+	changed := false
+	for _, cd := range conds {
+		i := slices.IndexFunc(n.Status.Conditions, func(x v1.NodeCondition) bool { return x.Type == cd.Type })
+		if i < 0 {
+			cd.LastTransitionTime, cd.LastHeartbeatTime = now, now
+			n.Status.Conditions = append(n.Status.Conditions, cd)
+			changed = true
+			continue
+		}
+		old := n.Status.Conditions[i]
+		if old.Status == cd.Status && old.Reason == cd.Reason {
+			continue
+		}
+		cd.LastHeartbeatTime, cd.LastTransitionTime = now, old.LastTransitionTime
+		if old.Status != cd.Status {
+			cd.LastTransitionTime = now
+		}
+		n.Status.Conditions[i] = cd
+		changed = true
+	}
+	return changed
+}
+
+// UnfencedConditions are the node conditions of an unfenced node: the three
+// fencing conditions False, reason Unfenced, with msg.
+func UnfencedConditions(msg string) []v1.NodeCondition {
+	return []v1.NodeCondition{
+		nodeCondition(names.FencingCompleteCondition, v1.ConditionFalse, "Unfenced", msg),
+		nodeCondition(names.FencingRequiredCondition, v1.ConditionFalse, "Unfenced", msg),
+		nodeCondition(names.FencingTriagedCondition, v1.ConditionFalse, "Unfenced", msg),
+	}
 }
 
 // recheck returns the write-time check of a node write for step: Decide
@@ -233,7 +251,7 @@ func (c *Controller) freshRequest(ctx context.Context, in *Input, nodeName strin
 		in.Request = cur
 		return nil
 	}
-	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{names.FencingRequestNodeLabel: nodeLabelValue(nodeName)}).String()})
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{names.FencingRequestNodeLabel: fencingreq.NodeLabelValue(nodeName)}).String()})
 	if err != nil {
 		return fmt.Errorf("listing FencingRequests of node %s: %w", nodeName, err)
 	}
@@ -253,6 +271,6 @@ func (c *Controller) freshRequest(ctx context.Context, in *Input, nodeName strin
 			reqs = append(reqs, cr)
 		}
 	}
-	in.Request, in.Blocked = openRequest(reqs, in.Node)
+	in.Request, in.Blocked = OpenRequest(reqs, in.Node)
 	return nil
 }

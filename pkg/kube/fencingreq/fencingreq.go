@@ -7,6 +7,8 @@
 package fencingreq
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 )
@@ -126,4 +129,24 @@ func ResolvePolicy(node *v1.Node, name string, policies []*fencingv1alpha1.Fence
 	}
 	slices.Sort(matched)
 	return nil, fmt.Sprintf("node %s is selected by several FencePolicies (%s); fencing it needs exactly one", node.Name, strings.Join(matched, ", "))
+}
+
+// GenerateName is the name prefix of a node's FencingRequest: the node's
+// name, cut so that the generated suffix still fits.
+func GenerateName(node string) string {
+	if len(node) > 200 {
+		node = node[:200]
+	}
+	return node + "-"
+}
+
+// NodeLabelValue is the value of names.FencingRequestNodeLabel on a node's
+// FencingRequests: the node's name when it is a valid label value, else a
+// hash of it.
+func NodeLabelValue(node string) string {
+	if len(validation.IsValidLabelValue(node)) == 0 {
+		return node
+	}
+	sum := sha256.Sum256([]byte(node))
+	return "sha256-" + hex.EncodeToString(sum[:])[:40]
 }

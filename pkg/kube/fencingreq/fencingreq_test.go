@@ -1,7 +1,10 @@
 package fencingreq
 
 import (
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 )
@@ -54,6 +57,31 @@ func TestTerminal(t *testing.T) {
 	} {
 		if got := Terminal(p); got != want {
 			t.Errorf("Terminal(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestRequestNaming(t *testing.T) {
+	long := strings.Repeat("n", 240)
+	for _, tc := range []struct {
+		node, prefix, label string
+	}{
+		{node: "worker-1", prefix: "worker-1-", label: "worker-1"},
+		// A node name longer than a label value (63) is hashed; the prefix
+		// is cut so that the generated suffix fits in a name.
+		{node: long, prefix: long[:200] + "-", label: "sha256-"},
+		// A valid node name with dots is a valid label value.
+		{node: "n1.example.com", prefix: "n1.example.com-", label: "n1.example.com"},
+	} {
+		if got := GenerateName(tc.node); got != tc.prefix {
+			t.Errorf("GenerateName(%.20s...) = %.20s..., want %.20s...", tc.node, got, tc.prefix)
+		}
+		got := NodeLabelValue(tc.node)
+		if !strings.HasPrefix(got, tc.label) || len(validation.IsValidLabelValue(got)) > 0 {
+			t.Errorf("NodeLabelValue(%.20s...) = %q, want a valid label value starting %q", tc.node, got, tc.label)
+		}
+		if NodeLabelValue(tc.node) != got {
+			t.Errorf("NodeLabelValue(%.20s...) is not stable", tc.node)
 		}
 	}
 }

@@ -1,0 +1,243 @@
+package kubectlplugin
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	fencingclient "fenceline.io/fenceline/pkg/generated/clientset/versioned"
+)
+
+// Options are the plugin's global settings.
+type Options struct {
+	Flags   *genericclioptions.ConfigFlags
+	Streams genericiooptions.IOStreams
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NewClients builds the clients; nil means from Flags.
+	NewClients func() (Clients, error)
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+func (o *Options) clients() (Clients, error) {
+	if o.NewClients != nil {
+		return o.NewClients()
+	}
+	cfg, err := o.Flags.ToRESTConfig()
+	if err != nil {
+		return Clients{}, fmt.Errorf("reading kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "kubectl-fenceline"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	fc, err := fencingclient.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("building the fencing client: %w", err)
+	}
+	return Clients{Kube: kube, Fencing: fc}, nil
+}
+
+// snapshot builds the clients and reads the snapshot.
+func (o *Options) snapshot(ctx context.Context) (Clients, *Snapshot, error) {
+	c, err := o.clients()
+	if err != nil {
+		return c, nil, err
+	}
+	snap, err := ReadSnapshot(ctx, c, o.now())
+	return c, snap, err
+}
+
+func (o *Options) printer() *Printer {
+	return &Printer{Out: o.Streams.Out, Now: o.now()}
+}
+
+// NewCommand returns the kubectl-fenceline command tree.
+func NewCommand(o *Options) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kubectl-fenceline",
+		Short: "Inspect and steer Fenceline: fence status, manual fence and unfence, decisions explained",
+		Long: "kubectl fenceline shows what Fenceline sees (CSI drivers and their fence capability, nodes quarantined, fenced\n" +
+			"or out of service, FencingRequests, pending detaches, recent Events), asks for a manual fence or unfence\n" +
+			"through FencingRequests, and explains the decision each controller would take now for a node.",
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fenceline"},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	o.Flags.AddFlags(root.PersistentFlags())
+	root.AddCommand(statusCommand(o), fenceCommand(o), unfenceCommand(o), explainCommand(o))
+	return root
+}
+
+func addOutputFlag(cmd *cobra.Command, out *string) {
+	cmd.Flags().StringVarP(out, "output", "o", "", "Output format: json or yaml (tables when empty)")
+}
+
+func statusCommand(o *Options) *cobra.Command {
+	var output string
+	var events int
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "CSI drivers and their fence capability, fenced and out-of-service nodes, FencingRequests, pending detaches, recent Events",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, snap, err := o.snapshot(cmd.Context())
+			if err != nil {
+				return err
+			}
+			st := BuildStatus(snap, events)
+			if output != "" {
+				return WriteStructured(o.Streams.Out, output, st)
+			}
+			return o.printer().PrintStatus(st)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	cmd.Flags().IntVar(&events, "events", 20, "How many of the most recent Events of Fenceline's components to show")
+	return cmd
+}
+
+func explainCommand(o *Options) *cobra.Command {
+	var output string
+	cfg := DefaultExplainConfig()
+	cmd := &cobra.Command{
+		Use:   "explain NODE",
+		Short: "The decision each controller would take now for the node, its pods and its VolumeAttachments",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, snap, err := o.snapshot(cmd.Context())
+			if err != nil {
+				return err
+			}
+			objs, err := ReadNodeObjects(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			e, err := Explain(snap, objs, args[0], cfg)
+			if err != nil {
+				return err
+			}
+			if output != "" {
+				return WriteStructured(o.Streams.Out, output, e)
+			}
+			return o.printer().PrintExplanation(e)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	cmd.Flags().DurationVar(&cfg.QuarantineDelay, "quarantine-delay", cfg.QuarantineDelay, "fenceline-controller's --quarantine-delay, if not the default")
+	cmd.Flags().DurationVar(&cfg.ForceEvictionReadyGrace, "force-eviction-ready-grace", cfg.ForceEvictionReadyGrace, "fenceline-controller's --force-eviction-ready-grace, if not the default")
+	return cmd
+}
+
+// confirmFlags are the flags of the commands that write.
+type confirmFlags struct {
+	yes       bool
+	requester string
+}
+
+func (f *confirmFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "Do not ask for confirmation")
+	cmd.Flags().StringVar(&f.requester, "requester", "", "Who asks, recorded as user:<name> (default: your user name as the API server knows it)")
+}
+
+// confirm asks on the plugin's streams unless --yes.
+func (f *confirmFlags) confirm(o *Options) Confirm {
+	return func(prompt string) (bool, error) {
+		if f.yes {
+			return true, nil
+		}
+		fmt.Fprintf(o.Streams.ErrOut, "%s [y/N] ", prompt)
+		line, err := bufio.NewReader(o.Streams.In).ReadString('\n')
+		if err != nil && line == "" {
+			return false, fmt.Errorf("no answer on standard input (use --yes to skip the question): %w", err)
+		}
+		answer := strings.ToLower(strings.TrimSpace(line))
+		return answer == "y" || answer == "yes", nil
+	}
+}
+
+// who returns "user:<name>": --requester, else the user the API server
+// authenticates (SelfSubjectReview, as kubectl auth whoami), else "unknown".
+func (f *confirmFlags) who(ctx context.Context, c Clients) string {
+	if f.requester != "" {
+		return "user:" + strings.TrimPrefix(f.requester, "user:")
+	}
+	if c.Kube != nil {
+		r, err := c.Kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err == nil && r.Status.UserInfo.Username != "" {
+			return "user:" + r.Status.UserInfo.Username
+		}
+	}
+	return "user:unknown"
+}
+
+func fenceCommand(o *Options) *cobra.Command {
+	var f confirmFlags
+	var policy, action string
+	cmd := &cobra.Command{
+		Use:   "fence NODE",
+		Short: "Ask for a manual fence of the node: a FencingRequest with reason Manual, approved",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.clients()
+			if err != nil {
+				return err
+			}
+			act := fencingv1alpha1.FenceAction(action)
+			if act != fencingv1alpha1.FenceActionOff && act != fencingv1alpha1.FenceActionReboot {
+				return fmt.Errorf("--action must be %s or %s, not %q", fencingv1alpha1.FenceActionOff, fencingv1alpha1.FenceActionReboot, action)
+			}
+			r, err := Fence(cmd.Context(), c, FenceOptions{Node: args[0], Policy: policy, Action: act,
+				Requester: f.who(cmd.Context(), c), Confirm: f.confirm(o), Now: o.now()})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(o.Streams.Out, "fencingrequest.fenceline.io/%s created: node %s will be fenced (follow it with kubectl fenceline status)\n", r.Name, args[0])
+			return err
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&policy, "policy", "", "FencePolicy to follow (default: the policy whose nodeSelector selects the node)")
+	cmd.Flags().StringVar(&action, "action", string(fencingv1alpha1.FenceActionOff), "Off or Reboot")
+	return cmd
+}
+
+func unfenceCommand(o *Options) *cobra.Command {
+	var f confirmFlags
+	cmd := &cobra.Command{
+		Use:   "unfence NODE",
+		Short: "Cancel a fence not yet admitted, or unfence by hand a node whose FencePolicy says recovery.unfence: Manual",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.clients()
+			if err != nil {
+				return err
+			}
+			done, err := Unfence(cmd.Context(), c, UnfenceOptions{Node: args[0], Requester: f.who(cmd.Context(), c), Confirm: f.confirm(o), Now: o.now()})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(o.Streams.Out, done)
+			return err
+		},
+	}
+	f.add(cmd)
+	return cmd
+}

@@ -1,0 +1,91 @@
+package kubectlplugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+)
+
+// run runs the plugin with args on the fake clients and stdin.
+func run(t *testing.T, c Clients, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	o := &Options{
+		Flags:      genericclioptions.NewConfigFlags(false),
+		Streams:    genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut},
+		Now:        func() time.Time { return now },
+		NewClients: func() (Clients, error) { return c, nil },
+	}
+	cmd := NewCommand(o)
+	cmd.SetArgs(args)
+	err = cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+func TestCommands(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		stdin   string
+		wantErr string
+		check   func(t *testing.T, out, errOut string)
+		wantFRs int
+	}{
+		{name: "status -o json", args: []string{"status", "-o", "json"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
+			var st Status
+			if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Nodes) != 1 || !st.FencingAPI {
+				t.Errorf("status -o json = %v (%s), want one node and the fencing API", err, out)
+			}
+		}},
+		{name: "explain -o yaml", args: []string{"explain", "dead", "-o", "yaml"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
+			var e Explanation
+			if err := yaml.Unmarshal([]byte(out), &e); err != nil || e.Node != "dead" || len(e.Verdicts) == 0 {
+				t.Errorf("explain -o yaml = %v (%s), want node dead's verdicts", err, out)
+			}
+		}},
+		{name: "bad output format", args: []string{"status", "-o", "wide"}, wantFRs: 1, wantErr: `unknown output format "wide"`},
+		{name: "fence --yes", args: []string{"fence", "live", "--yes", "--requester", "alice"}, wantFRs: 2, check: func(t *testing.T, out, errOut string) {
+			if !strings.Contains(out, "created: node live will be fenced") || errOut != "" {
+				t.Errorf("fence --yes printed %q, asked %q; want the created request and no question", out, errOut)
+			}
+		}},
+		{name: "fence asks, answer yes", args: []string{"fence", "live"}, stdin: "y\n", wantFRs: 2, check: func(t *testing.T, _, errOut string) {
+			if !strings.Contains(errOut, "Fence node live") {
+				t.Errorf("fence asked %q, want the question", errOut)
+			}
+		}},
+		{name: "fence asks, answer no", args: []string{"fence", "live"}, stdin: "n\n", wantFRs: 1, wantErr: ErrAborted.Error()},
+		{name: "fence asks, no stdin", args: []string{"fence", "live"}, wantFRs: 1, wantErr: "use --yes"},
+		{name: "fence with a bad action", args: []string{"fence", "live", "--action", "Cycle", "--yes"}, wantFRs: 1, wantErr: "--action must be Off or Reboot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, f := fakeClients(world())
+			out, errOut, err := run(t, c, tc.stdin, tc.args...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+			} else if err != nil {
+				t.Fatalf("%v: %v", tc.args, err)
+			}
+			if tc.check != nil {
+				tc.check(t, out, errOut)
+			}
+			reqs, err := f.FencingV1alpha1().FencingRequests().List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(reqs.Items) != tc.wantFRs {
+				t.Errorf("%d FencingRequests after %v, want %d", len(reqs.Items), tc.args, tc.wantFRs)
+			}
+		})
+	}
+}

@@ -1,0 +1,345 @@
+package kubectlplugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/tools/cache"
+
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/attacher/fencing"
+	"fenceline.io/fenceline/pkg/controller/forceeviction"
+	"fenceline.io/fenceline/pkg/controller/nodefencing"
+	"fenceline.io/fenceline/pkg/controller/outofservice"
+	"fenceline.io/fenceline/pkg/controller/podgc"
+	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/controller/podvolumes"
+	"fenceline.io/fenceline/pkg/controller/quarantine"
+	"fenceline.io/fenceline/pkg/controller/tainteviction"
+	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// ExplainConfig holds the controller settings the decisions depend on; the
+// defaults are the controller's flag defaults.
+type ExplainConfig struct {
+	// QuarantineDelay is fenceline-controller's --quarantine-delay.
+	QuarantineDelay time.Duration
+	// ForceEvictionReadyGrace is --force-eviction-ready-grace.
+	ForceEvictionReadyGrace time.Duration
+}
+
+// DefaultExplainConfig returns the controller's defaults.
+func DefaultExplainConfig() ExplainConfig {
+	return ExplainConfig{QuarantineDelay: quarantine.DefaultDelay, ForceEvictionReadyGrace: forceeviction.DefaultReadyGrace}
+}
+
+// NodeObjects are the objects of one node that explain reads besides the
+// snapshot: its kubelet Lease, its pods, and the claims and volumes the
+// pods' volumes resolve through.
+type NodeObjects struct {
+	Lease *coordinationv1.Lease
+	Pods  []*v1.Pod
+	PVCs  []*v1.PersistentVolumeClaim
+	PVs   []*v1.PersistentVolume
+}
+
+// ReadNodeObjects reads the node's Lease, pods, and the PVCs and PVs.
+func ReadNodeObjects(ctx context.Context, c Clients, node string) (*NodeObjects, error) {
+	o := &NodeObjects{}
+	lease, err := nodeutil.ReadLease(ctx, c.Kube, node)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, permissionHint(err, "get", "leases.coordination.k8s.io in kube-node-lease")
+	}
+	o.Lease = lease
+	pods, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		return nil, permissionHint(err, "list", "pods")
+	}
+	for _, p := range pointers(pods.Items) {
+		if p.Spec.NodeName == node { // the selector, again for servers and fakes that ignore it
+			o.Pods = append(o.Pods, p)
+		}
+	}
+	pvcs, err := c.Kube.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, permissionHint(err, "list", "persistentvolumeclaims")
+	}
+	o.PVCs = pointers(pvcs.Items)
+	pvs, err := c.Kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, permissionHint(err, "list", "persistentvolumes")
+	}
+	o.PVs = pointers(pvs.Items)
+	return o, nil
+}
+
+// Explanation is what explain shows, and its -o json|yaml form.
+type Explanation struct {
+	Node     string    `json:"node"`
+	Now      time.Time `json:"now"`
+	Verdicts []Verdict `json:"verdicts"`
+}
+
+// Verdict is one controller's decision about the node or one of its objects.
+type Verdict struct {
+	// Controller is the controller (fenceline-controller's name for it) or
+	// "attacher".
+	Controller string `json:"controller"`
+	// Object is what the decision is about: node/<name>, pod/<ns>/<name>,
+	// volumeattachment/<name>.
+	Object   string `json:"object"`
+	Decision string `json:"decision"`
+	Why      string `json:"why"`
+}
+
+// Explain runs, on the snapshot and the node's objects, the decision
+// functions of every controller that acts on the node, its pods and its
+// VolumeAttachments. The node must exist.
+func Explain(s *Snapshot, objs *NodeObjects, nodeName string, cfg ExplainConfig) (Explanation, error) {
+	node := s.Node(nodeName)
+	if node == nil {
+		return Explanation{}, fmt.Errorf("node %q not found", nodeName)
+	}
+	e := Explanation{Node: nodeName, Now: s.Now}
+	e.Verdicts = append(e.Verdicts, nodeFencingVerdict(s, objs, node))
+	e.Verdicts = append(e.Verdicts, outOfServiceVerdict(s, objs, node))
+	resolver := newResolver(s, objs)
+	attachers := attacherEvidence(s)
+	for _, pod := range objs.Pods {
+		e.Verdicts = append(e.Verdicts, podVerdicts(s, objs, node, pod, resolver, attachers, cfg)...)
+	}
+	for _, va := range s.VAsOf(nodeName) {
+		e.Verdicts = append(e.Verdicts, attacherVerdict(s, node, va))
+	}
+	return e, nil
+}
+
+func nodeRef(n *v1.Node) string { return "node/" + n.Name }
+
+// nodeFencingVerdict is nodefencing.Decide on the node's inputs, gathered
+// as the controller gathers them.
+func nodeFencingVerdict(s *Snapshot, objs *NodeObjects, node *v1.Node) Verdict {
+	v := Verdict{Controller: "node-fencing", Object: nodeRef(node)}
+	if !s.FencingAPI {
+		v.Decision, v.Why = "none", "the fencing API (fenceline.io CRDs) is not installed: node-fencing does not run"
+		return v
+	}
+	d := nodefencing.Decide(FencingInput(s, objs.Lease, node))
+	v.Decision = joinNonEmpty(" ", string(d.Step), bracket(d.Reason))
+	if d.Step == nodefencing.StepNone {
+		v.Decision = joinNonEmpty(" ", "wait", bracket(d.Reason))
+	}
+	v.Why = d.Why
+	return v
+}
+
+// FencingInput gathers nodefencing.Decide's input for node from the
+// snapshot, as the controller does: the node's oldest open request, the
+// policy it resolves to and that policy's cross-object problems.
+func FencingInput(s *Snapshot, lease *coordinationv1.Lease, node *v1.Node) nodefencing.Input {
+	in := nodefencing.Input{Node: node, Lease: lease, Now: s.Now, VolumeAttachments: len(s.VAsOf(node.Name))}
+	in.Request, in.Blocked = nodefencing.OpenRequest(s.RequestsOf(node.Name), node)
+	policyName := ""
+	if in.Request != nil {
+		policyName = in.Request.Spec.PolicyName
+	}
+	in.Policy, in.PolicyProblem = s.resolvePolicy(node, policyName)
+	return in
+}
+
+// resolvePolicy is the node's policy (the named one, else the one that
+// selects it) and why it cannot be used, as node-fencing resolves it.
+func (s *Snapshot) resolvePolicy(node *v1.Node, name string) (*fencingv1alpha1.FencePolicy, string) {
+	policy, problem := nodefencing.ResolvePolicy(node, name, s.Policies)
+	if policy == nil {
+		return nil, problem
+	}
+	classes := make(map[string]*fencingv1alpha1.FenceClass, len(s.Classes))
+	for _, c := range s.Classes {
+		classes[c.Name] = c
+	}
+	return policy, nodefencing.PolicyProblem(policy, classes)
+}
+
+func bracket(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "(" + s + ")"
+}
+
+// outOfServiceVerdict is the opt-in out-of-service taint remover's decision.
+func outOfServiceVerdict(s *Snapshot, objs *NodeObjects, node *v1.Node) Verdict {
+	terminating := 0
+	for _, p := range objs.Pods {
+		if podutil.IsTerminating(p) {
+			terminating++
+		}
+	}
+	d := outofservice.Decide(node, terminating, len(s.VAsOf(node.Name)))
+	decision := "keep"
+	switch {
+	case d.Untaint:
+		decision = "remove the out-of-service taint"
+	case d.RecordBootID:
+		decision = "record the boot ID"
+	case d.ClearRecord:
+		decision = "forget the recorded boot ID"
+	}
+	return Verdict{Controller: "out-of-service (opt-in)", Object: nodeRef(node), Decision: decision, Why: d.Why}
+}
+
+// podVerdicts are the decisions of the controllers that delete pods.
+func podVerdicts(s *Snapshot, objs *NodeObjects, node *v1.Node, pod *v1.Pod, resolver *podvolumes.Resolver, attachers quarantine.Attachers, cfg ExplainConfig) []Verdict {
+	ref := "pod/" + pod.Namespace + "/" + pod.Name
+	gc := podgc.Decide(node, pod)
+	out := []Verdict{{Controller: "podgc", Object: ref, Decision: deleteOrLeave(gc.Delete), Why: gc.Why}}
+	vols, err := resolver.PodVolumes(pod)
+	if err != nil {
+		out = append(out, Verdict{Controller: "quarantine", Object: ref, Decision: "unknown", Why: err.Error()})
+	} else {
+		d := quarantine.DecidePod(node, pod, vols, attachers, s.Now, cfg.QuarantineDelay)
+		out = append(out, Verdict{Controller: "quarantine", Object: ref, Decision: quarantineAction(d), Why: d.Why})
+	}
+	fe := forceeviction.DecidePod(node, pod, objs.Lease, s.Now, cfg.ForceEvictionReadyGrace)
+	out = append(out, Verdict{Controller: "force-eviction", Object: ref, Decision: deleteOrLeave(fe.Delete), Why: fe.Why})
+	if err == nil {
+		out = append(out, taintEvictionVerdict(s, node, pod, vols, ref))
+	}
+	return out
+}
+
+// taintEvictionVerdict is the alpha taint-eviction's decision, with the
+// pod's volumes classified as that controller classifies them. A taint
+// without timeAdded counts from now: the controller counts from when it
+// first saw it, which only it knows.
+func taintEvictionVerdict(s *Snapshot, node *v1.Node, pod *v1.Pod, vols []podvolumes.Volume, ref string) Verdict {
+	in := tainteviction.PodInput{Pod: pod, Node: node, Now: s.Now, Seen: func(v1.Taint) time.Time { return s.Now }}
+	var safe bool
+	in.Stateful, safe = tainteviction.Stateful(vols)
+	in.CutOff = cutoff.NodeReason(node, safe)
+	d := tainteviction.DecidePod(in)
+	decision := "leave"
+	switch d.Action {
+	case tainteviction.ActionWait:
+		decision = "evict in " + d.At.Sub(s.Now).Round(time.Second).String()
+	case tainteviction.ActionEvict:
+		decision = "evict"
+	case tainteviction.ActionForceDelete:
+		decision = "force-delete"
+	case tainteviction.ActionHold:
+		decision = "hold"
+	}
+	return Verdict{Controller: "taint-eviction (alpha)", Object: ref, Decision: decision, Why: d.Why}
+}
+
+func deleteOrLeave(del bool) string {
+	if del {
+		return "force-delete"
+	}
+	return "leave"
+}
+
+func quarantineAction(d quarantine.PodDecision) string {
+	switch d.Action {
+	case quarantine.Wait:
+		return "wait " + d.After.Round(time.Second).String()
+	case quarantine.Refuse:
+		return "refuse"
+	case quarantine.TaintFirst:
+		return "quarantine the node"
+	case quarantine.Delete:
+		return "force-delete"
+	}
+	return "leave"
+}
+
+// attacherEvidence is cutoff.AttacherServes for every CSIDriver, the
+// evidence quarantine decides by.
+func attacherEvidence(s *Snapshot) quarantine.Attachers {
+	a := quarantine.Attachers{}
+	for _, d := range s.Drivers {
+		a[d.Name] = cutoff.AttacherServes(d.Name, s.Heartbeats, d, s.Now)
+	}
+	return a
+}
+
+// attacherVerdict is fencing.Decide for a VolumeAttachment, as the driver's
+// fenceline-attacher would take it on fresh data. The driver's fence
+// capability comes from the attacher's heartbeat; without one both answers
+// are given.
+func attacherVerdict(s *Snapshot, node *v1.Node, va *storagev1.VolumeAttachment) Verdict {
+	v := Verdict{Controller: "attacher", Object: "volumeattachment/" + va.Name}
+	rec, recErr := fencing.RecordOf(va)
+	in := fencing.Input{Record: rec, Node: node, Driver: s.Driver(va.Spec.Attacher), Fresh: true}
+	verdict := func(canFence bool) (string, string) {
+		in.DriverCanFence = canFence
+		d := fencing.Decide(in)
+		return detachWord(d), joinNonEmpty(": ", string(d.Reason), d.Why)
+	}
+	prefix := ""
+	if va.DeletionTimestamp == nil {
+		prefix = "if detached now: "
+	}
+	l := newestHeartbeat(s.Heartbeats, va.Spec.Attacher)
+	if l == nil {
+		yes, whyYes := verdict(true)
+		no, whyNo := verdict(false)
+		v.Decision = prefix + yes + " / " + no
+		v.Why = fmt.Sprintf("no fenceline-attacher heartbeat for driver %s: if it advertises UNPUBLISH_FENCE, %s; if not, %s", va.Spec.Attacher, orPlain(whyYes), orPlain(whyNo))
+	} else {
+		d, why := verdict(l.Annotations[names.HeartbeatUnpublishFenceAnnotation] == "true")
+		v.Decision, v.Why = prefix+d, orPlain(why)
+	}
+	if recErr != nil {
+		v.Why = joinNonEmpty("; ", v.Why, recErr.Error())
+	}
+	return v
+}
+
+func detachWord(d fencing.Decision) string {
+	switch d.Action {
+	case fencing.ActionFenced:
+		return "fenced detach"
+	case fencing.ActionRefuse:
+		return "refuse to detach"
+	}
+	return "plain detach"
+}
+
+func orPlain(why string) string {
+	if why == "" {
+		return "the node is not cut off"
+	}
+	return why
+}
+
+// newResolver classifies pod volumes from the snapshot as quarantine does
+// from its informers: the same podvolumes.Resolver over listers.
+func newResolver(s *Snapshot, objs *NodeObjects) *podvolumes.Resolver {
+	pvcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	pvs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	drivers := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, o := range objs.PVCs {
+		_ = pvcs.Add(o) // a keyed object always adds
+	}
+	for _, o := range objs.PVs {
+		_ = pvs.Add(o)
+	}
+	for _, o := range s.Drivers {
+		_ = drivers.Add(o)
+	}
+	return podvolumes.NewResolver(corelisters.NewPersistentVolumeClaimLister(pvcs), corelisters.NewPersistentVolumeLister(pvs), storagelisters.NewCSIDriverLister(drivers))
+}

@@ -1,0 +1,137 @@
+package kubectlplugin
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+)
+
+// Printer writes reports as aligned tables, in kubectl's style.
+type Printer struct {
+	Out io.Writer
+	// Now is what ages are counted from.
+	Now time.Time
+}
+
+// age is how long ago t was, as kubectl prints ages ("5m2s"), or "<none>".
+func (p *Printer) age(t *metav1.Time) string {
+	if t == nil || t.IsZero() {
+		return "<none>"
+	}
+	return duration.HumanDuration(p.Now.Sub(t.Time))
+}
+
+// table writes a titled table; rows are tab-separated.
+func (p *Printer) table(title, header string, rows []string, empty string) error {
+	if _, err := fmt.Fprintln(p.Out, title); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintf(p.Out, "  %s\n\n", empty)
+		return err
+	}
+	w := tabwriter.NewWriter(p.Out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(w, "  "+header)
+	for _, r := range rows {
+		fmt.Fprintln(w, "  "+r)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(p.Out)
+	return err
+}
+
+func row(cells ...string) string {
+	for i, c := range cells {
+		if c == "" {
+			cells[i] = "-"
+		}
+	}
+	return strings.Join(cells, "\t")
+}
+
+// PrintStatus writes the status report as tables.
+func (p *Printer) PrintStatus(st Status) error {
+	var rows []string
+	for _, d := range st.Drivers {
+		rows = append(rows, row(d.Name, yesNo(d.AttachRequired), yesNo(d.SafeDetach), d.UnpublishFence, d.AttacherVersion, yesNo(d.Serving), d.Missing))
+	}
+	if err := p.table("CSI DRIVERS", "NAME\tATTACH\tSAFE-DETACH\tUNPUBLISH-FENCE\tATTACHER\tFENCE-SERVED\tMISSING", rows, "no CSIDriver objects"); err != nil {
+		return err
+	}
+	rows = nil
+	for _, n := range st.Nodes {
+		for _, m := range n.Marks {
+			rows = append(rows, row(n.Name, n.Ready, n.CutOff, m.Name, p.age(m.Since), m.Detail))
+		}
+	}
+	if err := p.table("NODES", "NODE\tREADY\tCUT-OFF\tMARK\tSINCE\tDETAIL", rows, "no node is quarantined, fenced or out of service"); err != nil {
+		return err
+	}
+	rows = nil
+	for _, r := range st.FencingRequests {
+		rows = append(rows, row(r.Name, r.Node, r.Phase, r.Reason, r.Requester, p.age(&r.Created), r.Message))
+	}
+	empty := "none"
+	if !st.FencingAPI {
+		empty = "the fencing API (fenceline.io FencingRequests) is not installed"
+	}
+	if err := p.table("FENCING REQUESTS", "NAME\tNODE\tPHASE\tREASON\tREQUESTER\tAGE\tMESSAGE", rows, empty); err != nil {
+		return err
+	}
+	rows = nil
+	for _, d := range st.Detaches {
+		rows = append(rows, row(d.Name, d.Driver, d.Node, d.PV, p.age(d.Since), d.Mode, d.Detail))
+	}
+	if err := p.table("PENDING DETACHES", "VOLUMEATTACHMENT\tDRIVER\tNODE\tPV\tAGE\tMODE\tDETAIL", rows, "none"); err != nil {
+		return err
+	}
+	rows = nil
+	for _, e := range st.Events {
+		rows = append(rows, row(p.age(&e.Last), e.Type, e.Reason, e.Object, e.Component, e.Message))
+	}
+	return p.table("RECENT EVENTS", "LAST\tTYPE\tREASON\tOBJECT\tCOMPONENT\tMESSAGE", rows, "none")
+}
+
+// PrintExplanation writes explain's verdicts as a table.
+func (p *Printer) PrintExplanation(e Explanation) error {
+	rows := make([]string, 0, len(e.Verdicts))
+	for _, v := range e.Verdicts {
+		rows = append(rows, row(v.Controller, v.Object, v.Decision, v.Why))
+	}
+	title := fmt.Sprintf("NODE %s: what each controller would decide now", e.Node)
+	return p.table(title, "CONTROLLER\tOBJECT\tDECISION\tWHY", rows, "nothing to decide")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// WriteStructured writes v as "json" or "yaml".
+func WriteStructured(out io.Writer, format string, v any) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encoding YAML: %w", err)
+		}
+		_, err = out.Write(b)
+		return err
+	}
+	return fmt.Errorf("unknown output format %q: want json or yaml (or none for tables)", format)
+}

@@ -1,0 +1,314 @@
+package kubectlplugin
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/attacher/fencing"
+	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// Status is what `kubectl fenceline status` shows, and its -o json|yaml form.
+type Status struct {
+	Drivers []DriverStatus `json:"drivers"`
+	Nodes   []NodeStatus   `json:"nodes"`
+	// FencingAPI is false when the fencing CRDs are not installed.
+	FencingAPI      bool            `json:"fencingAPI"`
+	FencingRequests []RequestStatus `json:"fencingRequests"`
+	Detaches        []DetachStatus  `json:"pendingDetaches"`
+	Events          []EventStatus   `json:"events"`
+}
+
+// DriverStatus is a CSIDriver and what Fenceline knows about it.
+type DriverStatus struct {
+	Name           string `json:"name"`
+	AttachRequired bool   `json:"attachRequired"`
+	// SafeDetach is the fenceline.io/safe-detach opt-in.
+	SafeDetach bool `json:"safeDetach"`
+	// UnpublishFence is what the attacher's heartbeat reports: "true",
+	// "false", or "" without a heartbeat.
+	UnpublishFence string `json:"unpublishFence,omitempty"`
+	// AttacherVersion is the fenceline-attacher version of the heartbeat.
+	AttacherVersion string `json:"attacherVersion,omitempty"`
+	// Serving is cutoff.AttacherServes: a fence-capable fenceline-attacher
+	// serves the driver now; Missing says what is missing when not.
+	Serving bool   `json:"serving"`
+	Missing string `json:"missing,omitempty"`
+}
+
+// NodeStatus is a node that carries one of Fenceline's marks or the
+// out-of-service taint.
+type NodeStatus struct {
+	Name  string `json:"name"`
+	Ready string `json:"ready"`
+	// CutOff is cutoff.NodeReason for a safe-detach driver: why the
+	// attacher counts the node as cut off from storage ("" if it does not).
+	CutOff string `json:"cutOff,omitempty"`
+	Marks  []Mark `json:"marks"`
+}
+
+// Mark is a taint or condition that says the node is quarantined, fenced or
+// out of service.
+type Mark struct {
+	// Kind is "taint" or "condition".
+	Kind string `json:"kind"`
+	// Name is the taint (key:effect) or condition (type=status).
+	Name string `json:"name"`
+	// Since is the taint's timeAdded or the condition's lastTransitionTime.
+	Since  *metav1.Time `json:"since,omitempty"`
+	Detail string       `json:"detail,omitempty"`
+}
+
+// RequestStatus is a FencingRequest.
+type RequestStatus struct {
+	Name      string      `json:"name"`
+	Node      string      `json:"node"`
+	Phase     string      `json:"phase"`
+	Reason    string      `json:"reason"`
+	Requester string      `json:"requester,omitempty"`
+	Created   metav1.Time `json:"created"`
+	// Message is the message of the latest condition, or errorMessage.
+	Message string `json:"message,omitempty"`
+}
+
+// DetachStatus is a VolumeAttachment waiting to be detached.
+type DetachStatus struct {
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	Node   string `json:"node"`
+	PV     string `json:"persistentVolume,omitempty"`
+	// Since is when the detach was asked for (the deletionTimestamp), nil
+	// when only a detach error keeps the VolumeAttachment here.
+	Since *metav1.Time `json:"since,omitempty"`
+	// Mode is "fenced" when the attacher recorded a fenced detach on the
+	// VolumeAttachment, else "plain".
+	Mode string `json:"mode"`
+	// Detail is the fence record's reason and time, and the detach error.
+	Detail string `json:"detail,omitempty"`
+}
+
+// EventStatus is an Event of one of Fenceline's components.
+type EventStatus struct {
+	Last      metav1.Time `json:"last"`
+	Type      string      `json:"type"`
+	Reason    string      `json:"reason"`
+	Object    string      `json:"object"`
+	Component string      `json:"component"`
+	Message   string      `json:"message"`
+}
+
+// BuildStatus turns a snapshot into the status report; maxEvents bounds the
+// Events kept (the most recent).
+func BuildStatus(s *Snapshot, maxEvents int) Status {
+	st := Status{FencingAPI: s.FencingAPI, Drivers: []DriverStatus{}, Nodes: []NodeStatus{},
+		FencingRequests: []RequestStatus{}, Detaches: []DetachStatus{}, Events: []EventStatus{}}
+	for _, d := range s.Drivers {
+		st.Drivers = append(st.Drivers, driverStatus(d, s))
+	}
+	for _, n := range s.Nodes {
+		if marks := nodeMarks(n); len(marks) > 0 {
+			st.Nodes = append(st.Nodes, NodeStatus{Name: n.Name, Ready: readyStatus(n), CutOff: string(cutoff.NodeReason(n, true)), Marks: marks})
+		}
+	}
+	for _, r := range s.Requests {
+		st.FencingRequests = append(st.FencingRequests, requestStatus(r))
+	}
+	slices.SortFunc(st.FencingRequests, func(a, b RequestStatus) int {
+		return cmp.Or(a.Created.Compare(b.Created.Time), strings.Compare(a.Name, b.Name))
+	})
+	for _, va := range s.VolumeAttachments {
+		if d, ok := detachStatus(va); ok {
+			st.Detaches = append(st.Detaches, d)
+		}
+	}
+	events := s.Events
+	if maxEvents >= 0 && len(events) > maxEvents {
+		events = events[len(events)-maxEvents:]
+	}
+	for _, e := range events {
+		st.Events = append(st.Events, eventStatus(e))
+	}
+	return st
+}
+
+func driverStatus(d *storagev1.CSIDriver, s *Snapshot) DriverStatus {
+	ds := DriverStatus{Name: d.Name, AttachRequired: d.Spec.AttachRequired == nil || *d.Spec.AttachRequired, SafeDetach: cutoff.SafeDetachEnabled(d)}
+	if l := newestHeartbeat(s.Heartbeats, d.Name); l != nil {
+		ds.UnpublishFence = l.Annotations[names.HeartbeatUnpublishFenceAnnotation]
+		ds.AttacherVersion = l.Annotations[names.HeartbeatVersionAnnotation]
+	}
+	ev := cutoff.AttacherServes(d.Name, s.Heartbeats, d, s.Now)
+	ds.Serving, ds.Missing = ev.Serving, ev.Missing
+	return ds
+}
+
+// newestHeartbeat returns the driver's most recently renewed heartbeat Lease.
+func newestHeartbeat(leases []*coordinationv1.Lease, driver string) *coordinationv1.Lease {
+	var best *coordinationv1.Lease
+	for _, l := range leases {
+		if l.Annotations[names.HeartbeatDriverAnnotation] != driver {
+			continue
+		}
+		if best == nil || renewed(l).After(renewed(best).Time) {
+			best = l
+		}
+	}
+	return best
+}
+
+func renewed(l *coordinationv1.Lease) metav1.Time {
+	if l.Spec.RenewTime == nil {
+		return metav1.Time{}
+	}
+	return metav1.Time{Time: l.Spec.RenewTime.Time}
+}
+
+// markTaints are the taints status reports, Fenceline's and KEP-2268's.
+var markTaints = []string{names.OutOfServiceTaint, names.QuarantineTaint, names.ForceEvictionTaint, names.FencingRequiredTaint, names.FencingTriagedTaint}
+
+// markConditions are the node-fencing conditions status reports.
+var markConditions = []string{names.FencingTriagedCondition, names.FencingRequiredCondition, names.FencingCompleteCondition}
+
+// nodeMarks lists the node's taints of markTaints and its node-fencing
+// conditions. A node whose conditions are all False (unfenced) and that has
+// no such taint has no mark.
+func nodeMarks(n *v1.Node) []Mark {
+	var marks []Mark
+	for _, t := range n.Spec.Taints {
+		if !slices.Contains(markTaints, t.Key) {
+			continue
+		}
+		m := Mark{Kind: "taint", Name: t.Key + ":" + string(t.Effect), Since: t.TimeAdded}
+		if t.Key == names.OutOfServiceTaint {
+			if owner := n.Annotations[names.OutOfServiceOwnerAnnotation]; owner != "" {
+				m.Detail = "added by Fenceline for FencingRequest UID " + owner
+			} else {
+				m.Detail = "not added by Fenceline"
+			}
+		}
+		marks = append(marks, m)
+	}
+	active := false
+	var conds []Mark
+	for _, typ := range markConditions {
+		c := nodeutil.Condition(n, typ)
+		if c == nil {
+			continue
+		}
+		active = active || c.Status == v1.ConditionTrue
+		since := c.LastTransitionTime
+		conds = append(conds, Mark{Kind: "condition", Name: typ + "=" + string(c.Status), Since: &since, Detail: joinNonEmpty(": ", c.Reason, c.Message)})
+	}
+	if active || len(marks) > 0 {
+		marks = append(marks, conds...)
+	}
+	return marks
+}
+
+func readyStatus(n *v1.Node) string {
+	if c := nodeutil.ReadyCondition(n); c != nil {
+		return string(c.Status)
+	}
+	return string(v1.ConditionUnknown)
+}
+
+func requestStatus(r *fencingv1alpha1.FencingRequest) RequestStatus {
+	rs := RequestStatus{Name: r.Name, Node: r.Spec.NodeName, Phase: string(r.Status.Phase), Reason: r.Spec.Reason,
+		Requester: r.Spec.Requester, Created: r.CreationTimestamp, Message: r.Status.ErrorMessage}
+	if rs.Phase == "" {
+		rs.Phase = string(fencingv1alpha1.FencingPhasePending)
+	}
+	var latest *metav1.Condition
+	for i := range r.Status.Conditions {
+		c := &r.Status.Conditions[i]
+		if latest == nil || !c.LastTransitionTime.Before(&latest.LastTransitionTime) {
+			latest = c
+		}
+	}
+	if rs.Message == "" && latest != nil {
+		rs.Message = joinNonEmpty(": ", latest.Type+"="+string(latest.Status)+" "+latest.Reason, latest.Message)
+	}
+	return rs
+}
+
+// detachStatus reports a VolumeAttachment being detached (deleted, or with
+// a detach error); ok is false for any other.
+func detachStatus(va *storagev1.VolumeAttachment) (DetachStatus, bool) {
+	if va.DeletionTimestamp == nil && va.Status.DetachError == nil {
+		return DetachStatus{}, false
+	}
+	d := DetachStatus{Name: va.Name, Driver: va.Spec.Attacher, Node: va.Spec.NodeName, Since: va.DeletionTimestamp, Mode: string(fencing.ActionPlain)}
+	if pv := va.Spec.Source.PersistentVolumeName; pv != nil {
+		d.PV = *pv
+	}
+	var details []string
+	rec, err := fencing.RecordOf(va)
+	switch {
+	case err != nil:
+		d.Mode = string(fencing.ActionFenced)
+		details = append(details, err.Error())
+	case rec != nil:
+		d.Mode = string(fencing.ActionFenced)
+		details = append(details, fmt.Sprintf("fence recorded %s (%s, CSI node %s)", rec.Since, rec.Reason, rec.NodeID))
+	}
+	if e := va.Status.DetachError; e != nil {
+		details = append(details, "detach error: "+e.Message)
+	}
+	d.Detail = strings.Join(details, "; ")
+	return d, true
+}
+
+func eventStatus(e v1.Event) EventStatus {
+	return EventStatus{Last: eventTime(e), Type: e.Type, Reason: e.Reason, Component: eventComponent(e), Message: e.Message,
+		Object: strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name}
+}
+
+// fencelineEvents keeps the Events of Fenceline's components, oldest first.
+func fencelineEvents(all []v1.Event) []v1.Event {
+	var out []v1.Event
+	for _, e := range all {
+		if strings.HasPrefix(eventComponent(e), "fenceline-") {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b v1.Event) int {
+		return cmp.Or(eventTime(a).Compare(eventTime(b).Time), strings.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+func eventComponent(e v1.Event) string {
+	return cmp.Or(e.Source.Component, e.ReportingController)
+}
+
+// eventTime is when the Event last happened: lastTimestamp, else eventTime,
+// else its creation.
+func eventTime(e v1.Event) metav1.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp
+	case !e.EventTime.IsZero():
+		return metav1.Time{Time: e.EventTime.Time}
+	}
+	return e.CreationTimestamp
+}
+
+func joinNonEmpty(sep string, parts ...string) string {
+	var keep []string
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			keep = append(keep, p)
+		}
+	}
+	return strings.Join(keep, sep)
+}

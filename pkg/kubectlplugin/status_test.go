@@ -1,0 +1,130 @@
+package kubectlplugin
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"fenceline.io/fenceline/pkg/names"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/<name>, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (run with -update if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func readWorld(t *testing.T) *Snapshot {
+	t.Helper()
+	c, _, _ := fakeClients(world())
+	s, err := ReadSnapshot(context.Background(), c, now)
+	if err != nil {
+		t.Fatalf("ReadSnapshot: %v", err)
+	}
+	return s
+}
+
+func TestBuildStatus(t *testing.T) {
+	st := BuildStatus(readWorld(t), 20)
+
+	drivers := map[string]DriverStatus{}
+	for _, d := range st.Drivers {
+		drivers[d.Name] = d
+	}
+	for _, tc := range []struct {
+		driver              string
+		safeDetach, serving bool
+		unpublishFence      string
+		missingContains     string
+	}{
+		{driver: driver, safeDetach: true, serving: true, unpublishFence: "true"},
+		{driver: "nfs.example.com", missingContains: "no fenceline-attacher heartbeat Lease"},
+	} {
+		d := drivers[tc.driver]
+		if d.SafeDetach != tc.safeDetach || d.Serving != tc.serving || d.UnpublishFence != tc.unpublishFence || !strings.Contains(d.Missing, tc.missingContains) {
+			t.Errorf("driver %s = %+v, want safeDetach %v, serving %v, unpublishFence %q, missing containing %q", tc.driver, d, tc.safeDetach, tc.serving, tc.unpublishFence, tc.missingContains)
+		}
+	}
+
+	if len(st.Nodes) != 1 || st.Nodes[0].Name != "dead" || st.Nodes[0].CutOff != "out-of-service" {
+		t.Fatalf("nodes = %+v, want only node dead, cut off out-of-service (the healthy node has no mark)", st.Nodes)
+	}
+	var marks []string
+	for _, m := range st.Nodes[0].Marks {
+		marks = append(marks, m.Name)
+		if m.Since == nil {
+			t.Errorf("mark %s has no time", m.Name)
+		}
+	}
+	want := []string{names.OutOfServiceTaint + ":NoExecute", names.FencingRequiredTaint + ":NoSchedule", names.FencingCompleteCondition + "=True"}
+	if strings.Join(marks, ",") != strings.Join(want, ",") {
+		t.Errorf("marks = %v, want %v", marks, want)
+	}
+	if len(st.Detaches) != 1 || st.Detaches[0].Name != "va-1" || st.Detaches[0].Mode != "fenced" {
+		t.Errorf("pending detaches = %+v, want va-1 only (va-2 is not being detached), mode fenced", st.Detaches)
+	}
+	if len(st.FencingRequests) != 1 || st.FencingRequests[0].Phase != "Fenced" {
+		t.Errorf("requests = %+v, want dead-abcde Fenced", st.FencingRequests)
+	}
+	if len(st.Events) != 1 || st.Events[0].Reason != "NodeFenced" {
+		t.Errorf("events = %+v, want the controller's NodeFenced only (the kubelet's is not Fenceline's)", st.Events)
+	}
+}
+
+func TestBuildStatusEventLimit(t *testing.T) {
+	for _, tc := range []struct {
+		max, want int
+	}{{max: 0, want: 0}, {max: 1, want: 1}, {max: 5, want: 1}} {
+		if got := len(BuildStatus(readWorld(t), tc.max).Events); got != tc.want {
+			t.Errorf("--events=%d kept %d Events, want %d", tc.max, got, tc.want)
+		}
+	}
+}
+
+func TestPrintStatusGolden(t *testing.T) {
+	var out bytes.Buffer
+	p := &Printer{Out: &out, Now: now}
+	if err := p.PrintStatus(BuildStatus(readWorld(t), 20)); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status.golden", out.Bytes())
+}
+
+func TestStatusWithoutFencingAPI(t *testing.T) {
+	kube, _ := world()
+	c, _, f := fakeClients(kube, nil)
+	f.PrependReactor("list", "fencingrequests", notFound)
+	s, err := ReadSnapshot(context.Background(), c, now)
+	if err != nil {
+		t.Fatalf("ReadSnapshot without the CRDs: %v", err)
+	}
+	var out bytes.Buffer
+	if err := (&Printer{Out: &out, Now: now}).PrintStatus(BuildStatus(s, 20)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "the fencing API (fenceline.io FencingRequests) is not installed") {
+		t.Errorf("status without the CRDs does not say so:\n%s", out.String())
+	}
+}

@@ -1,0 +1,207 @@
+package kubectlplugin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"fenceline.io/fenceline/pkg/cutoff"
+	fencingclient "fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	"fenceline.io/fenceline/pkg/names"
+	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/world"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestPluginGolden runs every command of the plugin, in order, against one
+// scene and compares each output (stdout, stderr, exit code) with its
+// golden file.
+func TestPluginGolden(t *testing.T) {
+	bin, err := cluster.Binary("kubectl-fenceline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	fences, err := (&world.World{Cluster: c}).InstallFencingCRDs(ctx)
+	if err != nil {
+		t.Fatalf("installing the fencing CRDs: %v", err)
+	}
+	s := &scene{t: t, ctx: ctx, kube: c.Client(), fences: fences, start: time.Now()}
+	s.write()
+	admin := c.AdminKubeconfig()
+	// A user with no rights, and one who may read what fence reads but not
+	// create a FencingRequest.
+	_, nobody := c.ServiceAccountConfig(t, "ops", "nobody")
+	_, reader := c.ServiceAccountConfig(t, "ops", "reader")
+	s.grantFenceReads("ops", "reader")
+
+	for _, step := range []struct {
+		golden     string
+		kubeconfig string
+		args       []string
+	}{
+		{"status.golden", admin, []string{"status"}},
+		{"explain-dead.golden", admin, []string{"explain", "dead"}},
+		{"explain-quarantined.golden", admin, []string{"explain", "quarantined"}},
+		{"fence-live.golden", admin, []string{"fence", "live", "--yes", "--requester", "alice"}},
+		{"fence-live-again.golden", admin, []string{"fence", "live", "--yes"}},
+		{"fence-unknown.golden", admin, []string{"fence", "ghost", "--yes"}},
+		{"unfence-dead.golden", admin, []string{"unfence", "dead", "--yes"}},
+		{"unfence-live.golden", admin, []string{"unfence", "live", "--yes"}},
+		{"explain-back.golden", admin, []string{"explain", "back"}},
+		{"unfence-back.golden", admin, []string{"unfence", "back", "--yes", "--requester", "alice"}},
+		{"status-json.golden", admin, []string{"status", "-o", "json"}},
+		{"status-no-rights.golden", nobody, []string{"status"}},
+		{"fence-no-create.golden", reader, []string{"fence", "live", "--yes"}},
+	} {
+		out := runPlugin(t, ctx, bin, step.kubeconfig, step.args...)
+		compare(t, step.golden, normalize(out, !slices.Contains(step.args, "-o")))
+	}
+	checkWrites(t, ctx, c.Client(), fences)
+}
+
+// runPlugin runs the binary and returns its output and exit status as one
+// text.
+func runPlugin(t *testing.T, ctx context.Context, bin, kubeconfig string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", kubeconfig)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("running kubectl-fenceline %v: %v", args, err)
+	}
+	return fmt.Sprintf("$ kubectl fenceline %s\n%s--- stderr\n%s--- exit %d\n", strings.Join(args, " "), stdout.String(), stderr.String(), code)
+}
+
+// normalizers replace what differs between runs: times, ages, UIDs and
+// generated names. Tables are re-aligned afterwards, since an age's width
+// varies.
+var normalizers = []struct {
+	re  *regexp.Regexp
+	new string
+}{
+	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "<time>"},
+	{regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`), "<uid>"},
+	{regexp.MustCompile(`\blive-[a-z0-9]{5}\b`), "live-<id>"},
+	{regexp.MustCompile(`(^|\s)(\d+[smhd])+(\s|$)`), "$1<age>$3"},
+	{regexp.MustCompile(`\b\d+(\.\d+)?(ms|s|m)\b ago`), "<age> ago"},
+	{regexp.MustCompile(`(Ready for )\d+s`), "$1<age>"},
+	{regexp.MustCompile(`\bfor \d+m?\d*s\b`), "for <age>"},
+}
+
+// normalize applies the normalizers and, for tables, aligns the columns
+// again.
+func normalize(s string, table bool) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		for _, n := range normalizers {
+			// Ages may be adjacent (two columns): apply until stable.
+			for prev := ""; prev != l; {
+				prev, l = l, n.re.ReplaceAllString(l, n.new)
+			}
+		}
+		lines[i] = l
+	}
+	if !table {
+		return strings.Join(lines, "\n")
+	}
+	return realign(lines)
+}
+
+var columnGap = regexp.MustCompile(`\S\s{2,}`)
+
+// realign aligns every run of indented table lines, whose cells are
+// separated by two spaces or more, as the plugin's tabwriter does.
+func realign(lines []string) string {
+	var out bytes.Buffer
+	var w *tabwriter.Writer
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "  ") {
+			if w != nil {
+				_ = w.Flush()
+				w = nil
+			}
+			out.WriteString(l + "\n")
+			continue
+		}
+		if w == nil {
+			w = tabwriter.NewWriter(&out, 0, 8, 2, ' ', 0)
+		}
+		cells := columnGap.ReplaceAllStringFunc(strings.TrimSpace(l), func(m string) string { return m[:1] + "\t" })
+		fmt.Fprintln(w, "  "+cells)
+	}
+	if w != nil {
+		_ = w.Flush()
+	}
+	return strings.TrimSuffix(out.String(), "\n")
+}
+
+func compare(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s (run with -update to create it): %v", path, err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run with -update if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// checkWrites checks, beside the golden output, what the writes did: the
+// fence of live was created and cancelled, and back was unfenced (its
+// fencing conditions False, no fencing or out-of-service taint, its
+// request gone).
+func checkWrites(t *testing.T, ctx context.Context, kube kubernetes.Interface, fences fencingclient.Interface) {
+	t.Helper()
+	reqs, err := fences.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs.Items) != 1 || reqs.Items[0].Name != "dead-req" {
+		t.Errorf("%d FencingRequests, want dead-req alone (live's cancelled, back-req deleted by the unfence)", len(reqs.Items))
+	}
+	back, err := kube.CoreV1().Nodes().Get(ctx, "back", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := slices.ContainsFunc(back.Spec.Taints, func(t v1.Taint) bool {
+		return t.Key == names.OutOfServiceTaint || t.Key == names.FencingRequiredTaint || t.Key == names.FencingTriagedTaint
+	})
+	if fenced || cutoff.FencingComplete(back) || back.Annotations[names.OutOfServiceOwnerAnnotation] != "" {
+		t.Errorf("node back after unfence: taints %v, conditions %v, annotations %v; want it unfenced", back.Spec.Taints, back.Status.Conditions, back.Annotations)
+	}
+}
