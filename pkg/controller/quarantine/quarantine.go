@@ -60,7 +60,7 @@ type Controller struct {
 	mu          sync.Mutex
 	refused     map[types.UID]string // last refusal reported per pod
 	withheld    map[string]string    // last withheld release reported per node
-	quarantined map[string]bool
+	quarantined map[string]time.Time // when this process first saw each node quarantined
 }
 
 // New wires the controller to the shared informers. Call it before the
@@ -83,7 +83,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 		evidence:    evidence,
 		refused:     map[types.UID]string{},
 		withheld:    map[string]string{},
-		quarantined: map[string]bool{},
+		quarantined: map[string]time.Time{},
 	}
 	c.queue = nodequeue.New(Name, c.sync)
 	// Pods refused, and volumes kept, for want of evidence are looked at
@@ -132,13 +132,16 @@ func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, wo
 func (c *Controller) setQuarantined(name string, on bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if on {
-		c.quarantined[name] = true
-	} else {
+	_, was := c.quarantined[name]
+	switch {
+	case on && !was:
+		c.quarantined[name] = c.now()
+	case !on && was:
 		delete(c.quarantined, name)
 	}
 	if c.act.Metrics != nil {
 		c.act.Metrics.QuarantinedNodes.Set(float64(len(c.quarantined)))
+		c.act.Metrics.SetQuarantinedSince(name, c.quarantined[name])
 	}
 }
 
