@@ -60,7 +60,7 @@ fence-sanity: ## Build the fence-sanity conformance command (see docs/fence-sani
 	cd $(FENCE_MODULE) && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/ ./cmd/fence-sanity
 
 .PHONY: tools
-tools: $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler $(TOOLS_BIN)/etcd $(TOOLS_BIN)/kwok ## Build the local control plane (etcd, kube-*, kwok) from the module proxy.
+tools: $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler $(TOOLS_BIN)/etcd $(TOOLS_BIN)/kwok $(TOOLS_BIN)/promtool ## Build the local control plane (etcd, kube-*, kwok) and promtool from the module proxy.
 
 $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler &: test/tools/kube/go.mod test/tools/kube/go.sum
 	@mkdir -p $(TOOLS_BIN)
@@ -79,6 +79,17 @@ $(TOOLS_BIN)/kwok: test/tools/kwok/go.mod test/tools/kwok/go.sum
 	@echo ">> building kwok"
 	cd test/tools/kwok && $(GO) build -o $@ sigs.k8s.io/kwok/cmd/kwok
 
+# promtool checks and unit-tests deploy/monitoring's alerting rules and the
+# dashboard's queries; promql-metrics (from the same module, so Prometheus
+# stays out of the main go.mod) lists the metrics an expression selects.
+# remove_all_sd leaves out the service-discovery plugins (cloud SDKs), which
+# checking rules never needs.
+$(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics &: test/tools/promtool/go.mod test/tools/promtool/go.sum test/tools/promtool/promql-metrics/main.go
+	@mkdir -p $(TOOLS_BIN)
+	@echo ">> building promtool"
+	cd test/tools/promtool && $(GO) build -tags remove_all_sd -o $(TOOLS_BIN)/ github.com/prometheus/prometheus/cmd/promtool ./promql-metrics
+	@touch $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics
+
 .PHONY: upstream-e2e
 upstream-e2e: $(TOOLS_BIN)/e2e-node.test ## Build upstream's node e2e specs (NoExecuteTaintManager) from the module proxy.
 
@@ -95,7 +106,7 @@ test: build tools upstream-attacher upstream-e2e ## Run every test: unit, fuzz s
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
-test-unit: ## Fast loop: unit tests only (tests needing a control plane are skipped with -short).
+test-unit: $(TOOLS_BIN)/promtool ## Fast loop: unit tests only (tests needing a control plane are skipped with -short; promtool is built).
 	cd $(FENCE_MODULE) && $(GO) test -short -count=1 ./...
 	$(GO) test -short -count=1 ./...
 
