@@ -153,11 +153,14 @@ func TestDashboardStructure(t *testing.T) {
 func TestDashboardQueriesArePromQL(t *testing.T) {
 	d := readDashboard(t)
 	var rules []rule
-	for name, expr := range dashboardExprs(d) {
-		if strings.Contains(expr, "$__") {
-			t.Errorf("%s: uses a Grafana macro, which Prometheus cannot evaluate on its own: %s", name, expr)
+	for _, p := range allPanels(d.Panels) {
+		for _, tg := range p.Targets {
+			if strings.Contains(tg.Expr, "$__") {
+				t.Errorf("panel %d query %s: uses a Grafana macro, which Prometheus cannot evaluate on its own: %s", p.ID, tg.RefID, tg.Expr)
+			}
+			// The record name tells which panel a parse error is in.
+			rules = append(rules, rule{Record: fmt.Sprintf("fenceline_dashboard:panel%d_%s", p.ID, tg.RefID), Expr: tg.Expr})
 		}
-		rules = append(rules, rule{Record: fmt.Sprintf("fenceline_dashboard:query%d", len(rules)), Expr: expr})
 	}
 	b, err := yaml.Marshal(ruleFile{Groups: []ruleGroup{{Name: "dashboard", Rules: rules}}})
 	if err != nil {
