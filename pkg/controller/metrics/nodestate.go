@@ -23,6 +23,9 @@ type nodeState struct {
 	// StormGuardRefusals counts the node-fencing storm guard's refusals
 	// to admit a FencingRequest, by reason.
 	StormGuardRefusals *prometheus.CounterVec
+	// SafeDetachRefusedPods is the number of pods quarantine refuses to
+	// force-delete now, for want of a fence it can count on.
+	SafeDetachRefusedPods prometheus.Gauge
 }
 
 func newNodeState() nodeState {
@@ -51,11 +54,17 @@ func newNodeState() nodeState {
 			Name:      "storm_guard_refusals_total",
 			Help:      "Times the node-fencing storm guard refused to admit an automatic FencingRequest, by reason.",
 		}, []string{"reason"}),
+		SafeDetachRefusedPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "fenceline",
+			Subsystem: "controller",
+			Name:      "safe_detach_refused_pods",
+			Help:      "Pods of safe-detach drivers on a node NotReady past the quarantine delay that quarantine refuses to force-delete: no fresh heartbeat of a fence-capable fenceline-attacher serves the driver, the CSIDriver has attachRequired false, or a volume is ReadWriteMany.",
+		}),
 	}
 }
 
 func (s nodeState) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.FencedSince, s.FencingFailed, s.QuarantinedSince, s.StormGuardRefusals}
+	return []prometheus.Collector{s.FencedSince, s.FencingFailed, s.QuarantinedSince, s.StormGuardRefusals, s.SafeDetachRefusedPods}
 }
 
 // SetNodeFencing records a node's fencing state as its latest sync saw it:
@@ -94,6 +103,13 @@ func (m *Metrics) SetQuarantinedSince(node string, since time.Time) {
 func (m *Metrics) ObserveFencingRefusal(reason string) {
 	if m != nil {
 		m.StormGuardRefusals.WithLabelValues(reason).Inc()
+	}
+}
+
+// SetSafeDetachRefusedPods sets the number of pods quarantine refuses now.
+func (m *Metrics) SetSafeDetachRefusedPods(n int) {
+	if m != nil {
+		m.SafeDetachRefusedPods.Set(float64(n))
 	}
 }
 

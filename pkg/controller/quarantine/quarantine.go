@@ -57,8 +57,12 @@ type Controller struct {
 	queue       *nodequeue.Queue
 	evidence    AttacherEvidence
 
-	mu          sync.Mutex
-	refused     map[types.UID]string // last refusal reported per pod
+	mu      sync.Mutex
+	refused map[types.UID]string // last refusal reported per pod
+	// refusedNow holds the pods whose latest decision was Refuse, for
+	// the metric an alert watches (refused keeps a pod until it is gone,
+	// to report each reason once).
+	refusedNow  map[types.UID]bool
 	withheld    map[string]string    // last withheld release reported per node
 	quarantined map[string]time.Time // when this process first saw each node quarantined
 }
@@ -82,6 +86,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 			f.Core().V1().PersistentVolumes().Lister(), f.Storage().V1().CSIDrivers().Lister()),
 		evidence:    evidence,
 		refused:     map[types.UID]string{},
+		refusedNow:  map[types.UID]bool{},
 		withheld:    map[string]string{},
 		quarantined: map[string]time.Time{},
 	}
@@ -106,6 +111,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 				c.mu.Lock()
 				delete(c.refused, p.UID)
 				c.mu.Unlock()
+				c.setRefusedNow(p.UID, false)
 			}
 			podHandler.OnDelete(obj)
 		},
@@ -295,6 +301,7 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 		deleted := false
 		pv := podVolumes{pod, vols, c.cachedAttachers(safeDrivers(vols), now)}
 		d := c.decidePod(node, pv, now)
+		c.setRefusedNow(pod.UID, d.Action == Refuse)
 		switch d.Action {
 		case Wait:
 			r.requeue = minAfter(r.requeue, d.After)
@@ -385,6 +392,20 @@ func (c *Controller) liveVolumes(pods []*v1.Pod) (inUse map[v1.UniqueVolumeName]
 		}
 	}
 	return inUse, livePVs, nil
+}
+
+// setRefusedNow records whether the pod's latest decision was Refuse.
+func (c *Controller) setRefusedNow(uid types.UID, refused bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if refused {
+		c.refusedNow[uid] = true
+	} else {
+		delete(c.refusedNow, uid)
+	}
+	if c.act.Metrics != nil {
+		c.act.Metrics.SetSafeDetachRefusedPods(len(c.refusedNow))
+	}
 }
 
 // reportRefusal records an Event on the pod once per distinct reason.
