@@ -59,24 +59,57 @@ fence-sanity: ## Build the fence-sanity conformance command (see docs/fence-sani
 	@mkdir -p $(BIN_DIR)
 	cd $(FENCE_MODULE) && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/ ./cmd/fence-sanity
 
-.PHONY: tools
-tools: $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler $(TOOLS_BIN)/etcd $(TOOLS_BIN)/kwok $(TOOLS_BIN)/promtool ## Build the local control plane (etcd, kube-*, kwok) and promtool from the module proxy.
+# The local control plane, built from the Go module proxy in this order, then
+# promtool for the alerting rules' tests (test/monitoring).
+KUBE_TOOLS    := kube-apiserver kube-controller-manager kube-scheduler kubectl
+CONTROL_PLANE := etcd $(KUBE_TOOLS) kwok
+TOOLS         := $(CONTROL_PLANE) promtool
 
-$(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler &: test/tools/kube/go.mod test/tools/kube/go.sum
+# Progress of the first, long builds: each tool build says [n/total], where
+# total counts the tools this run will build (those missing among the ones
+# its goals need). The goal lists name the targets whose prerequisites
+# include tools, upstream-attacher and upstream-e2e; test/deploy checks them
+# against the rules below.
+GOALS_NEEDING_CONTROL_PLANE     := tools test conformance demo demo-manual up bench bench-scale chaos
+GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench
+GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
+needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(TOOLS)) \
+	$(if $(filter $(GOALS_NEEDING_UPSTREAM_ATTACHER),$(MAKECMDGOALS)),csi-attacher) \
+	$(if $(filter $(GOALS_NEEDING_UPSTREAM_E2E),$(MAKECMDGOALS)),e2e-node.test)
+MISSING_TOOLS := $(strip $(foreach t,$(needed_tools),$(if $(wildcard $(TOOLS_BIN)/$(t)),,$(t))))
+# $(call upto,NAME,LIST): LIST's words up to and including NAME.
+upto = $(if $(2),$(firstword $(2))$(if $(filter $(1),$(firstword $(2))),, $(call upto,$(1),$(wordlist 2,$(words $(2)),$(2)))))
+# $(call step,NAME): "[n/total] " for a tool of MISSING_TOOLS; nothing for a
+# rebuild after a go.mod change, which was not counted.
+step = $(if $(filter $(1),$(MISSING_TOOLS)),[$(words $(call upto,$(1),$(MISSING_TOOLS)))/$(words $(MISSING_TOOLS))] )
+
+# Says, before the prerequisites build, that a goal waits on the first tool
+# build; list it first among a goal's prerequisites.
+.PHONY: tools-notice
+tools-notice:
+	@$(if $(MISSING_TOOLS),echo "$(tools_notice)",:)
+
+tools_notice = >> make $(firstword $(filter-out tools-notice,$(MAKECMDGOALS))) waits on a first build of \
+	$(words $(MISSING_TOOLS)) tools from the Go module proxy into .cache/tools ($(MISSING_TOOLS)): several minutes, later runs reuse them
+
+.PHONY: tools
+tools: tools-notice $(addprefix $(TOOLS_BIN)/,$(TOOLS)) ## Build the local control plane (etcd, kube-*, kwok) and promtool from the module proxy.
+
+# One go build per binary, so that progress shows; the first one compiles
+# most of Kubernetes, the others reuse the build cache.
+$(addprefix $(TOOLS_BIN)/,$(KUBE_TOOLS)): $(TOOLS_BIN)/%: test/tools/kube/go.mod test/tools/kube/go.sum
 	@mkdir -p $(TOOLS_BIN)
-	@echo ">> building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $(KUBE_VERSION) (first time: several minutes)"
-	cd test/tools/kube && $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o $(TOOLS_BIN)/ \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
-	@touch $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler
+	@echo ">> $(call step,$*)building $* $(KUBE_VERSION)$(if $(filter kube-apiserver,$*), (the first build compiles most of Kubernetes: several minutes))"
+	cd test/tools/kube && $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
 
 $(TOOLS_BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
 	@mkdir -p $(TOOLS_BIN)
-	@echo ">> building etcd"
+	@echo ">> $(call step,etcd)building etcd"
 	cd test/tools/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3
 
 $(TOOLS_BIN)/kwok: test/tools/kwok/go.mod test/tools/kwok/go.sum
 	@mkdir -p $(TOOLS_BIN)
-	@echo ">> building kwok"
+	@echo ">> $(call step,kwok)building kwok"
 	cd test/tools/kwok && $(GO) build -o $@ sigs.k8s.io/kwok/cmd/kwok
 
 # promtool checks and unit-tests deploy/monitoring's alerting rules and the
@@ -86,22 +119,23 @@ $(TOOLS_BIN)/kwok: test/tools/kwok/go.mod test/tools/kwok/go.sum
 # checking rules never needs.
 $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics &: test/tools/promtool/go.mod test/tools/promtool/go.sum test/tools/promtool/promql-metrics/main.go
 	@mkdir -p $(TOOLS_BIN)
-	@echo ">> building promtool"
+	@echo ">> $(call step,promtool)building promtool"
 	cd test/tools/promtool && $(GO) build -tags remove_all_sd -o $(TOOLS_BIN)/ github.com/prometheus/prometheus/cmd/promtool ./promql-metrics
 	@touch $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics
 
 .PHONY: upstream-e2e
-upstream-e2e: $(TOOLS_BIN)/e2e-node.test ## Build upstream's node e2e specs (NoExecuteTaintManager) from the module proxy.
+upstream-e2e: tools-notice $(TOOLS_BIN)/e2e-node.test ## Build upstream's node e2e specs (NoExecuteTaintManager) from the module proxy.
 
 # Upstream's test/e2e/node with the e2e framework only (not all of
 # test/e2e), as a test binary; test/conformance runs it.
 $(TOOLS_BIN)/e2e-node.test: test/tools/e2e/go.mod test/tools/e2e/go.sum test/tools/e2e/e2e_test.go
 	@mkdir -p $(TOOLS_BIN)
-	@echo ">> building upstream's node e2e tests $(KUBE_VERSION) (after tools: a few minutes)"
+	@echo ">> $(call step,e2e-node.test)building upstream's node e2e tests $(KUBE_VERSION) (after the control plane: a few minutes)"
 	cd test/tools/e2e && $(GO) test -c -ldflags '$(KUBE_LDFLAGS)' -o $@ .
 
 .PHONY: test
-test: build tools upstream-attacher upstream-e2e ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
+test: tools-notice build tools upstream-attacher upstream-e2e ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
+	@echo ">> go test: compiling and running the fence extension's tests, then every package's (compiling takes minutes on a cold build cache)"
 	cd $(FENCE_MODULE) && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
@@ -115,19 +149,22 @@ test-unit: $(TOOLS_BIN)/promtool ## Fast loop: unit tests only (tests needing a 
 TAINT_EVICTION ?= all
 
 .PHONY: conformance
-conformance: build tools upstream-e2e ## Upstream's NoExecuteTaintManager e2e specs against taint eviction (TAINT_EVICTION=fenceline|kube-controller-manager|all).
+conformance: tools-notice build tools upstream-e2e ## Upstream's NoExecuteTaintManager e2e specs against taint eviction (TAINT_EVICTION=fenceline|kube-controller-manager|all).
 	FENCELINE_TAINT_EVICTION=$(TAINT_EVICTION) $(GO) test -count=1 -v -timeout 30m -run TestNoExecuteTaintManager ./test/conformance
 
 .PHONY: demo
-demo: build tools ## Start a local cluster, hang a node, and show it fenced through its BMC and failed over with no human.
+demo: tools-notice build tools ## Start a local cluster, hang a node, and show it fenced through its BMC and failed over with no human.
+	@echo ">> compiling the demo (go run ./test/cmd/demo)"
 	$(GO) run ./test/cmd/demo
 
 .PHONY: demo-manual
-demo-manual: build tools ## The manual story: an operator applies the out-of-service taint to a powered-off node.
+demo-manual: tools-notice build tools ## The manual story: an operator applies the out-of-service taint to a powered-off node.
+	@echo ">> compiling the demo (go run ./test/cmd/demo)"
 	$(GO) run ./test/cmd/demo --manual
 
 .PHONY: up
-up: build tools ## Start the local cluster with Fenceline (and a simulated BMC per node) and leave it running.
+up: tools-notice build tools ## Start the local cluster with Fenceline (and a simulated BMC per node) and leave it running.
+	@echo ">> compiling the demo (go run ./test/cmd/demo)"
 	$(GO) run ./test/cmd/demo --up
 
 .PHONY: down
@@ -135,16 +172,16 @@ down: ## Stop a cluster started by `make up`.
 	$(GO) run ./test/cmd/demo --down
 
 .PHONY: upstream-attacher
-upstream-attacher: $(TOOLS_BIN)/csi-attacher ## Build upstream external-attacher (the benchmarks' baseline) from the module proxy.
+upstream-attacher: tools-notice $(TOOLS_BIN)/csi-attacher ## Build upstream external-attacher (the benchmarks' baseline) from the module proxy.
 
 $(TOOLS_BIN)/csi-attacher: test/tools/upstream-attacher/go.mod test/tools/upstream-attacher/go.sum
 	@mkdir -p $(TOOLS_BIN)
-	@echo ">> building upstream csi-attacher $(UPSTREAM_ATTACHER_VERSION)"
+	@echo ">> $(call step,csi-attacher)building upstream csi-attacher $(UPSTREAM_ATTACHER_VERSION)"
 	cd test/tools/upstream-attacher && $(GO) build -ldflags '-X main.version=$(UPSTREAM_ATTACHER_VERSION)' -o $@ \
 		github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
 
 .PHONY: bench
-bench: build tools upstream-attacher ## Run the benchmarks (failover against upstream, attach throughput).
+bench: tools-notice build tools upstream-attacher ## Run the benchmarks (failover against upstream, attach throughput).
 	@mkdir -p bench-results
 	$(GO) test -run '^$$' -bench '^Benchmark(Failover|AttachThroughput)' -benchtime 1x -timeout 60m ./test/bench/...
 
@@ -154,7 +191,7 @@ bench: build tools upstream-attacher ## Run the benchmarks (failover against ups
 SCALE_SIZES ?=
 
 .PHONY: bench-scale
-bench-scale: build tools ## Run the scale benchmark (1,000 to 50,000 pods on KWOK nodes).
+bench-scale: tools-notice build tools ## Run the scale benchmark (1,000 to 50,000 pods on KWOK nodes).
 	@mkdir -p bench-results
 	FENCELINE_BENCH_SCALE_SIZES=$(SCALE_SIZES) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 3h ./test/bench/...
 
@@ -169,7 +206,7 @@ CHAOS_PARALLEL   ?= 4
 SEED             ?=
 
 .PHONY: chaos
-chaos: build tools ## Randomized failover episodes with faults, checked for broken invariants (SEED=n reruns one).
+chaos: tools-notice build tools ## Randomized failover episodes with faults, checked for broken invariants (SEED=n reruns one).
 	@mkdir -p test/output
 	@echo ">> chaos: episodes on local control planes, $(CHAOS_PARALLEL) at a time; one line per episode, full log in test/output/chaos.log"
 	@set +e; FENCELINE_CHAOS_SEED=$(SEED) FENCELINE_CHAOS_EPISODES=$(CHAOS_EPISODES) FENCELINE_CHAOS_FIRST_SEED=$(CHAOS_FIRST_SEED) \
@@ -204,9 +241,35 @@ generate: generate-tools ## Regenerate the Go code from the .proto files and fro
 	cd mock-driver && PATH=$(TOOLS_BIN):$$PATH buf generate
 	TOOLS_BIN=$(TOOLS_BIN) hack/update-codegen.sh
 
+# Container images, one per component, from the Dockerfile's targets (see
+# docs/deploy.md): $(IMAGE_REGISTRY)/fenceline-<target>:$(IMAGE_TAG).
+# PLATFORMS (e.g. linux/amd64,linux/arm64) and IMAGE_PUSH=true need docker
+# buildx; an image for more than one platform must be pushed (or loaded into
+# a containerd image store).
+IMAGE_TARGETS  := attacher controller fence-agent mock-driver
+IMAGE_REGISTRY ?=
+IMAGE_TAG      ?= $(VERSION)
+PLATFORMS      ?=
+IMAGE_PUSH     ?=
+REVISION       ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_SOURCE   ?= https://fenceline.io/fenceline
+
 .PHONY: image
-image: ## Build the container image (needs a Docker engine).
-	docker build -t fenceline:$(VERSION) .
+image: ## Build the four images, fenceline-{attacher,controller,fence-agent,mock-driver} (needs Docker; IMAGE_REGISTRY, IMAGE_TAG, PLATFORMS, IMAGE_PUSH).
+	@command -v docker >/dev/null 2>&1 || { echo "make image: no docker command; building the images needs Docker (with buildx for PLATFORMS or IMAGE_PUSH)" >&2; exit 1; }
+	@if docker buildx version >/dev/null 2>&1; then \
+		build=(docker buildx build $(if $(PLATFORMS),--platform=$(PLATFORMS)) $(if $(filter true,$(IMAGE_PUSH)),--push,--load)); \
+	elif [ -n "$(PLATFORMS)$(filter true,$(IMAGE_PUSH))" ]; then \
+		echo "make image: PLATFORMS and IMAGE_PUSH need docker buildx, which is not installed" >&2; exit 1; \
+	else \
+		build=(docker build); \
+	fi; \
+	n=0; for t in $(IMAGE_TARGETS); do \
+		n=$$((n+1)); image=$(if $(IMAGE_REGISTRY),$(IMAGE_REGISTRY)/)fenceline-$$t:$(IMAGE_TAG); \
+		echo ">> [$$n/$(words $(IMAGE_TARGETS))] building image $$image (Dockerfile target $$t)"; \
+		"$${build[@]}" --target "$$t" --tag "$$image" \
+			--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg SOURCE=$(IMAGE_SOURCE) .; \
+	done
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the tool cache).

@@ -2,7 +2,7 @@
 # Regenerates everything derived from the fencing API types in
 # api/fencing/v1alpha1: the deepcopy functions next to them, the typed
 # clientset, listers, informers and apply configurations in pkg/generated,
-# and the CRD manifests in deploy/crds.
+# and the CRD manifests in deploy/crds, copied into the Helm chart's crds/.
 #
 # Usage: hack/update-codegen.sh [ROOT]
 #
@@ -27,7 +27,8 @@ for tool in deepcopy-gen applyconfiguration-gen client-gen lister-gen informer-g
 done
 
 # Start from nothing, so that a removed type leaves no stale file behind.
-rm -rf "$out/applyconfiguration" "$out/clientset" "$out/informers" "$out/listers" "$api/zz_generated.deepcopy.go" deploy/crds/fenceline.io_*.yaml
+rm -rf "$out/applyconfiguration" "$out/clientset" "$out/informers" "$out/listers" "$api/zz_generated.deepcopy.go" deploy/crds/fenceline.io_*.yaml \
+	deploy/helm/fenceline/crds/fenceline.io_*.yaml
 
 header=(--go-header-file /dev/null)
 "$tools/deepcopy-gen" "${header[@]}" --output-file zz_generated.deepcopy.go "$api"
@@ -44,3 +45,7 @@ header=(--go-header-file /dev/null)
 	--versioned-clientset-package "$module/$out/clientset/versioned" \
 	--listers-package "$module/$out/listers" "$api"
 "$tools/controller-gen" crd paths="$api/..." output:crd:artifacts:config=deploy/crds
+# The chart installs the same CRDs (Helm takes them from its crds/ as they
+# are); test/helm fails on a difference.
+mkdir -p deploy/helm/fenceline/crds
+cp deploy/crds/fenceline.io_*.yaml deploy/helm/fenceline/crds/

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,9 +167,15 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		report := newFailoverReport(s, runs)
 		fmt.Printf("\nFailover, %d pods over 3 nodes, %d repetitions (median [min–max]); %s\n%s\n", s.Pods, s.Reps, report.Machine, report.Table)
+		for _, name := range slices.Sorted(maps.Keys(report.Stages)) {
+			fmt.Printf("\nWhere %s's failover waits (medians, each increment charged to the milestone that ends it):\n%s\n", name, report.Stages[name])
+		}
 		name := fmt.Sprintf("failover-%dpods", s.Pods)
 		if s.FailoverQPS > 0 {
 			name += fmt.Sprintf("-qps%d", s.FailoverQPS)
+		}
+		if s.KCMQPS > 0 {
+			name += fmt.Sprintf("-kcmqps%d", s.KCMQPS)
 		}
 		path, err := writeResult(name, report)
 		if err != nil {
@@ -189,6 +196,9 @@ type failoverReport struct {
 	Summaries map[string]map[string]Summary `json:"summaries"`
 	Ratios    map[string]float64            `json:"ratios_u_over_f"`
 	Table     string                        `json:"table"`
+	// Stages is, per configuration with an operator, where the failover's
+	// critical path waits and whose work each wait is.
+	Stages map[string]string `json:"stages"`
 }
 
 func newFailoverReport(s settings, runs map[string][]failoverRun) failoverReport {
@@ -226,13 +236,48 @@ func newFailoverReport(s settings, runs map[string][]failoverRun) failoverReport
 	}
 	t.AddRow(mAuto, "never (pods stay Terminating)", r.Summaries["F-auto"][mAuto].String(), "n/a")
 	r.Table = t.String()
+	r.Stages = map[string]string{}
+	for _, name := range []string{"U", "F"} {
+		if m, ok := r.Summaries[name]; ok {
+			r.Stages[name] = StageTable(Stages("taint", failoverMilestones(name, m)))
+		}
+	}
 	return r
+}
+
+// failoverMilestones names who ends each stage of a failover: the pods'
+// deletion is pod GC's (kube-controller-manager) under U and
+// fenceline-controller's under F; the rest is the same pipeline.
+func failoverMilestones(config string, m map[string]Summary) []Milestone {
+	deleter := "kube-controller-manager (pod GC)"
+	if config != "U" {
+		deleter = "fenceline-controller"
+	}
+	owners := []struct{ metric, owner string }{
+		{mPodsDeleted, deleter},
+		{mVAsGone, "kube-controller-manager (attach/detach) + attacher"},
+		{mUnpublished, "attacher + driver"},
+		{mScheduled, "kube-controller-manager (StatefulSet) + scheduler"},
+		{mVAsCreated, "kube-controller-manager (attach/detach)"},
+		{mVAsAttached, "attacher + driver"},
+		{mRunning, "kubelet"},
+	}
+	var out []Milestone
+	for _, o := range owners {
+		if s, ok := m[o.metric]; ok && s.N > 0 {
+			out = append(out, Milestone{Name: strings.TrimPrefix(o.metric, "taint -> "), Seconds: s.Median, Owner: o.owner})
+		}
+	}
+	return out
 }
 
 // runFailover runs one repetition of cfg on a fresh cluster.
 func runFailover(ctx context.Context, cfg failoverConfig, s settings, upstream string) (failoverRun, error) {
 	run := failoverRun{Config: cfg.Name}
 	copts := cluster.Options{ControllerManager: true, Scheduler: true, KWOK: true}
+	if s.KCMQPS > 0 {
+		copts.ExtraControllerManagerArgs = []string{"--kube-api-qps=" + strconv.Itoa(s.KCMQPS), "--kube-api-burst=" + strconv.Itoa(2*s.KCMQPS)}
+	}
 	err := withCluster(ctx, "bench-failover-"+cfg.Name, copts, func(c *cluster.Cluster) error {
 		w, err := world.Launch(ctx, c, cfg.opts(s, upstream))
 		if w != nil {

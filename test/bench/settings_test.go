@@ -27,19 +27,23 @@ var (
 	flagBurst           = flag.Int("kube-api-burst", 0, "--kube-api-burst of both attachers in the throughput benchmark (env FENCELINE_BENCH_BURST, default 100)")
 	flagLatency         = flag.Duration("latency", 0, "the slow mock driver's latency per controller call (env FENCELINE_BENCH_LATENCY, default 50ms)")
 	flagFailoverQPS     = flag.Int("failover-kube-api-qps", 0, "--kube-api-qps of both attachers in the failover benchmark; 0 keeps their default of 5 (env FENCELINE_BENCH_FAILOVER_QPS)")
+	flagKCMQPS          = flag.Int("kcm-kube-api-qps", 0, "kube-controller-manager --kube-api-qps in the failover benchmark (burst twice that); 0 keeps its default of 20 (env FENCELINE_BENCH_KCM_QPS)")
 	flagQuarantineDelay = flag.Duration("quarantine-delay", 0, "fenceline-controller --quarantine-delay in the no-human run (env FENCELINE_BENCH_QUARANTINE_DELAY, default 5s)")
 )
 
 // settings are the resolved benchmark parameters.
 type settings struct {
-	Reps            int           `json:"reps"`
-	NoHumanReps     int           `json:"nohuman_reps"`
-	Pods            int           `json:"pods"`
-	VAs             int           `json:"vas"`
-	Workers         int           `json:"worker_threads"`
-	QPS             int           `json:"kube_api_qps"`
-	Burst           int           `json:"kube_api_burst"`
-	FailoverQPS     int           `json:"failover_kube_api_qps,omitempty"`
+	Reps        int `json:"reps"`
+	NoHumanReps int `json:"nohuman_reps"`
+	Pods        int `json:"pods"`
+	VAs         int `json:"vas"`
+	Workers     int `json:"worker_threads"`
+	QPS         int `json:"kube_api_qps"`
+	Burst       int `json:"kube_api_burst"`
+	FailoverQPS int `json:"failover_kube_api_qps,omitempty"`
+	// KCMQPS raises kube-controller-manager's client rate limit in the
+	// failover benchmark, to tell its share of the time from Fenceline's.
+	KCMQPS          int           `json:"kcm_kube_api_qps,omitempty"`
 	Latency         time.Duration `json:"latency_ns"`
 	QuarantineDelay time.Duration `json:"quarantine_delay_ns"`
 	// UpstreamTaintEviction runs the no-human failover with
@@ -76,6 +80,7 @@ func loadSettings() (settings, error) {
 		{&s.QPS, *flagQPS, "FENCELINE_BENCH_QPS", 50, 1, "API QPS"},
 		{&s.Burst, *flagBurst, "FENCELINE_BENCH_BURST", 100, 1, "API burst"},
 		{&s.FailoverQPS, *flagFailoverQPS, "FENCELINE_BENCH_FAILOVER_QPS", 0, 0, "API QPS (0: attacher default)"},
+		{&s.KCMQPS, *flagKCMQPS, "FENCELINE_BENCH_KCM_QPS", 0, 0, "API QPS (0: kube-controller-manager default)"},
 	}
 	for _, i := range ints {
 		v, err := intSetting(i.flag, i.env, i.def)

@@ -2,11 +2,13 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/test/invariant"
 	"fenceline.io/fenceline/test/world"
@@ -28,6 +30,11 @@ type Facts struct {
 	// UpstreamTaintEviction is true when kube-controller-manager's
 	// taint-eviction-controller runs (Fenceline's is off).
 	UpstreamTaintEviction bool
+	// Requests are the FencingRequests' recorded states, and
+	// MaxConcurrentFencing the policy's storm-guard limit on requests in
+	// phase Fencing at once (0: not judged, as without node fencing).
+	Requests             []RequestState
+	MaxConcurrentFencing int
 	// OperatorTaintRemovals holds, for each node the operator ever put
 	// out of service, the resourceVersions of the operator's own removals
 	// of that taint (none while it is still there).
@@ -52,8 +59,8 @@ func (f Facts) Judged() string {
 	for _, l := range f.Power {
 		power += len(l)
 	}
-	return fmt.Sprintf("%d audit records (%d writes accepted, %d refused, %d fenced unpublishes), %d node states, %d pod deletions, %d power changes",
-		len(f.Audit), accepted, refused, fenced, len(f.Nodes), len(f.Deletions), power)
+	return fmt.Sprintf("%d audit records (%d writes accepted, %d refused, %d fenced unpublishes), %d node states, %d pod deletions, %d power changes, %d fencing request states",
+		len(f.Audit), accepted, refused, fenced, len(f.Nodes), len(f.Deletions), power, len(f.Requests))
 }
 
 // Finding is one broken invariant.
@@ -76,6 +83,7 @@ const (
 	RuleOutOfServiceBeforeOff     = "out-of-service-without-verified-off"
 	RuleHealthyNodeFenced         = "healthy-node-powered-off"
 	RuleOperatorTaintRemoved      = "operator-out-of-service-taint-removed"
+	RuleStormGuardConcurrency     = "storm-guard-max-concurrent-fencing"
 	// RuleUpstreamEvictedReplacement: kube-controller-manager's
 	// taint-eviction-controller deleted, by name, the replacement of a pod
 	// it had queued for eviction on the failed node (it deletes without a
@@ -104,7 +112,8 @@ const (
 //     verified Off, not a promise);
 //  4. nothing is deleted from, and no power cut made to, a node the
 //     episode did not fail;
-//  5. the operator's out-of-service taint is removed only by the operator.
+//  5. the operator's out-of-service taint is removed only by the operator,
+//     and no more nodes are fencing at once than the storm guard allows.
 //
 // It is a pure function, table-tested with violating histories.
 func Check(f Facts) []Finding {
@@ -132,6 +141,42 @@ func Check(f Facts) []Finding {
 		}
 	}
 	out = append(out, checkOperatorTaints(f, byNode)...)
+	out = append(out, checkConcurrentFencing(f)...)
+	return out
+}
+
+// checkConcurrentFencing replays the FencingRequests' states in
+// resourceVersion order and finds each moment more nodes had a request in
+// phase Fencing than MaxConcurrentFencing. An informer that re-lists after
+// an API server restart delivers each object at the resourceVersion of
+// its last change, so a missed transition still lands in its place.
+func checkConcurrentFencing(f Facts) []Finding {
+	if f.MaxConcurrentFencing <= 0 {
+		return nil
+	}
+	states := slices.Clone(f.Requests)
+	slices.SortStableFunc(states, func(a, b RequestState) int { return compareRV(a.RV, b.RV) })
+	current := map[string]RequestState{}
+	var out []Finding
+	over := false
+	for _, s := range states {
+		if s.Gone {
+			delete(current, s.Name)
+		} else {
+			current[s.Name] = s
+		}
+		fencing := map[string]bool{}
+		for _, r := range current {
+			if r.Phase == fencingv1alpha1.FencingPhaseFencing {
+				fencing[r.Node] = true
+			}
+		}
+		if len(fencing) > f.MaxConcurrentFencing && !over {
+			out = append(out, Finding{Rule: RuleStormGuardConcurrency, Detail: fmt.Sprintf("%d nodes fencing at once at rv %d (seen %s): %v; maxConcurrentFencing is %d",
+				len(fencing), s.RV, clock(s.Seen), slices.Sorted(maps.Keys(fencing)), f.MaxConcurrentFencing)})
+		}
+		over = len(fencing) > f.MaxConcurrentFencing
+	}
 	return out
 }
 

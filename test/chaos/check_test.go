@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/test/world"
 )
@@ -96,6 +97,25 @@ func (f *facts) operatorRemoved(node string) *facts {
 // operatorAdded registers node as tainted by the operator.
 func (f *facts) operatorAdded(node string) *facts {
 	f.OperatorTaintRemovals[node] = append(f.OperatorTaintRemovals[node], []uint64{}...)
+	return f
+}
+
+// request records a FencingRequest's state; limit sets the storm guard's
+// maxConcurrentFencing.
+func (f *facts) request(name, node string, phase fencingv1alpha1.FencingPhase) *facts {
+	rv, at := f.next()
+	f.Requests = append(f.Requests, RequestState{RV: rv, Seen: at, Name: name, Node: node, Phase: phase})
+	return f
+}
+
+func (f *facts) requestGone(name, node string) *facts {
+	rv, at := f.next()
+	f.Requests = append(f.Requests, RequestState{RV: rv, Seen: at, Name: name, Node: node, Gone: true})
+	return f
+}
+
+func (f *facts) limit(n int) *facts {
+	f.MaxConcurrentFencing = n
 	return f
 }
 
@@ -203,6 +223,39 @@ func TestCheck(t *testing.T) {
 				operatorRemoved("a").node("a", corev1.ConditionTrue).
 				node("a", corev1.ConditionUnknown, outOfService(operator)).node("a", corev1.ConditionUnknown),
 			rules: []string{RuleOperatorTaintRemoved},
+		},
+		{
+			name: "two nodes fenced one after the other: within the storm guard",
+			f: newFacts().limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseTriaged).
+				request("r1", "a", fencingv1alpha1.FencingPhaseFenced).request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
+		},
+		{
+			name: "two nodes fencing at once beyond maxConcurrentFencing 1, reported once",
+			f: newFacts().limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseFencing).
+				request("r2", "c", fencingv1alpha1.FencingPhaseFencing).request("r1", "a", fencingv1alpha1.FencingPhaseFenced),
+			rules: []string{RuleStormGuardConcurrency},
+		},
+		{
+			name: "recorded out of order: the resourceVersions decide",
+			f: func() *facts {
+				f := newFacts().limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).
+					request("r1", "a", fencingv1alpha1.FencingPhaseFenced).request("r2", "c", fencingv1alpha1.FencingPhaseFencing)
+				f.Requests[1], f.Requests[2] = f.Requests[2], f.Requests[1]
+				return f
+			}(),
+		},
+		{
+			name: "a deleted request no longer counts",
+			f: newFacts().limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).requestGone("r1", "a").
+				request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
+		},
+		{
+			name: "two at once within maxConcurrentFencing 2",
+			f:    newFacts().limit(2).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
+		},
+		{
+			name: "not judged without a limit (no node fencing)",
+			f:    newFacts().request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
 		},
 		{
 			name: "never two writers, over the audit log",

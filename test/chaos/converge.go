@@ -115,6 +115,10 @@ func (e *episode) unsettled(ctx context.Context, restored time.Time) error {
 	return nil
 }
 
+// maxConcurrentFencing is the storm guard's limit under the episodes'
+// policy: world.TestFencePolicy's, or the API's default of 1.
+var maxConcurrentFencing = max(int(world.TestFencePolicy("").Spec.StormGuard.MaxConcurrentFencing), 1)
+
 // facts gathers what Check judges.
 func (e *episode) facts() (Facts, error) {
 	recs, err := e.w.Audit()
@@ -133,6 +137,8 @@ func (e *episode) facts() (Facts, error) {
 		f.Failed[n] = true
 	}
 	if e.fencing != nil {
+		f.Requests = e.history.Requests()
+		f.MaxConcurrentFencing = maxConcurrentFencing
 		f.Power = map[string][]world.PowerChange{}
 		for n, b := range e.fencing.BMCs {
 			f.Power[n] = b.PowerLog()

@@ -193,6 +193,7 @@ func (e *episode) setUp() error {
 		}
 		e.t.Cleanup(setup.Close)
 		e.fencing = setup
+		e.history.RecordFencing(setup.Client, stop)
 	}
 	if err := e.w.CreateStorageClass(e.ctx); err != nil {
 		return err

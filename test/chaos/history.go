@@ -10,6 +10,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -47,6 +50,17 @@ type PodDeletion struct {
 	Disruption string
 }
 
+// RequestState is what the API said of a FencingRequest at one
+// resourceVersion: its node and phase.
+type RequestState struct {
+	RV         uint64
+	Seen       time.Time
+	Name, Node string
+	Phase      fencingv1alpha1.FencingPhase
+	// Gone marks the request's deletion.
+	Gone bool
+}
+
 // History records, through informers (which re-list and re-watch across
 // API server restarts), the node states and pod deletions of an episode.
 // A single etcd orders every write, so resourceVersions order the records
@@ -55,6 +69,7 @@ type History struct {
 	mu        sync.Mutex
 	nodes     []NodeState
 	deletions []PodDeletion
+	requests  []RequestState
 }
 
 // Record starts recording until stop closes, and waits for the caches.
@@ -71,6 +86,33 @@ func Record(cs kubernetes.Interface, stop <-chan struct{}) *History {
 	f.Start(stop)
 	f.WaitForCacheSync(stop)
 	return h
+}
+
+// RecordFencing also records the FencingRequests' phases, and waits for
+// the cache; for episodes with the fencing API installed.
+func (h *History) RecordFencing(cs versioned.Interface, stop <-chan struct{}) {
+	f := fencinginformers.NewSharedInformerFactory(cs, 0)
+	_, _ = f.Fencing().V1alpha1().FencingRequests().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { h.request(obj, false) },
+		UpdateFunc: func(_, obj any) { h.request(obj, false) },
+		DeleteFunc: func(obj any) { h.request(obj, true) },
+	})
+	f.Start(stop)
+	f.WaitForCacheSync(stop)
+}
+
+func (h *History) request(obj any, gone bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	r, ok := obj.(*fencingv1alpha1.FencingRequest)
+	if !ok {
+		return
+	}
+	s := RequestState{RV: rv(r.ResourceVersion), Seen: time.Now(), Name: r.Name, Node: r.Spec.NodeName, Phase: r.Status.Phase, Gone: gone}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.requests = append(h.requests, s)
 }
 
 func (h *History) node(obj any) {
@@ -130,6 +172,13 @@ func (h *History) Snapshot() (nodes []NodeState, deletions []PodDeletion) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]NodeState(nil), h.nodes...), append([]PodDeletion(nil), h.deletions...)
+}
+
+// Requests returns the FencingRequest states recorded so far.
+func (h *History) Requests() []RequestState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]RequestState(nil), h.requests...)
 }
 
 func rv(s string) uint64 {

@@ -101,6 +101,9 @@ var fencingAttacherPermissions = []permission{
 	{"get", "storage.k8s.io", "csidrivers", "", ""}, {"list", "storage.k8s.io", "csidrivers", "", ""},
 	{"watch", "storage.k8s.io", "csidrivers", "", ""},
 	{"create", "", "events", "", fencelineNamespace}, {"patch", "", "events", "", fencelineNamespace},
+	// VolumeAttachments' Events land in default, claims' in their own namespace.
+	{"create", "", "events", "", "default"}, {"create", "", "events", "", "some-app"},
+	{"patch", "", "events", "", "some-app"},
 }
 
 // TestAttacherRBAC applies deploy/ for real and asks the API server's

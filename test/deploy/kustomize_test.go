@@ -42,10 +42,11 @@ func TestKustomizationsRender(t *testing.T) {
 	}
 }
 
-var imageRef = regexp.MustCompile(`^fenceline:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+var imageTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 
-// TestImages checks that every container runs the one Fenceline image with an
-// explicit tag and starts one of the binaries the image carries.
+// TestImages checks that every container runs the image of the binary it
+// starts (fenceline-controller runs in fenceline-controller, ...), with an
+// explicit tag.
 func TestImages(t *testing.T) {
 	bins := imageBinaries(t)
 	for _, dir := range entryPoints {
@@ -56,11 +57,14 @@ func TestImages(t *testing.T) {
 			}
 			for _, w := range ws {
 				for _, c := range append(w.Pod.InitContainers, w.Pod.Containers...) {
-					if !imageRef.MatchString(c.Image) {
-						t.Errorf("%s %s container %s: image %q, want fenceline:<tag>", w.Kind, w.Name, c.Name, c.Image)
-					}
 					if len(c.Command) == 0 || !strings.HasPrefix(c.Command[0], "/") || !slices.Contains(bins, c.Command[0][1:]) {
 						t.Errorf("%s %s container %s: command %q, want [\"/<one of %v>\"]", w.Kind, w.Name, c.Name, c.Command, bins)
+						continue
+					}
+					want := imageOf(c.Command[0][1:])
+					name, tag, _ := strings.Cut(c.Image, ":")
+					if name != want || !imageTag.MatchString(tag) {
+						t.Errorf("%s %s container %s: image %q, want %s:<tag>", w.Kind, w.Name, c.Name, c.Image, want)
 					}
 				}
 			}
@@ -68,10 +72,10 @@ func TestImages(t *testing.T) {
 	}
 }
 
-// TestImageOverride follows docs/deploy.md: an overlay's `images:` entry
-// moves every Fenceline container to another registry and tag.
+// TestImageOverride follows docs/deploy.md: an overlay's `images:` entries
+// move every Fenceline container to another registry and tag.
 func TestImageOverride(t *testing.T) {
-	const want = "registry.example.com/fenceline/fenceline:v9.8.7"
+	const registry, tag = "registry.example.com/fenceline", "v9.8.7"
 	for _, dir := range entryPoints {
 		t.Run(dir, func(t *testing.T) {
 			overlay := t.TempDir()
@@ -79,8 +83,10 @@ func TestImageOverride(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + filepath.ToSlash(base) +
-				"\nimages:\n  - name: fenceline\n    newName: registry.example.com/fenceline/fenceline\n    newTag: v9.8.7\n"
+			kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + filepath.ToSlash(base) + "\nimages:\n"
+			for _, it := range imageTargets {
+				kust += "  - name: " + it.Image + "\n    newName: " + registry + "/" + it.Image + "\n    newTag: " + tag + "\n"
+			}
 			if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -88,6 +94,7 @@ func TestImageOverride(t *testing.T) {
 			for _, w := range workloads(t, render(t, overlay)) {
 				for _, c := range w.Pod.Containers {
 					n++
+					want := registry + "/" + imageOf(strings.TrimPrefix(c.Command[0], "/")) + ":" + tag
 					if c.Image != want {
 						t.Errorf("%s %s container %s: image %q, want %q", w.Kind, w.Name, c.Name, c.Image, want)
 					}

@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,28 +10,6 @@ import (
 
 	"fenceline.io/fenceline/test/cluster"
 )
-
-// warningRecorder collects the API server's warnings (e.g. Pod Security
-// "would violate" notes) for one client.
-type warningRecorder struct {
-	mu       sync.Mutex
-	warnings []string
-}
-
-// HandleWarningHeader implements rest.WarningHandler.
-func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.warnings = append(w.warnings, text)
-}
-
-func (w *warningRecorder) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.warnings
-	w.warnings = nil
-	return out
-}
 
 // TestPodTemplatesAdmitted applies every entry point for real and then
 // creates each workload's pod template as a Pod with dry-run. A dry run of
@@ -46,7 +23,7 @@ func TestPodTemplatesAdmitted(t *testing.T) {
 	kc := "--kubeconfig=" + c.AdminKubeconfig()
 	root := repoRoot(t)
 	cfg := c.AdminConfig()
-	rec := &warningRecorder{}
+	rec := &cluster.WarningRecorder{}
 	cfg.WarningHandler = rec
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -61,12 +38,12 @@ func TestPodTemplatesAdmitted(t *testing.T) {
 					ObjectMeta: metav1.ObjectMeta{Name: w.Name + "-admission-check", Namespace: w.Namespace},
 					Spec:       w.Pod,
 				}
-				rec.take()
+				rec.Take()
 				got, err := cs.CoreV1().Pods(w.Namespace).Create(t.Context(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 				if err != nil {
 					t.Fatalf("the API server would not admit a pod of %s %s: %v", w.Kind, w.Name, err)
 				}
-				if warnings := rec.take(); len(warnings) > 0 {
+				if warnings := rec.Take(); len(warnings) > 0 {
 					t.Errorf("admitting a pod of %s %s warned: %s", w.Kind, w.Name, strings.Join(warnings, "; "))
 				}
 				// The harness's API server runs without the ServiceAccount

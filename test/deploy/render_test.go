@@ -1,14 +1,12 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"fenceline.io/fenceline/test/cluster"
 )
@@ -56,7 +53,7 @@ func kustomizations(t testing.TB) []string {
 }
 
 // plainManifests returns every YAML file below deploy/ that is not a
-// kustomization file.
+// kustomization file (nor part of the Helm chart in deploy/helm).
 func plainManifests(t testing.TB) []string {
 	t.Helper()
 	return deployFiles(t, func(name string) bool {
@@ -68,12 +65,14 @@ func deployFiles(t testing.TB, match func(string) bool, dirs bool) []string {
 	t.Helper()
 	root := repoRoot(t)
 	var out []string
-	monitoring := filepath.Join(root, "deploy", "monitoring")
+	// Not manifests for a bare cluster: the Helm chart's templates and
+	// values (test/helm renders and checks them), and deploy/monitoring's
+	// Prometheus rule files, their tests and a kustomize component of
+	// Prometheus Operator objects whose CRDs a bare cluster lacks
+	// (test/monitoring checks them).
+	skip := []string{filepath.Join(root, "deploy", "helm"), filepath.Join(root, "deploy", "monitoring")}
 	err := filepath.WalkDir(filepath.Join(root, "deploy"), func(path string, d fs.DirEntry, err error) error {
-		// deploy/monitoring holds Prometheus rule files, their tests and a
-		// kustomize component of Prometheus Operator objects, whose CRDs
-		// a bare cluster lacks; test/monitoring checks it.
-		if err == nil && d.IsDir() && path == monitoring {
+		if err == nil && d.IsDir() && slices.Contains(skip, path) {
 			return fs.SkipDir
 		}
 		if err != nil || d.IsDir() || !match(d.Name()) {
@@ -100,38 +99,14 @@ func render(t testing.TB, dir string) []unstructured.Unstructured {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(repoRoot(t), dir)
 	}
-	out, _ := runKubectl(t, "kustomize", dir)
-	objs, err := decodeObjects([]byte(out))
+	objs, err := Kustomize(kubectl(t), dir)
 	if err != nil {
-		t.Fatalf("decoding kustomize output of %s: %v\n%s", dir, err, out)
+		t.Fatal(err)
 	}
 	if len(objs) == 0 {
 		t.Fatalf("kustomize %s rendered no objects", dir)
 	}
 	return objs
-}
-
-// decodeObjects splits a multi-document YAML stream into objects.
-func decodeObjects(data []byte) ([]unstructured.Unstructured, error) {
-	var objs []unstructured.Unstructured
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		var m map[string]any
-		if err := utilyaml.Unmarshal(doc, &m); err != nil {
-			return nil, err
-		}
-		if len(m) == 0 {
-			continue
-		}
-		objs = append(objs, unstructured.Unstructured{Object: m})
-	}
 }
 
 // readManifest decodes a plain manifest file relative to the repository root.
@@ -141,7 +116,7 @@ func readManifest(t testing.TB, rel string) []unstructured.Unstructured {
 	if err != nil {
 		t.Fatalf("reading %s: %v", rel, err)
 	}
-	objs, err := decodeObjects(data)
+	objs, err := DecodeObjects(data)
 	if err != nil {
 		t.Fatalf("decoding %s: %v", rel, err)
 	}

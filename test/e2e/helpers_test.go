@@ -110,6 +110,17 @@ func (s *scenario) outOfService(node string) *corev1.Pod {
 	return moved
 }
 
+// waitClaimEvent waits for an Event with reason on the claim in the
+// scenario's namespace, where `kubectl describe pvc` shows it.
+func (s *scenario) waitClaimEvent(claim, reason string) {
+	s.t.Helper()
+	selector := "involvedObject.kind=PersistentVolumeClaim,involvedObject.name=" + claim + ",reason=" + reason
+	must(s.t, world.WaitFor(s.ctx, failoverTimeout, "Event "+reason+" on PersistentVolumeClaim "+claim, func(ctx context.Context) (bool, error) {
+		evs, err := s.w.Cluster.Client().CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{FieldSelector: selector})
+		return err == nil && len(evs.Items) > 0, nil
+	}))
+}
+
 func (s *scenario) audit() []audit.Record {
 	s.t.Helper()
 	recs, err := s.w.Audit()

@@ -12,7 +12,7 @@ import (
 // while its pod writes to an RWO volume and keeps writing (partitioned, not
 // dead); once the out-of-service taint is applied the pod is replaced on
 // another node, the volume is fenced off A before it is published to the
-// new node, and none of A's later writes is accepted. A then boots, cleans
+// new node (an Event on the claim says so), and none of A's later writes is accepted. A then boots, cleans
 // up with force, and the taint is removed.
 func TestNonGracefulShutdown(t *testing.T) {
 	s := newScenario(t, world.Options{ZombieWrites: true})
@@ -22,6 +22,8 @@ func TestNonGracefulShutdown(t *testing.T) {
 	s.powerOff(nodeA)
 	moved := s.outOfService(nodeA)
 	s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
+	// Users see the fence on their claim, not only on the VolumeAttachment.
+	s.waitClaimEvent(world.ClaimTemplate+"-db-0", "FencedDetach")
 	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
 
 	must(t, s.w.PowerOn(s.ctx, nodeA))

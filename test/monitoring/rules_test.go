@@ -185,7 +185,8 @@ func TestAnchorOf(t *testing.T) {
 	}
 }
 
-// prometheusrule.yaml holds exactly the groups of alerts.yaml.
+// prometheusrule.yaml and the Helm chart's files/alerts.yaml hold exactly the
+// groups of alerts.yaml.
 func TestPrometheusRuleMatchesAlerts(t *testing.T) {
 	dir, err := monitoringDir()
 	if err != nil {
@@ -216,6 +217,20 @@ func TestPrometheusRuleMatchesAlerts(t *testing.T) {
 	}
 	if !reflect.DeepEqual(plain.Groups, pr.Spec.Groups) {
 		t.Errorf("prometheusrule.yaml's groups differ from alerts.yaml's: %s", groupDiff(plain.Groups, pr.Spec.Groups))
+	}
+	// The Helm chart's PrometheusRule takes its groups from its own copy.
+	var chart struct {
+		Groups []map[string]any `json:"groups"`
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := readYAML(filepath.Join(root, "deploy", "helm", "fenceline", "files", "alerts.yaml"), &chart); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(plain.Groups, chart.Groups) {
+		t.Errorf("the Helm chart's files/alerts.yaml differs from alerts.yaml (copy it over): %s", groupDiff(plain.Groups, chart.Groups))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -43,5 +44,34 @@ func TestTrimForCache(t *testing.T) {
 	}
 	if got, err := trimForCache("other"); err != nil || got != "other" {
 		t.Fatalf("other values pass through: %v, %v", got, err)
+	}
+}
+
+func TestRecordConfigBudget(t *testing.T) {
+	tests := []struct {
+		name      string
+		qps       float32
+		burst     int
+		wantQPS   float32
+		wantBurst int
+	}{
+		{"the shared default gets the floor", 5, 10, fenceRecordQPS, fenceRecordBurst},
+		{"a larger budget is kept", 500, 1000, 500, 1000},
+		{"each is raised on its own", 80, 20, 80, fenceRecordBurst},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &rest.Config{Host: "https://example", QPS: tt.qps, Burst: tt.burst, UserAgent: userAgent}
+			got := recordConfig(in)
+			if got.QPS != tt.wantQPS || got.Burst != tt.wantBurst {
+				t.Errorf("record client budget %v/%d, want %v/%d", got.QPS, got.Burst, tt.wantQPS, tt.wantBurst)
+			}
+			if in.QPS != tt.qps || in.Burst != tt.burst {
+				t.Error("the attacher's own config was changed")
+			}
+			if got.Host != in.Host || got.UserAgent != userAgent {
+				t.Error("the record client must reach the same API server as the same user agent")
+			}
+		})
 	}
 }

@@ -65,7 +65,9 @@ type Config struct {
 	ReconcileSync time.Duration
 	// MaxEntries is ListVolumes' max_entries (--max-entries).
 	MaxEntries int32
-	// Recorder emits Kubernetes Events on VolumeAttachments.
+	// Recorder emits Kubernetes Events on VolumeAttachments and, for a
+	// fenced detach, a failed detach or a refused one, on the claim bound
+	// to the volume.
 	Recorder record.EventRecorder
 	// Metrics records detach outcomes; nil records nothing.
 	Metrics *metrics.Recorder

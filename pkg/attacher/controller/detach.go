@@ -166,7 +166,7 @@ func (c *Controller) finishDetach(ctx context.Context, va *storagev1.VolumeAttac
 	c.track.markStale(va.Name, va.ResourceVersion)
 	c.cfg.Metrics.Detached(string(decision.Action), string(decision.Reason), time.Since(va.DeletionTimestamp.Time))
 	if decision.Action == fencing.ActionFenced {
-		c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventFencedDetach, "Detached volume %s from node %s with fencing (%s)", volumeID, va.Spec.NodeName, decision.Reason)
+		c.volumeEvent(va, v1.EventTypeNormal, EventFencedDetach, fmt.Sprintf("Detached volume %s from node %s with fencing (%s)", volumeID, va.Spec.NodeName, decision.Reason))
 	} else {
 		c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventDetached, "Detached volume %s from node %s", volumeID, va.Spec.NodeName)
 	}
@@ -238,7 +238,7 @@ func (c *Controller) detachVolume(ctx context.Context, va *storagev1.VolumeAttac
 }
 
 // detachFailed logs err, records it in status.detachError and emits a
-// Warning Event with the given reason.
+// Warning Event with the given reason on the VolumeAttachment and its claim.
 func (c *Controller) detachFailed(ctx context.Context, va *storagev1.VolumeAttachment, reason string, err error) {
 	logger := klog.FromContext(ctx)
 	logger.Error(err, "Detach failed")
@@ -247,5 +247,5 @@ func (c *Controller) detachFailed(ctx context.Context, va *storagev1.VolumeAttac
 	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {
 		logger.Error(perr, "Failed to save detachError")
 	}
-	c.cfg.Recorder.Event(va, v1.EventTypeWarning, reason, err.Error())
+	c.volumeEvent(va, v1.EventTypeWarning, reason, err.Error())
 }

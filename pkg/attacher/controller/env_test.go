@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -50,7 +48,7 @@ type env struct {
 	ctrl     *Controller
 	drv      *driver.Driver
 	conn     *grpc.ClientConn
-	recorder *record.FakeRecorder
+	recorder *captureRecorder
 }
 
 type envOptions struct {
@@ -109,7 +107,7 @@ func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
 		}
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
-	rec := record.NewFakeRecorder(100)
+	rec := &captureRecorder{}
 	ctrl, err := New(Config{
 		DriverName:         testDriver,
 		Client:             client,
@@ -282,20 +280,17 @@ func (e *env) audit(method string) []audit.Record {
 	return audit.Filter(recs, audit.Method(method))
 }
 
-// events drains the recorded events as "Type Reason" strings.
+// events drains the recorded events and returns those on objects other
+// than claims as "Type Reason" strings; claimEvents_test.go looks at the
+// claims' own.
 func (e *env) events() []string {
 	var out []string
-	for {
-		select {
-		case ev := <-e.recorder.Events:
-			f := strings.Fields(ev)
-			if len(f) >= 2 {
-				out = append(out, f[0]+" "+f[1])
-			}
-		default:
-			return out
+	for _, ev := range e.recorder.take() {
+		if ev.Object.Kind != "PersistentVolumeClaim" {
+			out = append(out, ev.Type+" "+ev.Reason)
 		}
 	}
+	return out
 }
 
 // --- object builders ---

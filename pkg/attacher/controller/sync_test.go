@@ -479,11 +479,16 @@ func withRecord(reason cutoff.Reason, nodeID string) func(*storagev1.VolumeAttac
 	}
 }
 
-// attached creates a volume, PV and VA and attaches them through a sync.
-func (e *env) attached() string {
+// attached creates a volume, PV and VA and attaches them through a sync;
+// pvOpts change the PV before it is created.
+func (e *env) attached(pvOpts ...func(*v1.PersistentVolume)) string {
 	e.t.Helper()
 	volumeID := e.createVolume("vol-1")
-	e.create(pvFor("pv-1", volumeID), vaFor("va-1", "pv-1", testNode))
+	pv := pvFor("pv-1", volumeID)
+	for _, o := range pvOpts {
+		o(pv)
+	}
+	e.create(pv, vaFor("va-1", "pv-1", testNode))
 	if err := e.sync("va-1"); err != nil {
 		e.t.Fatalf("attach: %v", err)
 	}

@@ -1,0 +1,95 @@
+package helm
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// testAlerts stands in for the chart's files/alerts.yaml: the template must
+// carry any rules file into the PrometheusRule unchanged.
+const testAlerts = `groups:
+  - name: fenceline-test
+    rules:
+      - alert: FencelineTestAlert
+        expr: fenceline_fence_agent_target_reachable == 0
+        for: 5m
+        labels:
+          severity: warning
+        annotations:
+          summary: "{{ $labels.target }} unreachable"
+`
+
+func TestPrometheusRule(t *testing.T) {
+	var want map[string]any
+	if err := yaml.Unmarshal([]byte(testAlerts), &want); err != nil {
+		t.Fatal(err)
+	}
+	on := "metrics: {prometheusRule: {enabled: true, labels: {release: prom}}}"
+	cases := []struct {
+		name    string
+		alerts  string
+		values  string
+		wantErr string // empty: renders
+	}{
+		{name: "off", alerts: testAlerts, values: ""},
+		{name: "on", alerts: testAlerts, values: on},
+		{name: "empty file", alerts: "", values: on, wantErr: "has no " + alertsFile},
+		{name: "not YAML", alerts: "groups: [", values: on, wantErr: "not valid YAML"},
+		{name: "no groups", alerts: "rules: []", values: on, wantErr: `top-level "groups" list`},
+	}
+	base := loadChart(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := renderChart(withAlerts(base, []byte(tc.alerts)), namespace, values(t, tc.values))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules := find(objs, "PrometheusRule")
+			if tc.values == "" {
+				if len(rules) != 0 {
+					t.Fatalf("%d PrometheusRules rendered while off", len(rules))
+				}
+				return
+			}
+			if len(rules) != 1 {
+				t.Fatalf("%d PrometheusRules rendered, want 1", len(rules))
+			}
+			r := rules[0]
+			if r.GetAPIVersion() != "monitoring.coreos.com/v1" || r.GetNamespace() != namespace || r.GetLabels()["release"] != "prom" {
+				t.Errorf("PrometheusRule %s/%s apiVersion %s labels %v", r.GetNamespace(), r.GetName(), r.GetAPIVersion(), r.GetLabels())
+			}
+			spec, _, _ := unstructured.NestedMap(r.Object, "spec")
+			if !reflect.DeepEqual(spec, want) {
+				t.Errorf("spec %v, want the alerts file %v", spec, want)
+			}
+		})
+	}
+}
+
+// TestShippedAlertsRender: once the chart ships files/alerts.yaml, enabling
+// the PrometheusRule renders it.
+func TestShippedAlertsRender(t *testing.T) {
+	c := loadChart(t)
+	shipped := false
+	for _, f := range c.Files {
+		shipped = shipped || f.Name == alertsFile
+	}
+	if !shipped {
+		t.Skipf("the chart has no %s yet", alertsFile)
+	}
+	objs := mustRender(t, c, values(t, "metrics: {prometheusRule: {enabled: true}}"))
+	r := get(t, objs, "PrometheusRule", "fenceline")
+	if groups, _, _ := unstructured.NestedSlice(r.Object, "spec", "groups"); len(groups) == 0 {
+		t.Errorf("PrometheusRule from %s has no rule groups", alertsFile)
+	}
+}
