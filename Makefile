@@ -60,9 +60,11 @@ fence-sanity: ## Build the fence-sanity conformance command (see docs/fence-sani
 	@mkdir -p $(BIN_DIR)
 	cd $(FENCE_MODULE) && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/ ./cmd/fence-sanity
 
-# The local control plane, built from the Go module proxy in this order.
+# The local control plane, built from the Go module proxy in this order, then
+# promtool for the alerting rules' tests (test/monitoring).
 KUBE_TOOLS    := kube-apiserver kube-controller-manager kube-scheduler kubectl
 CONTROL_PLANE := etcd $(KUBE_TOOLS) kwok
+TOOLS         := $(CONTROL_PLANE) promtool
 
 # Progress of the first, long builds: each tool build says [n/total], where
 # total counts the tools this run will build (those missing among the ones
@@ -72,7 +74,7 @@ CONTROL_PLANE := etcd $(KUBE_TOOLS) kwok
 GOALS_NEEDING_CONTROL_PLANE     := tools test conformance demo demo-manual up bench bench-scale chaos
 GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench
 GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
-needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(CONTROL_PLANE)) \
+needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(TOOLS)) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_ATTACHER),$(MAKECMDGOALS)),csi-attacher) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_E2E),$(MAKECMDGOALS)),e2e-node.test)
 MISSING_TOOLS := $(strip $(foreach t,$(needed_tools),$(if $(wildcard $(TOOLS_BIN)/$(t)),,$(t))))
@@ -92,7 +94,7 @@ tools_notice = >> make $(firstword $(filter-out tools-notice,$(MAKECMDGOALS))) w
 	$(words $(MISSING_TOOLS)) tools from the Go module proxy into .cache/tools ($(MISSING_TOOLS)): several minutes, later runs reuse them
 
 .PHONY: tools
-tools: tools-notice $(addprefix $(TOOLS_BIN)/,$(CONTROL_PLANE)) ## Build the local control plane (etcd, kube-*, kwok) from the module proxy.
+tools: tools-notice $(addprefix $(TOOLS_BIN)/,$(TOOLS)) ## Build the local control plane (etcd, kube-*, kwok) and promtool from the module proxy.
 
 # One go build per binary, so that progress shows; the first one compiles
 # most of Kubernetes, the others reuse the build cache.
@@ -111,6 +113,17 @@ $(TOOLS_BIN)/kwok: test/tools/kwok/go.mod test/tools/kwok/go.sum
 	@echo ">> $(call step,kwok)building kwok"
 	cd test/tools/kwok && $(GO) build -o $@ sigs.k8s.io/kwok/cmd/kwok
 
+# promtool checks and unit-tests deploy/monitoring's alerting rules and the
+# dashboard's queries; promql-metrics (from the same module, so Prometheus
+# stays out of the main go.mod) lists the metrics an expression selects.
+# remove_all_sd leaves out the service-discovery plugins (cloud SDKs), which
+# checking rules never needs.
+$(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics &: test/tools/promtool/go.mod test/tools/promtool/go.sum test/tools/promtool/promql-metrics/main.go
+	@mkdir -p $(TOOLS_BIN)
+	@echo ">> $(call step,promtool)building promtool"
+	cd test/tools/promtool && $(GO) build -tags remove_all_sd -o $(TOOLS_BIN)/ github.com/prometheus/prometheus/cmd/promtool ./promql-metrics
+	@touch $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics
+
 .PHONY: upstream-e2e
 upstream-e2e: tools-notice $(TOOLS_BIN)/e2e-node.test ## Build upstream's node e2e specs (NoExecuteTaintManager) from the module proxy.
 
@@ -128,7 +141,7 @@ test: tools-notice build tools upstream-attacher upstream-e2e ## Run every test:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
-test-unit: ## Fast loop: unit tests only (tests needing a control plane are skipped with -short).
+test-unit: $(TOOLS_BIN)/promtool ## Fast loop: unit tests only (tests needing a control plane are skipped with -short; promtool is built).
 	cd $(FENCE_MODULE) && $(GO) test -short -count=1 ./...
 	$(GO) test -short -count=1 ./...
 

@@ -65,22 +65,22 @@ func TestMakeToolsProgress(t *testing.T) {
 	}{
 		{
 			goal: "tools",
-			want: []string{"[1/6] building etcd", "[2/6] building kube-apiserver", "[3/6] building kube-controller-manager",
-				"[4/6] building kube-scheduler", "[5/6] building kubectl", "[6/6] building kwok"},
+			want: []string{"[1/7] building etcd", "[2/7] building kube-apiserver", "[3/7] building kube-controller-manager",
+				"[4/7] building kube-scheduler", "[5/7] building kubectl", "[6/7] building kwok", "[7/7] building promtool"},
 		},
 		{
 			goal:    "demo",
 			present: []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"},
-			want:    []string{"[1/2] building kubectl", "[2/2] building kwok"},
+			want:    []string{"[1/3] building kubectl", "[2/3] building kwok", "[3/3] building promtool"},
 		},
 		{
 			goal:    "test",
-			present: []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"},
+			present: []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "promtool", "promql-metrics"},
 			want:    []string{"[1/2] building upstream csi-attacher", "[2/2] building upstream's node e2e tests"},
 		},
 		{
 			goal:    "demo",
-			present: []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"},
+			present: []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "promtool", "promql-metrics"},
 		},
 	}
 	step := regexp.MustCompile(`>> (\[\d+/\d+\] building (upstream csi-attacher|upstream's node e2e tests|[a-z-]+))`)

@@ -157,6 +157,9 @@ func TestQuarantineIntegration(t *testing.T) {
 		if got := e.metricValue("fenceline_controller_quarantined_nodes"); got < 1 {
 			t.Errorf("quarantined_nodes = %v, want >= 1", got)
 		}
+		if got := e.metricValue("fenceline_controller_quarantined_since_timestamp_seconds", "q-1"); got < float64(start.Unix()) || got > float64(time.Now().UnixNano())/1e9 {
+			t.Errorf("q-1 quarantined since %v, want between the test's start %d and now", got, start.Unix())
+		}
 		if got := e.metricValue("fenceline_controller_force_delete_latency_seconds", "safe-detach"); got < 1 {
 			t.Errorf("latency histogram has %v samples, want >= 1", got)
 		}
@@ -217,6 +220,9 @@ func TestQuarantineIntegration(t *testing.T) {
 			if len(evs) != 1 || evs[0].Count > 1 {
 				t.Errorf("pod %s: want exactly one Event recorded once, got %+v", c.pod.Name, evs)
 			}
+		}
+		if got := e.metricValue("fenceline_controller_safe_detach_refused_pods"); got < float64(len(cases)) {
+			t.Errorf("safe_detach_refused_pods = %v, want at least the %d refused pods", got, len(cases))
 		}
 	})
 

@@ -58,6 +58,8 @@ type Metrics struct {
 	// taint-eviction-controller is evidently running too (its Events
 	// appear): Fenceline's then evicts nothing.
 	UpstreamTaintEviction prometheus.Gauge
+	// nodeState holds the per-node fencing and quarantine gauges.
+	nodeState
 }
 
 // New creates the collectors and registers them with reg (when not nil).
@@ -134,10 +136,11 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name:      "upstream_controller_active",
 			Help:      "1 while kube-controller-manager's taint-eviction-controller is evidently running as well (its TaintManagerEviction Events appear); Fenceline's taint-eviction then evicts nothing.",
 		}),
+		nodeState: newNodeState(),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.ForceDeletes, m.ForceDeleteErrors, m.ForceDeleteLatency, m.QuarantinedNodes, m.DecisionChanged, m.FencingTransitions, m.FencingLatency,
-			m.TaintEvictions, m.TaintEvictionLatency, m.TaintEvictionHeld, m.TaintEvictionRefusals, m.UpstreamTaintEviction} {
+		for _, c := range append([]prometheus.Collector{m.ForceDeletes, m.ForceDeleteErrors, m.ForceDeleteLatency, m.QuarantinedNodes, m.DecisionChanged, m.FencingTransitions, m.FencingLatency,
+			m.TaintEvictions, m.TaintEvictionLatency, m.TaintEvictionHeld, m.TaintEvictionRefusals, m.UpstreamTaintEviction}, m.nodeState.collectors()...) {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering metrics: %w", err)
 			}

@@ -66,6 +66,7 @@ func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Dura
 // refused records a refusal on the request; a final one fails it.
 func (c *Controller) refused(ctx context.Context, in Input, g stormguard.Decision) (time.Duration, error) {
 	d := Decision{Reason: g.Reason, Why: g.Why}
+	c.cfg.Metrics.ObserveFencingRefusal(g.Reason)
 	if g.Final {
 		d.Step = StepFail
 		return 0, c.transition(ctx, in.Request, fencingv1alpha1.FencingPhaseFailed, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {

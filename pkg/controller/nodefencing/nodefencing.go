@@ -202,6 +202,7 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
+	c.cfg.Metrics.SetNodeFencing(nodeName, fencedSince(in.Request), in.Blocked != "")
 	if err := c.cancelDuplicates(ctx, nodeName, in.Request); err != nil {
 		return 0, err
 	}
@@ -341,4 +342,17 @@ func sameBoot(r *fencingv1alpha1.FencingRequest, node *v1.Node) bool {
 		return false
 	}
 	return r.Status.BootIDAtFence == "" || r.Status.BootIDAtFence == node.Status.NodeInfo.BootID
+}
+
+// fencedSince is when the open request r verified the node's fence, zero
+// when r is nil or has not fenced it (yet).
+func fencedSince(r *fencingv1alpha1.FencingRequest) time.Time {
+	if r == nil || r.Status.FencedTime == nil {
+		return time.Time{}
+	}
+	switch r.Status.Phase {
+	case fencingv1alpha1.FencingPhaseFenced, fencingv1alpha1.FencingPhaseRecovering:
+		return r.Status.FencedTime.Time
+	}
+	return time.Time{}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -25,6 +27,7 @@ import (
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/controller/metrics"
 	fencingfake "fenceline.io/fenceline/pkg/generated/clientset/versioned/fake"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 	"fenceline.io/fenceline/pkg/names"
@@ -40,6 +43,7 @@ type env struct {
 	kube    *kubefake.Clientset
 	fencing *fencingfake.Clientset
 	c       *Controller
+	m       *metrics.Metrics
 	now     time.Time
 	// caches are the informers whose stores must match the API server
 	// before the next sync.
@@ -70,10 +74,15 @@ func newEnv(t *testing.T, now time.Time, objs ...runtime.Object) *env {
 	core := informers.NewSharedInformerFactory(e.kube, 0)
 	leases := informers.NewSharedInformerFactoryWithOptions(e.kube, 0, informers.WithNamespace(v1.NamespaceNodeLease))
 	fi := fencinginformers.NewSharedInformerFactory(e.fencing, 0)
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
 	c, err := New(Config{
 		Informers: core, NodeLeases: leases, Fencing: fi, Client: e.fencing,
 		Actuator: &actuator.Actuator{Client: e.kube, Recorder: record.NewFakeRecorder(100), Now: func() time.Time { return e.now }},
-		Recorder: record.NewFakeRecorder(100),
+		Recorder: record.NewFakeRecorder(100), Metrics: m,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -435,6 +444,9 @@ func TestSyncLifecycle(t *testing.T) {
 	e.now = e.now.Add(time.Minute)
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
+	if got, want := testutil.ToFloat64(e.m.FencedSince.WithLabelValues("n1")), float64(e.request("n1").Status.FencedTime.UnixNano())/1e9; got != want {
+		t.Errorf("fenced since = %v, want the request's fencedTime %v", got, want)
+	}
 
 	e.comesBack("boot-2")
 	e.sync("n1")
@@ -443,6 +455,10 @@ func TestSyncLifecycle(t *testing.T) {
 
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovered)
+	e.sync("n1")
+	if n := testutil.CollectAndCount(e.m.FencedSince); n != 0 {
+		t.Errorf("a recovered node keeps %d fenced-since series, want none", n)
+	}
 	n = e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse, requiredCond: v1.ConditionFalse, completeCond: v1.ConditionFalse})
 	if _, ok := n.Annotations[names.OutOfServiceOwnerAnnotation]; ok {
 		t.Errorf("owner annotation left after recovery: %v", n.Annotations)
@@ -563,6 +579,9 @@ func TestSyncStormGuardAdmitsOneAtATime(t *testing.T) {
 	e.sync("n2")
 	e.wantPhase("n2", fencingv1alpha1.FencingPhaseTriaged)
 	e.wantRequestCondition("n2", fencingv1alpha1.FencingRequestRequired, metav1.ConditionFalse, "MaxConcurrentFencing")
+	if got := testutil.ToFloat64(e.m.StormGuardRefusals.WithLabelValues("MaxConcurrentFencing")); got < 1 {
+		t.Errorf("storm guard refusals (MaxConcurrentFencing) = %v, want at least 1", got)
+	}
 	e.wantNode("n2", map[string]v1.ConditionStatus{requiredCond: ""}, names.FencingTriagedTaint)
 
 	// Once n1 is fenced its slot is free.
@@ -654,6 +673,9 @@ func TestSyncFailsAfterMaxAttempts(t *testing.T) {
 	e.wantNode("n1", map[string]v1.ConditionStatus{requiredCond: v1.ConditionTrue, completeCond: ""}, names.FencingTriagedTaint, names.FencingRequiredTaint)
 	// The failed request blocks a new one for the same boot.
 	e.sync("n1")
+	if got := testutil.ToFloat64(e.m.FencingFailed.WithLabelValues("n1")); got != 1 {
+		t.Errorf("fencing failed gauge = %v, want 1", got)
+	}
 	if rs := e.requests("n1"); len(rs) != 1 {
 		t.Errorf("after a failure the node has %d requests, want 1", len(rs))
 	}

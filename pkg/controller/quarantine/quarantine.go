@@ -57,10 +57,14 @@ type Controller struct {
 	queue       *nodequeue.Queue
 	evidence    AttacherEvidence
 
-	mu          sync.Mutex
-	refused     map[types.UID]string // last refusal reported per pod
+	mu      sync.Mutex
+	refused map[types.UID]string // last refusal reported per pod
+	// refusedNow holds the pods whose latest decision was Refuse, for
+	// the metric an alert watches (refused keeps a pod until it is gone,
+	// to report each reason once).
+	refusedNow  map[types.UID]bool
 	withheld    map[string]string    // last withheld release reported per node
-	quarantined map[string]bool
+	quarantined map[string]time.Time // when this process first saw each node quarantined
 }
 
 // New wires the controller to the shared informers. Call it before the
@@ -82,8 +86,9 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 			f.Core().V1().PersistentVolumes().Lister(), f.Storage().V1().CSIDrivers().Lister()),
 		evidence:    evidence,
 		refused:     map[types.UID]string{},
+		refusedNow:  map[types.UID]bool{},
 		withheld:    map[string]string{},
-		quarantined: map[string]bool{},
+		quarantined: map[string]time.Time{},
 	}
 	c.queue = nodequeue.New(Name, c.sync)
 	// Pods refused, and volumes kept, for want of evidence are looked at
@@ -106,6 +111,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 				c.mu.Lock()
 				delete(c.refused, p.UID)
 				c.mu.Unlock()
+				c.setRefusedNow(p.UID, false)
 			}
 			podHandler.OnDelete(obj)
 		},
@@ -132,13 +138,16 @@ func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, wo
 func (c *Controller) setQuarantined(name string, on bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if on {
-		c.quarantined[name] = true
-	} else {
+	_, was := c.quarantined[name]
+	switch {
+	case on && !was:
+		c.quarantined[name] = c.now()
+	case !on && was:
 		delete(c.quarantined, name)
 	}
 	if c.act.Metrics != nil {
 		c.act.Metrics.QuarantinedNodes.Set(float64(len(c.quarantined)))
+		c.act.Metrics.SetQuarantinedSince(name, c.quarantined[name])
 	}
 }
 
@@ -292,6 +301,7 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 		deleted := false
 		pv := podVolumes{pod, vols, c.cachedAttachers(safeDrivers(vols), now)}
 		d := c.decidePod(node, pv, now)
+		c.setRefusedNow(pod.UID, d.Action == Refuse)
 		switch d.Action {
 		case Wait:
 			r.requeue = minAfter(r.requeue, d.After)
@@ -382,6 +392,20 @@ func (c *Controller) liveVolumes(pods []*v1.Pod) (inUse map[v1.UniqueVolumeName]
 		}
 	}
 	return inUse, livePVs, nil
+}
+
+// setRefusedNow records whether the pod's latest decision was Refuse.
+func (c *Controller) setRefusedNow(uid types.UID, refused bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if refused {
+		c.refusedNow[uid] = true
+	} else {
+		delete(c.refusedNow, uid)
+	}
+	if c.act.Metrics != nil {
+		c.act.Metrics.SetSafeDetachRefusedPods(len(c.refusedNow))
+	}
 }
 
 // reportRefusal records an Event on the pod once per distinct reason.
