@@ -71,10 +71,12 @@ TOOLS         := $(CONTROL_PLANE) promtool
 # its goals need). The goal lists name the targets whose prerequisites
 # include tools, upstream-attacher and upstream-e2e; test/deploy checks them
 # against the rules below.
-GOALS_NEEDING_CONTROL_PLANE     := tools test conformance demo demo-manual up bench bench-scale chaos
+GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo demo-manual up bench bench-scale chaos
+GOALS_NEEDING_PROMTOOL          := promtool tools test test-unit
 GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench
 GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
-needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(TOOLS)) \
+needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(CONTROL_PLANE)) \
+	$(if $(filter $(GOALS_NEEDING_PROMTOOL),$(MAKECMDGOALS)),promtool) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_ATTACHER),$(MAKECMDGOALS)),csi-attacher) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_E2E),$(MAKECMDGOALS)),e2e-node.test)
 MISSING_TOOLS := $(strip $(foreach t,$(needed_tools),$(if $(wildcard $(TOOLS_BIN)/$(t)),,$(t))))
@@ -93,8 +95,13 @@ tools-notice:
 tools_notice = >> make $(firstword $(filter-out tools-notice,$(MAKECMDGOALS))) waits on a first build of \
 	$(words $(MISSING_TOOLS)) tools from the Go module proxy into .cache/tools ($(MISSING_TOOLS)): several minutes, later runs reuse them
 
-.PHONY: tools
-tools: tools-notice $(addprefix $(TOOLS_BIN)/,$(TOOLS)) ## Build the local control plane (etcd, kube-*, kwok) and promtool from the module proxy.
+.PHONY: tools control-plane promtool
+tools: tools-notice control-plane promtool ## Build the local control plane (etcd, kube-*, kwok) and promtool from the module proxy.
+
+# The demo, the benchmarks and chaos need only the control plane.
+control-plane: tools-notice $(addprefix $(TOOLS_BIN)/,$(CONTROL_PLANE))
+
+promtool: tools-notice $(TOOLS_BIN)/promtool
 
 # One go build per binary, so that progress shows; the first one compiles
 # most of Kubernetes, the others reuse the build cache.
@@ -135,13 +142,13 @@ $(TOOLS_BIN)/e2e-node.test: test/tools/e2e/go.mod test/tools/e2e/go.sum test/too
 	cd test/tools/e2e && $(GO) test -c -ldflags '$(KUBE_LDFLAGS)' -o $@ .
 
 .PHONY: test
-test: tools-notice build tools upstream-attacher upstream-e2e ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
+test: tools-notice build control-plane promtool upstream-attacher upstream-e2e ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
 	@echo ">> go test: compiling and running the fence extension's tests, then every package's (compiling takes minutes on a cold build cache)"
 	cd $(FENCE_MODULE) && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
-test-unit: $(TOOLS_BIN)/promtool ## Fast loop: unit tests only (tests needing a control plane are skipped with -short; promtool is built).
+test-unit: tools-notice promtool ## Fast loop: unit tests only (tests needing a control plane are skipped with -short; promtool is built).
 	cd $(FENCE_MODULE) && $(GO) test -short -count=1 ./...
 	$(GO) test -short -count=1 ./...
 
@@ -150,21 +157,21 @@ test-unit: $(TOOLS_BIN)/promtool ## Fast loop: unit tests only (tests needing a 
 TAINT_EVICTION ?= all
 
 .PHONY: conformance
-conformance: tools-notice build tools upstream-e2e ## Upstream's NoExecuteTaintManager e2e specs against taint eviction (TAINT_EVICTION=fenceline|kube-controller-manager|all).
+conformance: tools-notice build control-plane upstream-e2e ## Upstream's NoExecuteTaintManager e2e specs against taint eviction (TAINT_EVICTION=fenceline|kube-controller-manager|all).
 	FENCELINE_TAINT_EVICTION=$(TAINT_EVICTION) $(GO) test -count=1 -v -timeout 30m -run TestNoExecuteTaintManager ./test/conformance
 
 .PHONY: demo
-demo: tools-notice build tools ## Start a local cluster, hang a node, and show it fenced through its BMC and failed over with no human.
+demo: tools-notice build control-plane ## Start a local cluster, hang a node, and show it fenced through its BMC and failed over with no human.
 	@echo ">> compiling the demo (go run ./test/cmd/demo)"
 	$(GO) run ./test/cmd/demo
 
 .PHONY: demo-manual
-demo-manual: tools-notice build tools ## The manual story: an operator applies the out-of-service taint to a powered-off node.
+demo-manual: tools-notice build control-plane ## The manual story: an operator applies the out-of-service taint to a powered-off node.
 	@echo ">> compiling the demo (go run ./test/cmd/demo)"
 	$(GO) run ./test/cmd/demo --manual
 
 .PHONY: up
-up: tools-notice build tools ## Start the local cluster with Fenceline (and a simulated BMC per node) and leave it running.
+up: tools-notice build control-plane ## Start the local cluster with Fenceline (and a simulated BMC per node) and leave it running.
 	@echo ">> compiling the demo (go run ./test/cmd/demo)"
 	$(GO) run ./test/cmd/demo --up
 
@@ -182,7 +189,7 @@ $(TOOLS_BIN)/csi-attacher: test/tools/upstream-attacher/go.mod test/tools/upstre
 		github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
 
 .PHONY: bench
-bench: tools-notice build tools upstream-attacher ## Run the benchmarks (failover against upstream, attach throughput).
+bench: tools-notice build control-plane upstream-attacher ## Run the benchmarks (failover against upstream, attach throughput).
 	@mkdir -p bench-results
 	$(GO) test -run '^$$' -bench '^Benchmark(Failover|AttachThroughput)' -benchtime 1x -timeout 60m ./test/bench/...
 
@@ -192,7 +199,7 @@ bench: tools-notice build tools upstream-attacher ## Run the benchmarks (failove
 SCALE_SIZES ?=
 
 .PHONY: bench-scale
-bench-scale: tools-notice build tools ## Run the scale benchmark (1,000 to 50,000 pods on KWOK nodes).
+bench-scale: tools-notice build control-plane ## Run the scale benchmark (1,000 to 50,000 pods on KWOK nodes).
 	@mkdir -p bench-results
 	FENCELINE_BENCH_SCALE_SIZES=$(SCALE_SIZES) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 3h ./test/bench/...
 
@@ -207,7 +214,7 @@ CHAOS_PARALLEL   ?= 4
 SEED             ?=
 
 .PHONY: chaos
-chaos: tools-notice build tools ## Randomized failover episodes with faults, checked for broken invariants (SEED=n reruns one).
+chaos: tools-notice build control-plane ## Randomized failover episodes with faults, checked for broken invariants (SEED=n reruns one).
 	@mkdir -p test/output
 	@echo ">> chaos: episodes on local control planes, $(CHAOS_PARALLEL) at a time; one line per episode, full log in test/output/chaos.log"
 	@set +e; FENCELINE_CHAOS_SEED=$(SEED) FENCELINE_CHAOS_EPISODES=$(CHAOS_EPISODES) FENCELINE_CHAOS_FIRST_SEED=$(CHAOS_FIRST_SEED) \
