@@ -9,6 +9,12 @@ CACHE_DIR     := $(CURDIR)/.cache
 TOOLS_BIN     := $(CACHE_DIR)/tools/bin
 KUBE_VERSION  := v1.37.1
 KUBE_MINOR    := 37
+# The oldest Kubernetes minor Fenceline supports (docs/compatibility.md):
+# `make e2e-oldest` runs the end-to-end suite on its control plane, built
+# from test/tools/kube-oldest into a tools directory of its own. Keep it in
+# step with that module's k8s.io/kubernetes requirement.
+KUBE_VERSION_OLDEST := v1.29.15
+KUBE_MINOR_OLDEST   := 29
 UPSTREAM_ATTACHER_VERSION := v4.13.0
 
 # Pinned developer tools, installed through the Go module proxy.
@@ -26,12 +32,17 @@ BINARIES := fenceline-attacher fenceline-controller fenceline-fence-agent mock-d
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X fenceline.io/fenceline/pkg/version.Version=$(VERSION)
 
-KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+# kube_ldflags stamps a Kubernetes binary built from the module proxy with
+# its version ($(1)) and minor ($(2)), as upstream's release build does, so
+# that /version and the components' skew checks see the real one.
+kube_ldflags = -X k8s.io/component-base/version.gitVersion=$(1) \
 	-X k8s.io/component-base/version.gitMajor=1 \
-	-X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR) \
-	-X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION) \
+	-X k8s.io/component-base/version.gitMinor=$(2) \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(1) \
 	-X k8s.io/client-go/pkg/version.gitMajor=1 \
-	-X k8s.io/client-go/pkg/version.gitMinor=$(KUBE_MINOR)
+	-X k8s.io/client-go/pkg/version.gitMinor=$(2)
+KUBE_LDFLAGS        := $(call kube_ldflags,$(KUBE_VERSION),$(KUBE_MINOR))
+KUBE_LDFLAGS_OLDEST := $(call kube_ldflags,$(KUBE_VERSION_OLDEST),$(KUBE_MINOR_OLDEST))
 
 # Tests find the control-plane binaries and our own binaries here.
 export FENCELINE_TOOLS_DIR := $(TOOLS_BIN)
@@ -130,6 +141,32 @@ $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics &: test/tools/promtool/go.mod 
 	@echo ">> $(call step,promtool)building promtool"
 	cd test/tools/promtool && $(GO) build -tags remove_all_sd -o $(TOOLS_BIN)/ github.com/prometheus/prometheus/cmd/promtool ./promql-metrics
 	@touch $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics
+# The oldest supported minor's control plane, beside the newest one's.
+# etcd and KWOK are not per minor: the tools' etcd v3.6 serves every
+# supported kube-apiserver, and KWOK only drives the API; they are copied.
+TOOLS_OLDEST_BIN := $(CACHE_DIR)/tools-oldest/bin
+KUBE_COMMANDS    := kube-apiserver kube-controller-manager kube-scheduler kubectl
+
+.PHONY: tools-oldest
+tools-oldest: $(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS) etcd kwok) ## Build the oldest supported minor's control plane (KUBE_VERSION_OLDEST) into .cache/tools-oldest.
+
+$(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS)) &: test/tools/kube-oldest/go.mod test/tools/kube-oldest/go.sum
+	@mkdir -p $(TOOLS_OLDEST_BIN)
+	@echo ">> building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $(KUBE_VERSION_OLDEST) (first time: several minutes)"
+	cd test/tools/kube-oldest && $(GO) build -ldflags '$(KUBE_LDFLAGS_OLDEST)' -o $(TOOLS_OLDEST_BIN)/ \
+		$(addprefix k8s.io/kubernetes/cmd/,$(KUBE_COMMANDS))
+	@touch $(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS))
+
+$(TOOLS_OLDEST_BIN)/etcd $(TOOLS_OLDEST_BIN)/kwok: $(TOOLS_OLDEST_BIN)/%: $(TOOLS_BIN)/%
+	@mkdir -p $(TOOLS_OLDEST_BIN)
+	cp $< $@
+
+# E2E_RUN picks end-to-end tests by name (go test -run) for e2e-oldest.
+E2E_RUN ?= .
+
+.PHONY: e2e-oldest
+e2e-oldest: build tools-oldest ## Run the end-to-end suite on the oldest supported minor's control plane (E2E_RUN=regexp picks tests).
+	FENCELINE_TOOLS_DIR=$(TOOLS_OLDEST_BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e
 
 .PHONY: upstream-e2e
 upstream-e2e: tools-notice $(TOOLS_BIN)/e2e-node.test ## Build upstream's node e2e specs (NoExecuteTaintManager) from the module proxy.

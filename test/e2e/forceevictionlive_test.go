@@ -85,10 +85,7 @@ func TestForceEvictionNodeReturnsDuringDetach(t *testing.T) {
 	must(t, s.w.Cluster.WaitNodeReady(s.ctx, nodeA, corev1.ConditionUnknown, nodeLostTimeout))
 	must(t, s.w.AddTaint(s.ctx, nodeA, forceEvictionTaint))
 	s.timeline.Add(time.Now(), "force-eviction taint added to %s", nodeA)
-	failedFence := func(after time.Time) int {
-		return audit.Count(s.audit(), audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(nodeA),
-			audit.Fenced(), audit.Code("Unavailable"), func(r audit.Record) bool { return r.Time.After(after) })
-	}
+	failedFence := func(after time.Time) int { return s.failedFencedUnpublishes(nodeA, after) }
 	must(t, world.WaitFor(s.ctx, failoverTimeout, "a failed fenced unpublish from "+nodeA, func(context.Context) (bool, error) {
 		return failedFence(time.Time{}) > 0, nil
 	}))
