@@ -88,8 +88,8 @@ func released(pv *v1.PersistentVolume) {
 	pv.Status.Phase = v1.VolumeReleased
 }
 
-// TestDetachEventsOnClaim: a fenced detach, a failed detach and a refused
-// one are recorded on the claim bound to the volume too, with the
+// TestDetachEventsOnClaim: a fenced detach, a failed detach, a refused one
+// and a plain one from a cut-off node (the driver cannot fence) are recorded on the claim bound to the volume too, with the
 // VolumeAttachment's reason and message; a PV without a live claim gets
 // none, and routine Events stay on the VolumeAttachment.
 func TestDetachEventsOnClaim(t *testing.T) {
@@ -132,6 +132,14 @@ func TestDetachEventsOnClaim(t *testing.T) {
 			extra:        []runtime.Object{safeDetachDriver()},
 			pv:           boundTo,
 			wantClaim:    []string{"Warning FenceRequired"},
+			wantClaimUID: claimUID,
+		},
+		{
+			name:         "node cut off but the driver cannot fence: a plain detach, warned on the claim",
+			opts:         envOptions{noFence: true},
+			node:         outOfService,
+			pv:           boundTo,
+			wantClaim:    []string{"Warning FenceUnsupported"},
 			wantClaimUID: claimUID,
 		},
 		{

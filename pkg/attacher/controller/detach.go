@@ -61,7 +61,7 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 		c.detachFailed(ctx, va, EventFenceRequired, err)
 		return err
 	case decision.Unsupported && c.track.firstUnsupportedWarning(va.UID):
-		c.cfg.Recorder.Eventf(va, v1.EventTypeWarning, EventFenceUnsupported, "Node %s: %s (driver %s)", va.Spec.NodeName, decision.Why, c.cfg.DriverName)
+		c.volumeEvent(va, v1.EventTypeWarning, EventFenceUnsupported, fmt.Sprintf("Node %s: %s (driver %s)", va.Spec.NodeName, decision.Why, c.cfg.DriverName))
 	}
 	if decision.WriteRecord {
 		if va, err = c.writeRecord(ctx, va, fencing.NewRecord(decision.Reason, nodeID, time.Now())); err != nil {
