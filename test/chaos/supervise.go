@@ -39,8 +39,44 @@ func (e *episode) supervise(stop <-chan struct{}) {
 			w.Controllers[i] = next
 		}
 		e.procMu.Unlock()
+		e.respawnScheduler()
 	}
 }
+
+// respawnScheduler restarts kube-scheduler if it exited on its own: it
+// exits on purpose when an update shows a pod on another node than its
+// cache holds, which a pod replaced under the same name while its watch
+// re-lists after a kube-apiserver restart can bring about. The kubelet
+// restarts its static pod; so does the harness, after restartDelay. No
+// fault kills kube-scheduler, so no restart here races one.
+func (e *episode) respawnScheduler() {
+	for _, p := range e.w.Cluster.Processes() {
+		if p.Name != schedulerName {
+			continue
+		}
+		if exited, _ := p.Exited(); !exited {
+			return
+		}
+	}
+	select {
+	case <-time.After(restartDelay):
+	case <-e.ctx.Done():
+		return
+	}
+	ok, err := e.w.Cluster.RespawnIfExited(schedulerName)
+	switch {
+	case err != nil:
+		e.timeline.Add(time.Now(), "restarting %s failed: %v", schedulerName, err)
+	case ok:
+		e.procMu.Lock()
+		e.restarts++
+		e.procMu.Unlock()
+		e.timeline.Add(time.Now(), "%s exited on its own; restarted", schedulerName)
+	}
+}
+
+// schedulerName is kube-scheduler's process name in the cluster.
+const schedulerName = "kube-scheduler"
 
 // restartIfExited returns p, or its restart if it exited on its own.
 func (e *episode) restartIfExited(p *cluster.Process) *cluster.Process {

@@ -104,3 +104,40 @@ func waitStarts(t *testing.T, path string, n int) {
 		t.Fatalf("the log does not show %d start(s): %v", n, err)
 	}
 }
+
+func TestRespawnIfExited(t *testing.T) {
+	dir := t.TempDir()
+	p, err := StartProcess("sched", dir, "/bin/sh", "-c", "echo started; sleep 300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{}
+	c.Track(p)
+	t.Cleanup(func() {
+		for _, q := range c.Processes() {
+			q.Stop(time.Second)
+		}
+	})
+	waitStarts(t, p.LogPath, 1)
+	for _, name := range []string{"sched", "other"} {
+		if ok, err := c.RespawnIfExited(name); ok || err != nil {
+			t.Fatalf("RespawnIfExited(%s) = %v, %v; want nothing done for a running or unknown process", name, ok, err)
+		}
+	}
+	p.Kill()
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		exited, _ := p.Exited()
+		return exited, nil
+	}); err != nil {
+		t.Fatal("the killed process did not exit")
+	}
+	ok, err := c.RespawnIfExited("sched")
+	if !ok || err != nil {
+		t.Fatalf("RespawnIfExited of an exited process = %v, %v; want it started again", ok, err)
+	}
+	procs := c.Processes()
+	if len(procs) != 1 || procs[0] == p {
+		t.Fatalf("tracked %v, want the new process in the old one's place", procs)
+	}
+	waitStarts(t, p.LogPath, 2)
+}

@@ -38,6 +38,35 @@ func (c *Cluster) KillControllerManager(ctx context.Context) error {
 	})
 }
 
+// RespawnIfExited starts the newest tracked process called name again,
+// with the same command, if it has exited on its own, as the kubelet
+// restarts a crashed static pod (kube-scheduler exits on purpose when it
+// finds its cache inconsistent). It reports whether it did; a name not
+// tracked is not an error. Components a fault kills on purpose are
+// restarted by the fault (KillAPIServer, KillControllerManager), not here.
+func (c *Cluster) RespawnIfExited(name string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idx := -1
+	for i, p := range c.processes {
+		if p.Name == name {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return false, nil
+	}
+	if exited, _ := c.processes[idx].Exited(); !exited {
+		return false, nil
+	}
+	next, err := c.processes[idx].Respawn()
+	if err != nil {
+		return false, fmt.Errorf("restarting %s: %w", name, err)
+	}
+	c.processes[idx] = next
+	return true, nil
+}
+
 // restart kills the newest tracked process called name and starts it
 // again until check passes; the new process replaces it in the tracked
 // list. A start that exits at once (its port not yet released by the
