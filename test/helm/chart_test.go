@@ -100,9 +100,14 @@ func TestChartDefaults(t *testing.T) {
 					t.Errorf("args %q lack %s", c.Args, flag)
 				}
 			}
+			// The controller caches pods: 363 MB measured at 50,000.
+			wantLimit := "256Mi"
+			if name == "fenceline-controller" {
+				wantLimit = "512Mi"
+			}
 			req, lim := c.Resources.Requests.Memory(), c.Resources.Limits.Memory()
-			if req.Cmp(resource.MustParse("64Mi")) != 0 || lim.Cmp(resource.MustParse("256Mi")) != 0 {
-				t.Errorf("memory requests %s limits %s, want 64Mi and 256Mi", req, lim)
+			if req.Cmp(resource.MustParse("64Mi")) != 0 || lim.Cmp(resource.MustParse(wantLimit)) != 0 {
+				t.Errorf("memory requests %s limits %s, want 64Mi and %s", req, lim, wantLimit)
 			}
 			pdb := decode[policyv1.PodDisruptionBudget](t, get(t, objs, "PodDisruptionBudget", name))
 			if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
