@@ -33,11 +33,11 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // scene and compares each output (stdout, stderr, exit code) with its
 // golden file.
 func TestPluginGolden(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{}) // skipped with -short, before the binary is needed
 	bin, err := cluster.Binary("kubectl-fenceline")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	fences, err := (&world.World{Cluster: c}).InstallFencingCRDs(ctx)
