@@ -2,8 +2,9 @@ package app
 
 import (
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"fenceline.io/fenceline/pkg/component/kubeclient"
 )
 
 // trimForCache trims what the informer caches keep: managed fields, large
@@ -14,13 +15,10 @@ import (
 // merge patches between a cached object and its modified copy, so nothing
 // the cache lacks is ever written, and it never writes nodes.
 func trimForCache(obj any) (any, error) {
-	if a, ok := obj.(metav1.ObjectMetaAccessor); ok && a.GetObjectMeta() != nil {
-		a.GetObjectMeta().SetManagedFields(nil)
-	}
 	if n, ok := obj.(*v1.Node); ok {
 		n.Status.Images = nil
 	}
-	return obj, nil
+	return kubeclient.DropManagedFields(obj)
 }
 
 var _ cache.TransformFunc = trimForCache

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -53,12 +52,12 @@ func runControllers(ctx context.Context, base *rest.Config, m *metrics.Metrics, 
 	// Node Leases live in one namespace; watching only that one keeps the
 	// cache (and the RBAC) to what force-eviction reads.
 	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
-		informers.WithNamespace(v1.NamespaceNodeLease), informers.WithTransform(dropManagedFields))
+		informers.WithNamespace(v1.NamespaceNodeLease), informers.WithTransform(kubeclient.DropManagedFields))
 	fencingInformerClient, err := versioned.NewForConfig(kubeclient.JSON(kubeclient.WithUserAgent(base, UserAgent("shared-informers"))))
 	if err != nil {
 		return fmt.Errorf("creating fencing client for the informers: %w", err)
 	}
-	fencingFactory := fencinginformers.NewSharedInformerFactoryWithOptions(fencingInformerClient, opts.Resync, fencinginformers.WithTransform(dropManagedFields))
+	fencingFactory := fencinginformers.NewSharedInformerFactoryWithOptions(fencingInformerClient, opts.Resync, fencinginformers.WithTransform(kubeclient.DropManagedFields))
 	var ctrls []Controller
 	for _, d := range Controllers {
 		if !enabled[d.Name] {
@@ -153,18 +152,7 @@ func waitForCaches(ctx context.Context, ctrls []Controller, factories ...cacheSy
 	return nil
 }
 
-// dropManagedFields trims what the caches keep: managed fields are large
-// and never read.
-func dropManagedFields(obj any) (any, error) {
-	if a, ok := obj.(metav1.ObjectMetaAccessor); ok && a.GetObjectMeta() != nil {
-		a.GetObjectMeta().SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
-var _ cache.TransformFunc = dropManagedFields
-
-// trimForCache is dropManagedFields, and keeps of a pod's spec only what a
+// trimForCache drops managed fields (kubeclient.DropManagedFields), and keeps of a pod's spec only what a
 // controller decides by: its node, its tolerations and its volumes. The
 // containers and the rest are about half of a pod's memory, and pods are
 // most of the cache (50,000 pods took the process to 580 MB). A cached pod
@@ -175,7 +163,7 @@ func trimForCache(obj any) (any, error) {
 	if pod, ok := obj.(*v1.Pod); ok {
 		pod.Spec = v1.PodSpec{NodeName: pod.Spec.NodeName, Tolerations: pod.Spec.Tolerations, Volumes: pod.Spec.Volumes}
 	}
-	return dropManagedFields(obj)
+	return kubeclient.DropManagedFields(obj)
 }
 
 var _ cache.TransformFunc = trimForCache

@@ -54,9 +54,9 @@ func runAgent(ctx context.Context, base *rest.Config, m metrics, opts Options) e
 	recorder, stopEvents := events.NewRecorder(ctx, cs.events, Component)
 	defer stopEvents()
 
-	ff := fencinginformers.NewSharedInformerFactoryWithOptions(cs.fencing, opts.Resync, fencinginformers.WithTransform(dropManagedFields))
+	ff := fencinginformers.NewSharedInformerFactoryWithOptions(cs.fencing, opts.Resync, fencinginformers.WithTransform(kubeclient.DropManagedFields))
 	// Only the credentials namespace: the RBAC grants Secrets there only.
-	sf := informers.NewSharedInformerFactoryWithOptions(cs.kube, opts.Resync, informers.WithNamespace(opts.CredentialsNamespace), informers.WithTransform(dropManagedFields))
+	sf := informers.NewSharedInformerFactoryWithOptions(cs.kube, opts.Resync, informers.WithNamespace(opts.CredentialsNamespace), informers.WithTransform(kubeclient.DropManagedFields))
 	nf := informers.NewSharedInformerFactoryWithOptions(cs.kube, opts.Resync, informers.WithTransform(nodeIdentity))
 	fencing := ff.Fencing().V1alpha1()
 	prober, err := probe.New(probe.Config{
@@ -128,14 +128,6 @@ func crdConfig(cfg *rest.Config) *rest.Config {
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON
 	return c
-}
-
-// dropManagedFields trims what the caches keep.
-func dropManagedFields(obj any) (any, error) {
-	if a, ok := obj.(metav1.ObjectMetaAccessor); ok && a.GetObjectMeta() != nil {
-		a.GetObjectMeta().SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // nodeIdentity keeps of a Node what the executor reads: its name, UID,
