@@ -84,7 +84,7 @@ TOOLS         := $(CONTROL_PLANE) promtool
 # against the rules below.
 GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo demo-manual up bench bench-scale chaos
 GOALS_NEEDING_PROMTOOL          := promtool tools test test-unit
-GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench
+GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench tools-oldest
 GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
 needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(CONTROL_PLANE)) \
 	$(if $(filter $(GOALS_NEEDING_PROMTOOL),$(MAKECMDGOALS)),promtool) \
@@ -143,12 +143,14 @@ $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics &: test/tools/promtool/go.mod 
 	@touch $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics
 # The oldest supported minor's control plane, beside the newest one's.
 # etcd and KWOK are not per minor: the tools' etcd v3.6 serves every
-# supported kube-apiserver, and KWOK only drives the API; they are copied.
+# supported kube-apiserver, and KWOK only drives the API; they are copied,
+# and so is upstream's csi-attacher, which runs beside Fenceline in one
+# end-to-end test.
 TOOLS_OLDEST_BIN := $(CACHE_DIR)/tools-oldest/bin
 KUBE_COMMANDS    := kube-apiserver kube-controller-manager kube-scheduler kubectl
 
 .PHONY: tools-oldest
-tools-oldest: $(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS) etcd kwok) ## Build the oldest supported minor's control plane (KUBE_VERSION_OLDEST) into .cache/tools-oldest.
+tools-oldest: tools-notice upstream-attacher $(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS) etcd kwok csi-attacher) ## Build the oldest supported minor's control plane (KUBE_VERSION_OLDEST) into .cache/tools-oldest.
 
 $(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS)) &: test/tools/kube-oldest/go.mod test/tools/kube-oldest/go.sum
 	@mkdir -p $(TOOLS_OLDEST_BIN)
@@ -157,7 +159,7 @@ $(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS)) &: test/tools/kube-oldest/go.
 		$(addprefix k8s.io/kubernetes/cmd/,$(KUBE_COMMANDS))
 	@touch $(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS))
 
-$(TOOLS_OLDEST_BIN)/etcd $(TOOLS_OLDEST_BIN)/kwok: $(TOOLS_OLDEST_BIN)/%: $(TOOLS_BIN)/%
+$(TOOLS_OLDEST_BIN)/etcd $(TOOLS_OLDEST_BIN)/kwok $(TOOLS_OLDEST_BIN)/csi-attacher: $(TOOLS_OLDEST_BIN)/%: $(TOOLS_BIN)/%
 	@mkdir -p $(TOOLS_OLDEST_BIN)
 	cp $< $@
 
@@ -165,8 +167,8 @@ $(TOOLS_OLDEST_BIN)/etcd $(TOOLS_OLDEST_BIN)/kwok: $(TOOLS_OLDEST_BIN)/%: $(TOOL
 E2E_RUN ?= .
 
 .PHONY: e2e-oldest
-e2e-oldest: build tools-oldest ## Run the end-to-end suite on the oldest supported minor's control plane (E2E_RUN=regexp picks tests).
-	FENCELINE_TOOLS_DIR=$(TOOLS_OLDEST_BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e
+e2e-oldest: build tools-oldest ## Run the end-to-end suite and the fencing API's validation tests on the oldest supported minor's control plane (E2E_RUN=regexp picks tests).
+	FENCELINE_TOOLS_DIR=$(TOOLS_OLDEST_BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_RUN)' ./test/fencingapi ./test/e2e
 
 .PHONY: upstream-e2e
 upstream-e2e: tools-notice $(TOOLS_BIN)/e2e-node.test ## Build upstream's node e2e specs (NoExecuteTaintManager) from the module proxy.

@@ -55,38 +55,52 @@ func (s *fencingScenario) hang(node string) {
 // unfenced: schedulable, no Fenceline taint, conditions cleared.
 func TestNodeFencingFailover(t *testing.T) {
 	s := newFencingScenario(t, world.BMCRedfish, nil)
-	pod := s.startDB()
-	nodeA := pod.Spec.NodeName
-	bmc := s.setup.BMCs[nodeA]
+	nodeA := s.startDB().Spec.NodeName
+	req := s.fenceAndMove(nodeA)
+	if st, err := s.w.NodeCondition(s.ctx, nodeA, names.FencingCompleteCondition); err != nil || st != corev1.ConditionTrue {
+		t.Fatalf("node %s FencingComplete = %q (err %v), want True", nodeA, st, err)
+	}
+	// The node comes back (a human or a reboot action powers it on): new
+	// boot ID, then unfenced with no human.
+	rec := s.powerOnUnfenced(nodeA)
+	if rec.UID != req.UID {
+		t.Fatalf("request %s Recovered, want %s (the one that fenced)", rec.Name, req.Name)
+	}
+	if n := len(mustRequests(t, s, nodeA)); n != 1 {
+		t.Fatalf("%d FencingRequests for %s, want exactly 1 (no duplicate)", n, nodeA)
+	}
+}
 
-	s.hang(nodeA)
-	req, err := s.setup.WaitRequestPhase(s.ctx, nodeA, fencingv1alpha1.FencingPhaseFenced, fenceTimeout)
-	must(t, err)
+// fenceAndMove stops node's heartbeats while db-0 writes there, waits for
+// its FencingRequest Fenced with a read-back proof, then for db-0 moved
+// with its volume fenced off node first (assertMovedFenced). It returns
+// the request.
+func (s *fencingScenario) fenceAndMove(node string) *fencingv1alpha1.FencingRequest {
+	s.t.Helper()
+	s.hang(node)
+	req, err := s.setup.WaitRequestPhase(s.ctx, node, fencingv1alpha1.FencingPhaseFenced, fenceTimeout)
+	must(s.t, err)
 	// API times have a resolution of a second: the moment the test saw
 	// the request Fenced is a bound after the verified power-off.
 	seenFenced := time.Now()
 	s.timeline.Add(seenFenced, "FencingRequest %s seen Fenced", req.Name)
-	checkProof(t, req, bmc)
-	if st, err := s.w.NodeCondition(s.ctx, nodeA, names.FencingCompleteCondition); err != nil || st != corev1.ConditionTrue {
-		t.Fatalf("node %s FencingComplete = %q (err %v), want True", nodeA, st, err)
-	}
+	checkProof(s.t, req, s.setup.BMCs[node])
+	s.assertMovedFenced(node, seenFenced)
+	return req
+}
 
-	s.assertMovedFenced(nodeA, seenFenced)
-
-	// The node comes back (a human or a reboot action powers it on): new
-	// boot ID, then unfenced with no human.
-	dev, err := bmc.Device()
-	must(t, err)
-	must(t, dev.On(s.ctx))
-	rec, err := s.setup.WaitRequestPhase(s.ctx, nodeA, fencingv1alpha1.FencingPhaseRecovered, failoverTimeout)
-	must(t, err)
-	if rec.UID != req.UID {
-		t.Fatalf("request %s Recovered, want %s (the one that fenced)", rec.Name, req.Name)
-	}
-	s.assertUnfenced(nodeA)
-	if n := len(mustRequests(t, s, nodeA)); n != 1 {
-		t.Fatalf("%d FencingRequests for %s, want exactly 1 (no duplicate)", n, nodeA)
-	}
+// powerOnUnfenced powers node on through its BMC (new boot ID) and waits
+// for a FencingRequest of it Recovered and the node unfenced; it returns
+// that request.
+func (s *fencingScenario) powerOnUnfenced(node string) *fencingv1alpha1.FencingRequest {
+	s.t.Helper()
+	dev, err := s.setup.BMCs[node].Device()
+	must(s.t, err)
+	must(s.t, dev.On(s.ctx))
+	rec, err := s.setup.WaitRequestPhase(s.ctx, node, fencingv1alpha1.FencingPhaseRecovered, failoverTimeout)
+	must(s.t, err)
+	s.assertUnfenced(node)
+	return rec
 }
 
 // assertMovedFenced waits for db-0 Running on another node than oldNode,

@@ -25,6 +25,7 @@ func TestFencingAPI(t *testing.T) {
 	cs := startAPI(t)
 	t.Run("valid objects and defaults", func(t *testing.T) { testValidObjects(t, cs) })
 	t.Run("rejected", func(t *testing.T) { testRejected(t, cs) })
+	t.Run("level order", func(t *testing.T) { testLevelOrder(t, cs) })
 	t.Run("informer and lister", func(t *testing.T) { testLister(t, cs) })
 	t.Run("apply configuration", func(t *testing.T) { testApply(t, cs) })
 }

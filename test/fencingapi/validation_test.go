@@ -2,6 +2,7 @@ package fencingapi
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +132,9 @@ var rejections = []rejection{
 			_, err = api.FencingRequests().UpdateStatus(ctx, fr, metav1.UpdateOptions{})
 			return err
 		},
-		want: `status.phase: Unsupported value: "Done"`,
+		// Kubernetes 1.29 names the field "phase" in a status update's
+		// error, later minors "status.phase".
+		want: `phase: Unsupported value: "Done"`,
 	},
 	{
 		name: "FenceClass verify None on a power method",
@@ -239,6 +242,42 @@ func testRejected(t *testing.T, cs versioned.Interface) {
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q\ndoes not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// testLevelOrder checks the levels' order rule at every position the
+// list's bound allows: ascending indexes (gaps allowed) are accepted, a
+// descent anywhere, the last pair of eight included, is refused.
+func testLevelOrder(t *testing.T, cs versioned.Interface) {
+	tests := []struct {
+		name    string
+		indexes []int32
+		ok      bool
+	}{
+		{"one level", []int32{3}, true},
+		{"ascending with gaps", []int32{1, 4, 8}, true},
+		{"all eight ascending", []int32{1, 2, 3, 4, 5, 6, 7, 8}, true},
+		{"first pair descending", []int32{2, 1}, false},
+		{"a middle pair descending", []int32{1, 2, 5, 4, 6}, false},
+		{"last pair of eight descending", []int32{1, 2, 3, 4, 5, 6, 8, 7}, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fp := fencePolicy(fmt.Sprintf("level-order-%d", i))
+			fp.Spec.Levels = nil
+			for _, idx := range tt.indexes {
+				fp.Spec.Levels = append(fp.Spec.Levels, fencingv1alpha1.FenceLevel{Index: idx, FenceClassNames: []string{"redfish-forceoff"}})
+			}
+			_, err := cs.FencingV1alpha1().FencePolicies().Create(t.Context(), fp, create)
+			switch {
+			case tt.ok && err != nil:
+				t.Fatalf("levels %v refused: %v", tt.indexes, err)
+			case !tt.ok && err == nil:
+				t.Fatalf("levels %v accepted, want refused", tt.indexes)
+			case !tt.ok && !strings.Contains(err.Error(), "levels must be in ascending index order"):
+				t.Fatalf("levels %v refused with %v, want the order rule's message", tt.indexes, err)
 			}
 		})
 	}

@@ -19,8 +19,6 @@ import (
 )
 
 const (
-	// chartDir is the chart, relative to the repository root.
-	chartDir = "deploy/helm/fenceline"
 	// namespace is the release namespace of the renderings, the one the
 	// kustomize bases use.
 	namespace = "fenceline-system"

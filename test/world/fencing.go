@@ -30,6 +30,14 @@ const (
 // startFenceAgent runs fenceline-fence-agent with its deploy RBAC. Its
 // probe runs every few seconds so that a test sees FenceTarget status soon.
 func (w *World) startFenceAgent(ctx context.Context, extra []string) error {
+	if w.installed {
+		procs, args, err := w.RunDeployment(ctx, FenceAgentDeployment)
+		if err != nil {
+			return err
+		}
+		w.FenceAgent, w.fenceAgentArgs = procs[0], args
+		return nil
+	}
 	w.fenceAgentArgs = append([]string{"--v=4", "--probe-interval=5s"}, extra...)
 	p, err := w.startComponent(ctx, "fenceline-fence-agent", "fence-agent", FenceAgentServiceAccount, w.fenceAgentArgs)
 	if err != nil {

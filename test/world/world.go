@@ -105,6 +105,13 @@ type Options struct {
 	// Cluster is passed on to cluster.Start; ControllerManager, Scheduler
 	// and KWOK are always on.
 	Cluster cluster.Options
+	// Installer, when set, installs the product as a user does (the Helm
+	// chart) before anything starts: no deploy manifest RBAC is applied,
+	// and fenceline-controller and fenceline-fence-agent run as their
+	// installed Deployments say (RunDeployment), replicas included. Their
+	// flags then come from the install (chart values), so ControllerArgs,
+	// ControllerReplicas and FenceAgentArgs must be empty.
+	Installer Installer
 }
 
 // UpstreamTaintEvictionOff is the kube-controller-manager flag that turns
@@ -144,6 +151,9 @@ type World struct {
 	// counts KillFenceAgent's restarts.
 	fenceAgentArgs     []string
 	fenceAgentRestarts int
+	// installed: an Installer put the RBAC in; none is applied from
+	// deploy/.
+	installed bool
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -219,6 +229,16 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		}
 		w.Kubelets[n] = k
 	}
+	// An install waits for its pods to be ready, so the nodes come first.
+	if opts.Installer != nil {
+		if err := checkInstallerOptions(opts); err != nil {
+			return w, err
+		}
+		if err := opts.Installer.Install(ctx, c); err != nil {
+			return w, fmt.Errorf("installing the product: %w", err)
+		}
+		w.installed = true
+	}
 	if !opts.NoAttacher {
 		binary := "fenceline-attacher"
 		if opts.AttacherPath != "" {
@@ -246,6 +266,9 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		if err := w.startFenceAgent(ctx, opts.FenceAgentArgs); err != nil {
 			return w, err
 		}
+	}
+	if w.installed && !opts.NoController {
+		return w, w.runInstalledController(ctx)
 	}
 	if !opts.NoController {
 		args := append([]string{
@@ -385,8 +408,10 @@ func (w *World) startComponentAs(ctx context.Context, name, binary, component, s
 	} else {
 		binary = filepath.Base(binary)
 	}
-	if err := applyComponentRBAC(ctx, w.Cluster.Client(), component); err != nil {
-		return nil, err
+	if !w.installed {
+		if err := applyComponentRBAC(ctx, w.Cluster.Client(), component); err != nil {
+			return nil, err
+		}
 	}
 	_, kubeconfig, err := w.Cluster.ServiceAccountKubeconfig(ctx, Namespace, sa)
 	if err != nil {
