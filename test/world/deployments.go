@@ -131,6 +131,9 @@ func (w *World) RunDeployment(ctx context.Context, name string) ([]*cluster.Proc
 	if err != nil {
 		return nil, nil, err
 	}
+	if pc.replicas < 1 {
+		return nil, nil, fmt.Errorf("deployment %s has %d replicas: nothing would run", name, pc.replicas)
+	}
 	var procs []*cluster.Process
 	for i := range pc.replicas {
 		port, err := cluster.FreePort()
