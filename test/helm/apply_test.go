@@ -3,8 +3,6 @@ package helm
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +19,6 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"fenceline.io/fenceline/test/cluster"
-	"fenceline.io/fenceline/test/deploy"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -76,7 +73,9 @@ func TestChartServerDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createNamespace(ctx, t, cs)
+	if err := createReleaseNamespace(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	ch := loadChart(t)
 	crds := crdObjects(t, ch)
 	for _, m := range monitoringCRDs {
@@ -105,24 +104,6 @@ controller: {extraArgs: [--feature-gates=TaintEviction=true], nodeSelector: {kub
 				dryRunPod(ctx, t, cs, rec, deployment(t, objs, d.GetName()))
 			}
 		})
-	}
-}
-
-// createNamespace creates the release namespace as deploy/namespace does,
-// with its Pod Security labels.
-func createNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "namespace", "namespace.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := deploy.DecodeObjects(data)
-	if err != nil || len(objs) != 1 || objs[0].GetName() != namespace {
-		t.Fatalf("deploy/namespace/namespace.yaml: want the namespace %s (%v)", namespace, err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: objs[0].GetLabels()}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating namespace %s: %v", namespace, err)
 	}
 }
 
