@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"fenceline.io/fenceline/internal/fakewatch"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/driver"
@@ -106,6 +107,7 @@ func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
 			})
 		}
 	}
+	watches := fakewatch.Track(client)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	rec := &captureRecorder{}
 	ctrl, err := New(Config{
@@ -127,10 +129,14 @@ func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
 		cancel() // informers stop on ctx; Shutdown waits for them
 		factory.Shutdown()
 	})
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+	synced := factory.WaitForCacheSync(ctx.Done())
+	for typ, ok := range synced {
 		if !ok {
 			t.Fatalf("cache of %v did not sync", typ)
 		}
+	}
+	if err := watches.Wait(ctx, len(synced)); err != nil {
+		t.Fatal(err)
 	}
 	return &env{t: t, ctx: ctx, client: client, ctrl: ctrl, drv: drv, conn: conn, recorder: rec}
 }

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"fenceline.io/fenceline/internal/fakewatch"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -78,6 +79,7 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 	t.Cleanup(cancel)
 	client := fake.NewClientset(objs...)
 	clk := clocktesting.NewFakeClock(start)
+	watches := fakewatch.Track(client)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	tr, err := newTracker(client, factory.Storage().V1().CSIDrivers(), 0, clk)
 	if err != nil {
@@ -97,6 +99,10 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 	factory.WaitForCacheSync(ctx.Done())
 	if !tr.WaitForCacheSync(ctx) {
 		t.Fatal("Lease cache never synced")
+	}
+	// CSIDrivers and the Tracker's Leases.
+	if err := watches.Wait(ctx, 2); err != nil {
+		t.Fatal(err)
 	}
 	return e
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/fakewatch"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/metrics"
@@ -70,6 +71,7 @@ func newEnv(t *testing.T, now time.Time, objs ...runtime.Object) *env {
 	// NewClientset tracks managed fields with a schema the CRDs do not have.
 	e.fencing = fencingfake.NewSimpleClientset(fencingObjs...)
 	e.fencing.PrependReactor("create", "fencingrequests", e.apiServerCreate())
+	watches := fakewatch.Track(e.kube, e.fencing)
 
 	core := informers.NewSharedInformerFactory(e.kube, 0)
 	leases := informers.NewSharedInformerFactoryWithOptions(e.kube, 0, informers.WithNamespace(v1.NamespaceNodeLease))
@@ -105,6 +107,9 @@ func newEnv(t *testing.T, now time.Time, objs ...runtime.Object) *env {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			t.Fatalf("%s cache never synced", what)
 		}
+	}
+	if err := watches.Wait(ctx, len(e.caches)); err != nil {
+		t.Fatal(err)
 	}
 	return e
 }

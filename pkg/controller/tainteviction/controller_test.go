@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"fenceline.io/fenceline/internal/fakewatch"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/stormguard"
@@ -43,6 +44,7 @@ func newEnv(t *testing.T, now time.Time, guard GuardConfig, objs ...runtime.Obje
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	kube := kubefake.NewClientset(objs...)
+	watches := fakewatch.Track(kube)
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	rec := record.NewFakeRecorder(100)
 	e := &env{t: t, ctx: ctx, kube: kube, factory: factory, recorder: rec, now: now}
@@ -55,7 +57,9 @@ func newEnv(t *testing.T, now time.Time, guard GuardConfig, objs ...runtime.Obje
 	c.seen.now = c.now
 	e.c = c
 	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	if err := watches.Wait(ctx, len(factory.WaitForCacheSync(ctx.Done()))); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 

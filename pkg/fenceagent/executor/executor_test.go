@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/fakewatch"
 	"fenceline.io/fenceline/pkg/fenceagent/devices"
 	"fenceline.io/fenceline/pkg/fenceagent/power"
 	fencingfake "fenceline.io/fenceline/pkg/generated/clientset/versioned/fake"
@@ -130,6 +131,7 @@ func newFixture(t *testing.T, policy *fencingv1alpha1.FencePolicy, req *fencingv
 		kubeObjs = append(kubeObjs, node)
 	}
 	kube := kubefake.NewClientset(kubeObjs...)
+	watches := fakewatch.Track(f.fencing, kube)
 	fi := fencinginformers.NewSharedInformerFactory(f.fencing, 0)
 	ki := informers.NewSharedInformerFactory(kube, 0)
 	si := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns))
@@ -156,6 +158,9 @@ func newFixture(t *testing.T, policy *fencingv1alpha1.FencePolicy, req *fencingv
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), f.ctrl.synced...) {
 		t.Fatal("caches never synced")
+	}
+	if err := watches.Wait(ctx, len(f.ctrl.synced)); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); fi.Shutdown(); ki.Shutdown(); si.Shutdown(); f.ctrl.queue.ShutDown() })
 	return f

@@ -13,15 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/fakewatch"
 	"fenceline.io/fenceline/pkg/fenceagent/devices"
 	fencingfake "fenceline.io/fenceline/pkg/generated/clientset/versioned/fake"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
@@ -45,29 +44,6 @@ type fixture struct {
 	ctrl    *Controller
 }
 
-// fakeClient is what countWatches needs of a generated fake clientset.
-type fakeClient interface {
-	PrependWatchReactor(resource string, reaction clienttesting.WatchReactionFunc)
-	Tracker() clienttesting.ObjectTracker
-}
-
-// countWatches makes c's watches come from its tracker as before, and
-// sends on started when each begins (a restarted watch is not counted
-// once started is full).
-func countWatches(c fakeClient, started chan<- struct{}) {
-	c.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
-		w, err := c.Tracker().Watch(action.GetResource(), action.GetNamespace())
-		if err != nil {
-			return false, nil, err
-		}
-		select {
-		case started <- struct{}{}:
-		default:
-		}
-		return true, w, nil
-	})
-}
-
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(10), ktesting.BufferLogs(true)))
@@ -88,12 +64,9 @@ func newFixture(t *testing.T) *fixture {
 	// NewClientset tracks managed fields with a schema the CRDs do not have.
 	f.fencing = fencingfake.NewSimpleClientset(class, target)
 	f.kube = kubefake.NewClientset(credentials(password))
-	// A fake clientset's watch starts after the informer's list and does
-	// not replay what happened in between: a write right after the cache
-	// sync could be lost. Count the watches, and wait for all three below.
-	watching := make(chan struct{}, 3)
-	countWatches(f.fencing, watching)
-	countWatches(f.kube, watching)
+	// A write right after the cache sync is seen only once the watches
+	// run: wait for all three below.
+	watches := fakewatch.Track(f.fencing, f.kube)
 	fi := fencinginformers.NewSharedInformerFactory(f.fencing, 0)
 	ki := informers.NewSharedInformerFactoryWithOptions(f.kube, 0, informers.WithNamespace(ns))
 	var err error
@@ -111,12 +84,9 @@ func newFixture(t *testing.T) *fixture {
 	ki.Start(ctx.Done())
 	fi.WaitForCacheSync(ctx.Done())
 	ki.WaitForCacheSync(ctx.Done())
-	for range 3 { // FenceTargets, FenceClasses and Secrets
-		select {
-		case <-watching:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the informers' watches did not start")
-		}
+	// FenceTargets, FenceClasses and Secrets.
+	if err := watches.Wait(ctx, 3); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); fi.Shutdown(); ki.Shutdown(); f.ctrl.queue.ShutDown() })
 	return f
