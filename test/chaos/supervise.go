@@ -50,13 +50,12 @@ func (e *episode) supervise(stop <-chan struct{}) {
 // restarts its static pod; so does the harness, after restartDelay. No
 // fault kills kube-scheduler, so no restart here races one.
 func (e *episode) respawnScheduler() {
-	for _, p := range e.w.Cluster.Processes() {
-		if p.Name != schedulerName {
-			continue
-		}
-		if exited, _ := p.Exited(); !exited {
-			return
-		}
+	p := e.w.Cluster.Newest(schedulerName)
+	if p == nil {
+		return
+	}
+	if exited, _ := p.Exited(); !exited {
+		return
 	}
 	select {
 	case <-time.After(restartDelay):

@@ -47,12 +47,7 @@ func (c *Cluster) KillControllerManager(ctx context.Context) error {
 func (c *Cluster) RespawnIfExited(name string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idx := -1
-	for i, p := range c.processes {
-		if p.Name == name {
-			idx = i
-		}
-	}
+	idx := c.newest(name)
 	if idx < 0 {
 		return false, nil
 	}
@@ -73,12 +68,7 @@ func (c *Cluster) RespawnIfExited(name string) (bool, error) {
 // killed one) is retried.
 func (c *Cluster) restart(ctx context.Context, name string, check func(*Process) func(context.Context) error) error {
 	c.mu.Lock()
-	idx := -1
-	for i, p := range c.processes {
-		if p.Name == name {
-			idx = i
-		}
-	}
+	idx := c.newest(name)
 	var p *Process
 	if idx >= 0 {
 		p = c.processes[idx]
@@ -112,4 +102,25 @@ func (c *Cluster) restart(ctx context.Context, name string, check func(*Process)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// Newest returns the newest tracked process called name, nil if none.
+func (c *Cluster) Newest(name string) *Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := c.newest(name); i >= 0 {
+		return c.processes[i]
+	}
+	return nil
+}
+
+// newest is the index of the newest tracked process called name, -1 if
+// none; c.mu must be held.
+func (c *Cluster) newest(name string) int {
+	for i := len(c.processes) - 1; i >= 0; i-- {
+		if c.processes[i].Name == name {
+			return i
+		}
+	}
+	return -1
 }
