@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -33,12 +34,10 @@ func TestWaitThenDelete(t *testing.T) {
 		if err := client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		for len(nodes.GetStore().List()) != 0 {
-			select {
-			case <-ctx.Done():
-				t.Fatal("the deletion never reached the cache")
-			case <-time.After(time.Millisecond):
-			}
+		if err := wait.PollUntilContextCancel(ctx, time.Millisecond, true, func(context.Context) (bool, error) {
+			return len(nodes.GetStore().List()) == 0, nil
+		}); err != nil {
+			t.Fatal("the deletion never reached the cache")
 		}
 		cancel()
 		factory.Shutdown()

@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/helm"
@@ -72,49 +75,38 @@ func TestHelmInstallFailover(t *testing.T) {
 // components ran with nothing but the chart's permissions.
 func assertOnlyReleaseRBAC(ctx context.Context, t *testing.T, w *world.World) {
 	t.Helper()
-	cs := w.Cluster.Client()
-	var metas []metav1.Object
-	sas, err := cs.CoreV1().ServiceAccounts(world.Namespace).List(ctx, metav1.ListOptions{})
+	dyn, err := dynamic.NewForConfig(w.Cluster.AdminConfig())
 	must(t, err)
-	for i := range sas.Items {
-		if sas.Items[i].Name != "default" {
-			metas = append(metas, &sas.Items[i])
-		}
-	}
-	roles, err := cs.RbacV1().Roles(world.Namespace).List(ctx, metav1.ListOptions{})
-	must(t, err)
-	for i := range roles.Items {
-		metas = append(metas, &roles.Items[i])
-	}
-	rbs, err := cs.RbacV1().RoleBindings(world.Namespace).List(ctx, metav1.ListOptions{})
-	must(t, err)
-	for i := range rbs.Items {
-		metas = append(metas, &rbs.Items[i])
-	}
-	crs, err := cs.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{})
-	must(t, err)
-	for i := range crs.Items {
-		metas = append(metas, &crs.Items[i])
-	}
-	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
-	must(t, err)
-	for i := range crbs.Items {
-		metas = append(metas, &crbs.Items[i])
+	rbac := func(resource string) schema.GroupVersionResource {
+		return rbacv1.SchemeGroupVersion.WithResource(resource)
 	}
 	seen := 0
-	for _, m := range metas {
-		if m.GetNamespace() == "" && !strings.HasPrefix(m.GetName(), "fenceline") {
-			continue
-		}
-		seen++
-		if got := m.GetAnnotations()["meta.helm.sh/release-name"]; got != helm.ReleaseName {
-			t.Errorf("%s/%s is not the release's (meta.helm.sh/release-name %q): RBAC from outside the chart", m.GetNamespace(), m.GetName(), got)
+	for _, r := range []struct {
+		gvr       schema.GroupVersionResource
+		namespace string // "" for cluster-scoped kinds, of which only fenceline* count
+	}{
+		{corev1.SchemeGroupVersion.WithResource("serviceaccounts"), world.Namespace},
+		{rbac("roles"), world.Namespace},
+		{rbac("rolebindings"), world.Namespace},
+		{rbac("clusterroles"), ""},
+		{rbac("clusterrolebindings"), ""},
+	} {
+		list, err := dyn.Resource(r.gvr).Namespace(r.namespace).List(ctx, metav1.ListOptions{})
+		must(t, err)
+		for _, o := range list.Items {
+			if (r.namespace == "" && !strings.HasPrefix(o.GetName(), "fenceline")) || (r.gvr.Resource == "serviceaccounts" && o.GetName() == "default") {
+				continue
+			}
+			seen++
+			if got := o.GetAnnotations()["meta.helm.sh/release-name"]; got != helm.ReleaseName {
+				t.Errorf("%s %s/%s is not the release's (meta.helm.sh/release-name %q): RBAC from outside the chart", r.gvr.Resource, o.GetNamespace(), o.GetName(), got)
+			}
 		}
 	}
 	if seen == 0 {
 		t.Fatal("no RBAC object of the release found")
 	}
-	if _, err := cs.RbacV1().ClusterRoles().Get(ctx, "fenceline-controller", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		t.Fatal("ClusterRole fenceline-controller missing: the chart installed no controller RBAC")
+	if _, err := w.Cluster.Client().RbacV1().ClusterRoles().Get(ctx, "fenceline-controller", metav1.GetOptions{}); err != nil {
+		t.Fatalf("ClusterRole fenceline-controller: %v (the chart installs the controller's RBAC)", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
@@ -21,8 +22,13 @@ import (
 	"fenceline.io/fenceline/test/world"
 )
 
-// chartDir is the chart, relative to the repository root.
-const chartDir = "deploy/helm/fenceline"
+const (
+	// chartDir is the chart, relative to the repository root.
+	chartDir = "deploy/helm/fenceline"
+	// namespace is the release namespace: the one the kustomize bases and
+	// the test world's components use.
+	namespace = world.Namespace
+)
 
 // ReleaseName is the release Installer installs, the name docs/helm.md uses.
 const ReleaseName = "fenceline"
@@ -40,8 +46,6 @@ type Installer struct {
 	// Values are the release's values (helm install -f), nil for the
 	// chart's defaults.
 	Values map[string]any
-	// Release is the installed release, once Install returned.
-	Release *release.Release
 }
 
 var _ world.Installer = (*Installer)(nil)
@@ -58,16 +62,12 @@ func (i *Installer) Install(ctx context.Context, c *cluster.Cluster) error {
 		return err
 	}
 	defer closeLog()
-	root, err := cluster.RepoRoot()
+	ch, err := load()
 	if err != nil {
 		return err
 	}
-	ch, err := loader.Load(filepath.Join(root, chartDir))
-	if err != nil {
-		return fmt.Errorf("loading %s: %w", chartDir, err)
-	}
 	inst := action.NewInstall(cfg)
-	inst.ReleaseName, inst.Namespace = ReleaseName, world.Namespace
+	inst.ReleaseName, inst.Namespace = ReleaseName, namespace
 	inst.Wait, inst.Timeout = true, installTimeout
 	rel, err := inst.RunWithContext(ctx, ch, i.Values)
 	if err != nil {
@@ -76,8 +76,20 @@ func (i *Installer) Install(ctx context.Context, c *cluster.Cluster) error {
 	if rel.Info == nil || rel.Info.Status != release.StatusDeployed {
 		return fmt.Errorf("helm install %s: release not deployed: %+v", ReleaseName, rel.Info)
 	}
-	i.Release = rel
 	return nil
+}
+
+// load loads the chart from the working tree.
+func load() (*chart.Chart, error) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	c, err := loader.Load(filepath.Join(root, chartDir))
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", chartDir, err)
+	}
+	return c, nil
 }
 
 // Uninstall runs `helm uninstall fenceline --wait`.
@@ -103,7 +115,7 @@ func actionConfig(c *cluster.Cluster) (*action.Configuration, func(), error) {
 		return nil, nil, fmt.Errorf("creating helm.log: %w", err)
 	}
 	flags := genericclioptions.NewConfigFlags(false)
-	kubeconfig, ns := c.AdminKubeconfig(), world.Namespace
+	kubeconfig, ns := c.AdminKubeconfig(), namespace
 	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
 	cfg := new(action.Configuration)
 	logf := func(format string, v ...any) { fmt.Fprintf(logFile, format+"\n", v...) }
@@ -127,12 +139,12 @@ func createReleaseNamespace(ctx context.Context, c *cluster.Cluster) error {
 		return fmt.Errorf("reading the namespace manifest: %w", err)
 	}
 	objs, err := deploy.DecodeObjects(data)
-	if err != nil || len(objs) != 1 || objs[0].GetName() != world.Namespace {
-		return fmt.Errorf("deploy/namespace/namespace.yaml: want the namespace %s (%v)", world.Namespace, err)
+	if err != nil || len(objs) != 1 || objs[0].GetName() != namespace {
+		return fmt.Errorf("deploy/namespace/namespace.yaml: want the namespace %s (%v)", namespace, err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: world.Namespace, Labels: objs[0].GetLabels()}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: objs[0].GetLabels()}}
 	if _, err := c.Client().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", world.Namespace, err)
+		return fmt.Errorf("creating namespace %s: %w", namespace, err)
 	}
 	return nil
 }
@@ -146,7 +158,7 @@ func describeWorkloads(ctx context.Context, c *cluster.Cluster) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var b strings.Builder
-	rss, err := c.Client().AppsV1().ReplicaSets(world.Namespace).List(ctx, metav1.ListOptions{})
+	rss, err := c.Client().AppsV1().ReplicaSets(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Sprintf("; listing ReplicaSets: %v", err)
 	}
@@ -155,7 +167,7 @@ func describeWorkloads(ctx context.Context, c *cluster.Cluster) string {
 			fmt.Fprintf(&b, "\n  replicaset %s: %s=%s %s: %s", rs.Name, cond.Type, cond.Status, cond.Reason, cond.Message)
 		}
 	}
-	pods, err := c.Client().CoreV1().Pods(world.Namespace).List(ctx, metav1.ListOptions{})
+	pods, err := c.Client().CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Sprintf("; listing pods: %v", err)
 	}
@@ -168,7 +180,7 @@ func describeWorkloads(ctx context.Context, c *cluster.Cluster) string {
 		}
 	}
 	if b.Len() == 0 {
-		return "; no ReplicaSet or pod in " + world.Namespace
+		return "; no ReplicaSet or pod in " + namespace
 	}
 	return ":" + b.String()
 }

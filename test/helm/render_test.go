@@ -2,13 +2,11 @@ package helm
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,13 +16,8 @@ import (
 	"fenceline.io/fenceline/test/deploy"
 )
 
-const (
-	// namespace is the release namespace of the renderings, the one the
-	// kustomize bases use.
-	namespace = "fenceline-system"
-	// alertsFile is the chart file the PrometheusRule takes its rules from.
-	alertsFile = "files/alerts.yaml"
-)
+// alertsFile is the chart file the PrometheusRule takes its rules from.
+const alertsFile = "files/alerts.yaml"
 
 // repoRoot returns the repository root or fails the test.
 func repoRoot(t testing.TB) string {
@@ -36,12 +29,12 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
-// loadChart loads the chart from the working tree.
+// loadChart loads the chart from the working tree or fails the test.
 func loadChart(t testing.TB) *chart.Chart {
 	t.Helper()
-	c, err := loader.Load(filepath.Join(repoRoot(t), chartDir))
+	c, err := load()
 	if err != nil {
-		t.Fatalf("loading %s: %v", chartDir, err)
+		t.Fatal(err)
 	}
 	return c
 }

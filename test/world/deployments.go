@@ -71,13 +71,16 @@ func podCommandOf(d *appsv1.Deployment) (podCommand, error) {
 	if d.Spec.Replicas != nil {
 		pc.replicas = int(*d.Spec.Replicas)
 	}
+	listen := ""
 	for _, a := range c.Args {
-		if !strings.HasPrefix(a, httpEndpointFlag) {
+		if endpoint, ok := strings.CutPrefix(a, httpEndpointFlag); ok {
+			listen = endpoint
+		} else {
 			pc.args = append(pc.args, a)
 		}
 	}
 	if p := c.LivenessProbe; p != nil && p.HTTPGet != nil {
-		if !probesHTTPEndpoint(c.Ports, p.HTTPGet.Port.String(), c.Args) {
+		if !probesHTTPEndpoint(c.Ports, p.HTTPGet.Port.String(), listen) {
 			return podCommand{}, fmt.Errorf("deployment %s: the liveness probe's port %s is not the container's --http-endpoint", d.Name, p.HTTPGet.Port.String())
 		}
 		pc.healthPath = p.HTTPGet.Path
@@ -86,14 +89,8 @@ func podCommandOf(d *appsv1.Deployment) (podCommand, error) {
 }
 
 // probesHTTPEndpoint says whether probePort (a number or a port name) is
-// the port the container's --http-endpoint listens on.
-func probesHTTPEndpoint(ports []corev1.ContainerPort, probePort string, args []string) bool {
-	listen := ""
-	for _, a := range args {
-		if strings.HasPrefix(a, httpEndpointFlag) {
-			listen = strings.TrimPrefix(a, httpEndpointFlag)
-		}
-	}
+// the port of listen, the container's --http-endpoint ("" when unset).
+func probesHTTPEndpoint(ports []corev1.ContainerPort, probePort, listen string) bool {
 	i := strings.LastIndex(listen, ":")
 	if i < 0 {
 		return false
@@ -174,28 +171,6 @@ func waitHealthy(ctx context.Context, p *cluster.Process, url string) error {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
-	})
-}
-
-// WaitDeploymentsAvailable waits until every Deployment in Namespace has
-// all its replicas available: the installed pods were admitted (Pod
-// Security included), scheduled and started on the KWOK nodes.
-func (w *World) WaitDeploymentsAvailable(ctx context.Context, timeout time.Duration) error {
-	return WaitFor(ctx, timeout, "every deployment in "+Namespace+" available", func(ctx context.Context) (bool, error) {
-		list, err := w.Cluster.Client().AppsV1().Deployments(Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil || len(list.Items) == 0 {
-			return false, nil //nolint:nilerr // keep polling until the deadline
-		}
-		for _, d := range list.Items {
-			want := int32(1)
-			if d.Spec.Replicas != nil {
-				want = *d.Spec.Replicas
-			}
-			if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < want {
-				return false, nil
-			}
-		}
-		return true, nil
 	})
 }
 

@@ -106,7 +106,8 @@ type Options struct {
 	// and KWOK are always on.
 	Cluster cluster.Options
 	// Installer, when set, installs the product as a user does (the Helm
-	// chart) before anything starts: no deploy manifest RBAC is applied,
+	// chart) once the driver and the nodes are up, before any Fenceline
+	// component starts: no deploy manifest RBAC is applied,
 	// and fenceline-controller and fenceline-fence-agent run as their
 	// installed Deployments say (RunDeployment), replicas included. Their
 	// flags then come from the install (chart values), so ControllerArgs,
