@@ -80,20 +80,23 @@ var ErrNotVerified = errors.New("power state never read back Off")
 // node is off.
 func Verified(s State) bool { return s == StateOff }
 
-// PowerOff cuts a node's power and proves it: a node already read back
-// Off needs no request; otherwise Off is sent and Status polled until it
-// reads Off or VerifyTimeout passes, and the whole is retried Retries
-// times. Success is a nil error with Result.Verified == StateOff; every
-// failure wraps ErrNotVerified (or the context's error), so a caller can
-// never mistake an accepted request for a fenced node.
+// PowerOff cuts a node's power and proves it: Off is sent, then Status
+// polled until it reads Off or VerifyTimeout passes, and the whole is
+// retried Retries times. Success is a nil error with Result.Verified ==
+// StateOff; every failure wraps ErrNotVerified (or the context's error), so
+// a caller can never mistake an accepted request for a fenced node.
+//
+// Off is sent even to a device that already reads Off: a read before the
+// command proves nothing, since a BMC with a stale or broken power sensor
+// reads Off while the node runs, and a fence that skipped the command on
+// its word would leave a running node recorded as fenced. A power-off of a
+// node that is off is harmless; the methods keep it so (Redfish ForceOff
+// and IPMI power down are idempotent on real BMCs).
 func PowerOff(ctx context.Context, d Device, o Options, now func() time.Time) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, err
 	}
 	res := Result{Verified: StateUnknown}
-	if s, err := status(ctx, d, o); err == nil && Verified(s) {
-		return Result{Verified: s, VerifiedAt: now()}, nil
-	}
 	var errs []error
 	for attempt := 0; attempt <= o.Retries; attempt++ {
 		res.Attempts++

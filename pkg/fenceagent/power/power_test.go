@@ -23,6 +23,9 @@ type fakeDevice struct {
 	statusErr error
 	// transient is reported while the power goes off.
 	transient State
+	// staleOff is how many reads report Off whatever the power is: a BMC
+	// whose power sensor is stale or broken.
+	staleOff int
 
 	offCalls, reads, pending int
 }
@@ -41,6 +44,10 @@ func (d *fakeDevice) Status(context.Context) (State, error) {
 		} else if d.transient != "" {
 			return d.transient, nil
 		}
+	}
+	if d.staleOff > 0 {
+		d.staleOff--
+		return StateOff, nil
 	}
 	return d.state, nil
 }
@@ -68,7 +75,8 @@ func TestPowerOff(t *testing.T) {
 		wantAttempts int
 	}{
 		{"honest BMC: off after a few reads", &fakeDevice{state: StateOn, offAfter: 3}, true, 1},
-		{"already off: no request sent", &fakeDevice{state: StateOff}, true, 0},
+		{"already reads Off: Off is still sent", &fakeDevice{state: StateOff}, true, 1},
+		{"reads Off while on: Off is sent, not skipped", &fakeDevice{state: StateOn, offAfter: 0, staleOff: 1 << 10}, true, 1},
 		{"accepts ForceOff but stays on: never verified, retried", &fakeDevice{state: StateOn, offAfter: -1}, false, 2},
 		{"answers an error but cuts power: verified by the read-back", &fakeDevice{state: StateOn, offAfter: 1, offErr: errors.New("504")}, true, 1},
 		{"unreachable: not verified", &fakeDevice{state: StateOn, offAfter: 0, statusErr: unreachable, offErr: unreachable}, false, 2},
@@ -96,6 +104,9 @@ func TestPowerOff(t *testing.T) {
 			}
 			if res.Attempts != tc.wantAttempts || tc.dev.offCalls != tc.wantAttempts {
 				t.Errorf("attempts = %d, Off calls = %d, want %d", res.Attempts, tc.dev.offCalls, tc.wantAttempts)
+			}
+			if tc.wantOK && tc.dev.state != StateOff {
+				t.Errorf("verified Off, but the node's power is %s", tc.dev.state)
 			}
 		})
 	}

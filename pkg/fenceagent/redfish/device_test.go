@@ -49,7 +49,13 @@ func TestOffAndOn(t *testing.T) {
 		wantResets []int // statuses of the Reset requests sent
 	}{
 		{name: "off", call: (*redfish.Device).Off, wantState: "Off", wantResets: []int{204}},
-		{name: "off when already off sends nothing", startOff: true, call: (*redfish.Device).Off, wantState: "Off"},
+		{name: "off when already off is still sent", startOff: true, call: (*redfish.Device).Off, wantState: "Off", wantResets: []int{204}},
+		{name: "off when already off, refused as such (409), is success", startOff: true,
+			set:  func(s *bmc.Server) { s.SetConflictWhenUnchanged(true) },
+			call: (*redfish.Device).Off, wantState: "Off", wantResets: []int{409}},
+		{name: "off while the BMC wrongly reads Off cuts the power",
+			set:  func(s *bmc.Server) { s.SetStaleReads("Off", 1<<10) },
+			call: (*redfish.Device).Off, wantState: "Off", wantResets: []int{204}},
 		{name: "already-off refusal (409) after a stale On read is success", startOff: true,
 			set:  func(s *bmc.Server) { s.SetConflictWhenUnchanged(true); s.SetStaleReads("On", 1) },
 			call: (*redfish.Device).Off, wantState: "Off", wantResets: []int{409}},

@@ -72,9 +72,10 @@ func (d *Device) Status(ctx context.Context) (power.State, error) {
 	return state, nil
 }
 
-// Off sends the configured reset type (ForceOff by default). A system that
-// already reads Off gets no request, and a refusal because it is already
-// off is success. nil means the BMC accepted, not that the node is off.
+// Off sends the configured reset type (ForceOff by default), also to a
+// system that already reads Off (see sendReset), and takes a refusal
+// because it is already off for success. nil means the BMC accepted, not
+// that the node is off.
 func (d *Device) Off(ctx context.Context) error {
 	return d.do(ctx, "off", func(log logr.Logger, sys *schemas.ComputerSystem) error {
 		return reset(log, sys, schemas.ResetType(d.cfg.ResetType), schemas.OffPowerState)
@@ -260,16 +261,12 @@ func (d *Device) resolve(c *gofish.APIClient) (string, error) {
 	return col.ItemLinks[0], nil
 }
 
-// reset sends rt unless the system already reads want. A refusal (400 or
-// 409) is success when a fresh read shows the system already in want:
-// vendors answer "already off" that way.
+// reset sends rt when sendReset says so. A refusal (400 or 409) is
+// success when a fresh read shows the system already in want: vendors
+// answer "already off" that way.
 func reset(log logr.Logger, sys *schemas.ComputerSystem, rt schemas.ResetType, want schemas.PowerState) error {
-	if sys.PowerState == want {
-		log.V(2).Info("Redfish system already in the requested state, no reset sent", "powerState", sys.PowerState)
-		return nil
-	}
-	if rt == schemas.PushPowerButtonResetType && sys.PowerState == schemas.PoweringOffPowerState {
-		log.V(2).Info("Redfish system is powering off, a button press could turn it back on", "powerState", sys.PowerState)
+	if send, why := sendReset(rt, sys.PowerState, want); !send {
+		log.V(2).Info("Redfish reset not sent", "resetType", rt, "powerState", sys.PowerState, "why", why)
 		return nil
 	}
 	_, err := sys.Reset(rt)
@@ -285,4 +282,26 @@ func reset(log logr.Logger, sys *schemas.ComputerSystem, rt schemas.ResetType, w
 		}
 	}
 	return err
+}
+
+// sendReset decides whether a reset of type rt goes to a system that reads
+// current, to bring it to want, and says why when it does not.
+//
+// A power-off is sent whatever the system reads: a BMC whose power reading
+// is stale or wrong reads Off while the node runs, and only the command
+// stops it; ForceOff to a system that is off changes nothing. The one
+// exception is a power button: a press toggles, so pressing it on a system
+// that reads Off or PoweringOff could power the node on. A power-on is not
+// a fence and is skipped when the system already reads On.
+func sendReset(rt schemas.ResetType, current, want schemas.PowerState) (bool, string) {
+	switch {
+	case want != schemas.OffPowerState:
+		if current == want {
+			return false, "the system already reads " + string(want)
+		}
+		return true, ""
+	case rt == schemas.PushPowerButtonResetType && (current == schemas.OffPowerState || current == schemas.PoweringOffPowerState):
+		return false, "a button press on a system that reads " + string(current) + " could power it on"
+	}
+	return true, ""
 }

@@ -34,6 +34,11 @@ func TestPowerFaults(t *testing.T) {
 			}
 			eventually(t, "delayed power-down", 3*time.Second, func() bool { return !s.PoweredOn() && !node.On() })
 		}},
+		{"reads off while on: power-down still cuts the node", Faults{ReadsOff: true}, func(t *testing.T, s *Simulator, node *Node) {
+			if s.PoweredOn() || node.On() || node.PowerOffs() != 1 {
+				t.Fatalf("BMC on=%v, %v; want the node cut once", s.PoweredOn(), node)
+			}
+		}},
 		{"delayed power-down voided by power up", Faults{PowerDownDelay: 150 * time.Millisecond}, func(t *testing.T, s *Simulator, node *Node) {
 			if err := control(t, s, client.InterfaceLanplus, chassis.ChassisControlPowerUp); err != nil {
 				t.Fatal(err)
@@ -159,4 +164,45 @@ func TestRecord(t *testing.T) {
 	if dump := fmt.Sprintf("%+v", cmds); strings.Contains(dump, password) {
 		t.Fatalf("the record holds the password: %s", dump)
 	}
+}
+
+// TestReadsOffAndRepeatedPowerDown: with ReadsOff the BMC reads off while
+// the node runs; a power down of a node that is off is accepted (00h) and
+// changes nothing, as on real BMCs, so a fencer may always send it.
+func TestReadsOffAndRepeatedPowerDown(t *testing.T) {
+	node := NewNode(true)
+	s := start(t, Config{Power: node})
+	if err := s.SetFaults(Faults{ReadsOff: true}); err != nil {
+		t.Fatal(err)
+	}
+	if on := chassisOn(t, s); on || !node.On() {
+		t.Fatalf("ReadsOff: Get Chassis Status on=%v with the node %v; want it to read off while on", on, node)
+	}
+	if err := s.SetFaults(Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := control(t, s, client.InterfaceLanplus, chassis.ChassisControlPowerDown); err != nil {
+			t.Fatalf("power down %d not accepted: %v", i+1, err)
+		}
+	}
+	if chassisOn(t, s) || node.On() || node.PowerOffs() != 1 {
+		t.Fatalf("after two power downs: BMC on=%v, %v; want off, cut once", s.PoweredOn(), node)
+	}
+}
+
+// chassisOn reads Get Chassis Status's power bit.
+func chassisOn(t *testing.T, s *Simulator) bool {
+	t.Helper()
+	ctx := context.Background()
+	c, err := session(ctx, s, client.InterfaceLanplus, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(ctx) }()
+	st, err := c.GetChassisStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.PowerIsOn
 }

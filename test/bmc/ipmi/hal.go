@@ -128,7 +128,14 @@ func (simHAL) Close() error              { return nil }
 // new boot ID); soft shutdown as a power-down.
 type chassisHAL struct{ rail *rail }
 
-func (c *chassisHAL) PowerState(context.Context) (bool, error) { return c.rail.state(), nil }
+// PowerState is what Get Chassis Status reads: the rail's power, unless
+// the BMC is set to read Off whatever it is.
+func (c *chassisHAL) PowerState(context.Context) (bool, error) {
+	if c.rail.faults().ReadsOff {
+		return false, nil
+	}
+	return c.rail.state(), nil
+}
 
 func (c *chassisHAL) SetPower(ctx context.Context, on bool) error { return c.rail.set(ctx, on) }
 

@@ -73,6 +73,10 @@ type Faults struct {
 	// Unreachable drops every datagram unanswered, as a BMC that lost its
 	// network or its standby power. Close stops listening altogether.
 	Unreachable bool
+	// ReadsOff makes Get Chassis Status report the power off whatever it
+	// is, as a BMC with a stale or broken power sensor; Chassis Control
+	// still acts on the real power, so a power down cuts a running node.
+	ReadsOff bool
 }
 
 // Command is one IPMI command the BMC dispatched.

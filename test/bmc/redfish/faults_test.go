@@ -3,6 +3,7 @@ package redfish
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,5 +108,27 @@ func TestUnreachable(t *testing.T) {
 	}
 	if st, _, _ := c.do(http.MethodGet, "/redfish/v1", "", "", nil); st != 200 {
 		t.Fatalf("BMC back: status %d", st)
+	}
+}
+
+// TestForceOffWhileReadingOff: a BMC whose reads are stale (Off while the
+// node runs) still carries a ForceOff out on the real power, as a real BMC
+// does: the hook is called and the system is off once the reads are fresh.
+func TestForceOffWhileReadingOff(t *testing.T) {
+	node := newHook()
+	s := New(Options{Username: testUser, Password: testPassword, Systems: []System{{ID: "1", Power: node}}})
+	defer s.Close()
+	c := newClient(t, s)
+	s.SetStaleReads("Off", 1)
+	if _, _, sys := c.do(http.MethodGet, systemsPath+"/1", testUser, "", nil); sys["PowerState"] != "Off" {
+		t.Fatalf("stale read: PowerState %v, want Off", sys["PowerState"])
+	}
+	s.SetStaleReads("Off", 1<<10)
+	if st := reset(c, "1", "ForceOff"); st != 204 {
+		t.Fatalf("ForceOff while reading Off: status %d, want 204", st)
+	}
+	s.SetStaleReads("", 0)
+	if got := node.list(); s.PowerState("1") != "Off" || !slices.Equal(got, []string{"off 1"}) {
+		t.Fatalf("after ForceOff: PowerState %q, hook calls %q; want Off, one power-off", s.PowerState("1"), got)
 	}
 }
