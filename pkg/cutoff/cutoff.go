@@ -6,6 +6,8 @@
 package cutoff
 
 import (
+	"slices"
+
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
@@ -37,6 +39,12 @@ const (
 	// proves nothing about the machine, which may still be writing, so a
 	// driver that can fence is asked to.
 	ReasonNodeGone Reason = "node-gone"
+	// ReasonInUse means the VolumeAttachment is detached while the node
+	// still lists its volume in status.volumesInUse: somebody forced the
+	// detach (an out-of-service taint, the attach/detach controller's
+	// 6-minute timeout, a release of volumesInUse) while the node may still
+	// be writing. Nobody vouched that the node is off.
+	ReasonInUse Reason = "in-use"
 )
 
 // Vouched reports whether the reason means a human or a fencing controller
@@ -70,6 +78,56 @@ func NodeReason(node *v1.Node, safeDetach bool) Reason {
 		return ReasonForceEviction
 	case FencingComplete(node):
 		return ReasonFenced
+	}
+	return ReasonNone
+}
+
+// DetachInput is what DetachReason looks at for one detach.
+type DetachInput struct {
+	// Node is the VolumeAttachment's node; nil when the Node object is gone.
+	Node *v1.Node
+	// SafeDetach tells whether the driver opted into safe detach.
+	SafeDetach bool
+	// Intent is the fence intent a controller recorded on the
+	// VolumeAttachment (names.FenceIntentAnnotation), nil when none.
+	Intent *Record
+	// Volume is the volume's name in node status (CSIUniqueVolumeName);
+	// empty when unknown.
+	Volume v1.UniqueVolumeName
+}
+
+// DetachReason returns why a detach from a node must be fenced, or
+// ReasonNone. It is NodeReason widened by what outlives the node's
+// condition, so that a node that came back before the detach ran cannot
+// turn it plain:
+//
+//   - a fence intent recorded on the VolumeAttachment by whoever made the
+//     detach inevitable (intent before cause);
+//   - a Fenceline cut-off taint, Ready or not: quarantine (for a safe-detach
+//     driver) and force-eviction stay on a node that is back until the
+//     volumes released or evicted under them are detached; every detach
+//     from the node in that time is fenced;
+//   - the node still listing the volume in status.volumesInUse: the detach
+//     was forced, whoever forced it (ReasonInUse).
+//
+// Reasons of the node come first (NodeReason's order), then the intent's,
+// then the taints', then ReasonInUse, so that the reported reason is the
+// strongest one that applies (a vouched reason before an unvouched one).
+func DetachReason(in DetachInput) Reason {
+	if r := NodeReason(in.Node, in.SafeDetach); r != ReasonNone {
+		return r
+	}
+	switch {
+	case in.Intent != nil && in.Intent.Reason != ReasonNone:
+		return in.Intent.Reason
+	case in.Intent != nil:
+		return ReasonUnreadable
+	case in.SafeDetach && IsQuarantined(in.Node):
+		return ReasonSafeDetach
+	case HasForceEvictionTaint(in.Node):
+		return ReasonForceEviction
+	case in.Volume != "" && slices.Contains(in.Node.Status.VolumesInUse, in.Volume):
+		return ReasonInUse
 	}
 	return ReasonNone
 }

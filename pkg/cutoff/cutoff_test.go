@@ -40,7 +40,7 @@ func TestNodeReason(t *testing.T) {
 		{"quarantine on Ready node", node(ready, quarantine), true, ReasonNone},
 		{"force-eviction NoExecute on NotReady", node(unknown, forceEviction), false, ReasonForceEviction},
 		{"force-eviction key with NoSchedule", node(unknown, testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoSchedule)), false, ReasonNone},
-		{"force-eviction on Ready node", node(ready, forceEviction), false, ReasonNone},
+		{"force-eviction on Ready node (the node is not cut off; its detaches are, see DetachReason)", node(ready, forceEviction), false, ReasonNone},
 		{"FencingComplete=True", node(unknown, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue)), false, ReasonFenced},
 		{"FencingComplete=False", node(unknown, testobj.Condition(names.FencingCompleteCondition, v1.ConditionFalse)), false, ReasonNone},
 		{"order: out-of-service first", node(notReady, forceEviction, quarantine,
@@ -86,6 +86,56 @@ func TestSafeDetachEnabled(t *testing.T) {
 	for _, tc := range tests {
 		if got := SafeDetachEnabled(tc.d); got != tc.want {
 			t.Errorf("%s: SafeDetachEnabled() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDetachReason(t *testing.T) {
+	const vol v1.UniqueVolumeName = "kubernetes.io/csi/drv^vol-1"
+	intent := &Record{Version: RecordVersion, Reason: ReasonSafeDetach, By: ByControllerPrefix + "quarantine"}
+	inUse := testobj.VolumesInUse(vol)
+	tests := []struct {
+		name string
+		in   DetachInput
+		want Reason
+	}{
+		{"healthy, nothing recorded", DetachInput{Node: node(ready), SafeDetach: true, Volume: vol}, ReasonNone},
+		{"node gone", DetachInput{SafeDetach: true, Volume: vol}, ReasonNodeGone},
+		{"node gone beats an intent", DetachInput{Intent: intent}, ReasonNodeGone},
+		{"node reason first: out-of-service over the intent", DetachInput{Node: node(ready, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)), Intent: intent}, ReasonOutOfService},
+		{"intent on a Ready node without taints", DetachInput{Node: node(ready), Intent: intent, Volume: vol}, ReasonSafeDetach},
+		{"intent of a driver not opted in still counts", DetachInput{Node: node(ready), Intent: &Record{Reason: ReasonForceEviction}}, ReasonForceEviction},
+		{"intent without a reason is unreadable, still a fence", DetachInput{Node: node(ready), Intent: &Record{}}, ReasonUnreadable},
+		{"quarantine outlives Ready", DetachInput{Node: node(ready, quarantine), SafeDetach: true}, ReasonSafeDetach},
+		{"quarantine, driver not opted in", DetachInput{Node: node(ready, quarantine)}, ReasonNone},
+		{"force-eviction outlives Ready", DetachInput{Node: node(ready, forceEviction)}, ReasonForceEviction},
+		{"force-eviction key with a foreign effect", DetachInput{Node: node(ready, testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoSchedule))}, ReasonNone},
+		{"volume still in use: forced detach", DetachInput{Node: node(ready, inUse), Volume: vol}, ReasonInUse},
+		{"another volume in use", DetachInput{Node: node(ready, inUse), Volume: "kubernetes.io/csi/drv^vol-2"}, ReasonNone},
+		{"volume unknown: in-use cannot be judged", DetachInput{Node: node(ready, testobj.VolumesInUse(""))}, ReasonNone},
+		{"order: intent before taints and in-use", DetachInput{Node: node(ready, forceEviction, inUse), Intent: intent, Volume: vol}, ReasonSafeDetach},
+		{"order: taint before in-use", DetachInput{Node: node(ready, forceEviction, inUse), Volume: vol}, ReasonForceEviction},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DetachReason(tc.in); got != tc.want {
+				t.Errorf("DetachReason() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDetachReasonWidensNodeReason: whatever NodeReason finds, DetachReason
+// finds too; it may only add reasons, never drop one.
+func TestDetachReasonWidensNodeReason(t *testing.T) {
+	nodes := []*v1.Node{nil, node(ready), node(notReady, quarantine), node(unknown, forceEviction),
+		node(ready, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)),
+		node(unknown, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue))}
+	for i, n := range nodes {
+		for _, safe := range []bool{false, true} {
+			if r := NodeReason(n, safe); r != ReasonNone && DetachReason(DetachInput{Node: n, SafeDetach: safe}) != r {
+				t.Errorf("node %d safe=%v: NodeReason %q, DetachReason %q", i, safe, r, DetachReason(DetachInput{Node: n, SafeDetach: safe}))
+			}
 		}
 	}
 }

@@ -70,6 +70,26 @@ const (
 	// it wrote: the actor that taints is the one that untaints.
 	OutOfServiceOwnerAnnotation = Domain + "/out-of-service-owner"
 
+	// UnfenceAnnotation is an operator's ask that node-fencing cancel or
+	// unfence, written by kubectl fenceline unfence: on the node's
+	// FencingRequest (its open one, or the Failed one whose marks are left),
+	// or on the Node when no request of it is left. Its value is who asks,
+	// "user:<name>". Only node-fencing acts on it, when its rule allows
+	// (docs/fencing.md); the ask changes nothing by itself.
+	UnfenceAnnotation = Domain + "/unfence"
+
+	// UnfenceVerifiedAnnotation, next to UnfenceAnnotation, is what the
+	// operator verified of the machine since its fence began: "Off" (it was
+	// powered off) or "Rebooted". node-fencing takes it as the proof a new
+	// boot ID would give only where it has no boot ID to compare, never
+	// against a boot ID that shows the machine did not stop.
+	UnfenceVerifiedAnnotation = Domain + "/unfence-verified"
+
+	// OverrideExclusionAnnotation on a manual FencingRequest lets it fence a
+	// node labelled fenceline.io/exclude-from-fencing; its value is who
+	// decided, "user:<name>". Without it node-fencing holds such a request.
+	OverrideExclusionAnnotation = Domain + "/override-exclusion"
+
 	// FencingRequestNodeLabel is on every FencingRequest the controller
 	// creates; its value is the node's name, so that a node's requests are
 	// found by a label selector (spec.nodeName is not selectable).
@@ -97,6 +117,15 @@ const (
 	// ControllerUnpublishVolume and never removed, so that no retry, restart
 	// or leader change can turn that detach into a plain one.
 	FenceRecordAnnotation = Domain + "/fence"
+
+	// FenceIntentAnnotation holds, on a VolumeAttachment, the fence intent
+	// of the fenceline-controller controller that made its detach
+	// inevitable (a force deletion, a release of volumesInUse, an
+	// out-of-service taint): the same JSON record as FenceRecordAnnotation,
+	// written before that write. fenceline-attacher reads it as a reason to
+	// fence whatever the Node looks like when it gets to the detach. Never
+	// removed by Fenceline; nobody else may remove it either.
+	FenceIntentAnnotation = Domain + "/fence-intent"
 
 	// BootIDAnnotation is where the companion controller records the node's
 	// boot ID when it first sees the out-of-service taint, so that it can

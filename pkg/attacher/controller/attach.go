@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/csiclient"
+	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -38,6 +39,10 @@ const (
 	// cannot give (safe-detach, or a recorded fence), so nothing is
 	// unpublished; the finalizer stays and it is retried.
 	EventFenceRequired = "FenceRequired"
+	// EventAttachHeld (Warning): a single-node volume's detach from another
+	// node has not finished (fencing.PublishHold), so the attach waits; it
+	// is retried when that detach finishes.
+	EventAttachHeld = "AttachHeld"
 )
 
 var everything = labels.Everything()
@@ -103,6 +108,9 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 		va = out
 	}
 
+	if err := c.holdPublish(ctx, va); err != nil {
+		return err
+	}
 	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	publishContext, err := c.cfg.CSI.Publish(callCtx, req)
 	cancel()
@@ -124,6 +132,39 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 	c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventAttached, "Attached volume %s to node %s", req.VolumeID, va.Spec.NodeName)
 	logger.V(2).Info("Attached", "volumeID", req.VolumeID, "nodeID", req.NodeID)
 	return nil
+}
+
+// holdPublish returns an error, recorded in status.attachError with an
+// AttachHeld Event, while fencing.PublishHold says the publish must wait for
+// another node's detach. It is checked right before ControllerPublishVolume.
+// The cache can only err on the safe side here: a detach it still shows
+// pending holds a little longer, and the deletion of the other attachment
+// reaches the cache before this one's creation (the attach/detach
+// controller deletes before it creates, and one watch delivers both in
+// order).
+func (c *Controller) holdPublish(ctx context.Context, va *storagev1.VolumeAttachment) error {
+	pvName := va.Spec.Source.PersistentVolumeName
+	if pvName == nil {
+		return nil
+	}
+	pv, err := c.pvLister.Get(*pvName)
+	if err != nil {
+		return fmt.Errorf("get PV %s: %w", *pvName, err)
+	}
+	hold, why := fencing.PublishHold(pv, va.Spec.NodeName, c.finalizer, c.vasByIndex(vaByPVIndex, *pvName))
+	if !hold {
+		return nil
+	}
+	err = errors.New("ControllerPublishVolume held: " + why)
+	logger := klog.FromContext(ctx)
+	logger.V(2).Info("Attach held", "why", why)
+	clone := va.DeepCopy()
+	clone.Status.AttachError = volumeError(err, time.Now())
+	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {
+		logger.Error(perr, "Failed to save attachError")
+	}
+	c.volumeEvent(va, v1.EventTypeWarning, EventAttachHeld, err.Error())
+	return err
 }
 
 // markAttachedTrivially is upstream's trivial path for a driver without

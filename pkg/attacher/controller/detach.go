@@ -40,12 +40,14 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 		c.detachFailed(ctx, va, EventDetachFailed, err)
 		return err
 	}
-	rec, decision, err := c.decideDetach(ctx, va)
+	va, known, decision, err := c.decideDetach(ctx, va, nodeutil.CSIUniqueVolumeName(c.cfg.DriverName, volumeID))
 	if err != nil {
 		c.detachFailed(ctx, va, EventDetachFailed, err)
 		return err
 	}
-	nodeID, err := fencing.DetachNodeID(rec, va.Annotations[names.NodeIDAnnotation], c.csiNodeID(va.Spec.NodeName))
+	// A refused detach names the node ID a fenced one would target.
+	nodeID, err := fencing.DetachNodeID(decision.Action != fencing.ActionPlain, known.record, known.intent,
+		va.Annotations[names.NodeIDAnnotation], c.csiNodeID(va.Spec.NodeName))
 	if err != nil {
 		err = fmt.Errorf("node %q: %w", va.Spec.NodeName, err)
 		c.detachFailed(ctx, va, EventDetachFailed, err)
@@ -54,6 +56,9 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 	// Every log line of this detach, including those of detachFailed and
 	// finishDetach, names what it acts on.
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("volumeID", volumeID, "nodeID", nodeID, "mode", decision.Action, "reason", decision.Reason))
+	if known.intent != nil && decision.Action == fencing.ActionFenced {
+		klog.FromContext(ctx).V(2).Info("Fence intent recorded before the detach was caused", "intent", known.intent.Encode())
+	}
 	switch {
 	case decision.Action == fencing.ActionRefuse:
 		c.cfg.Metrics.Detach(string(fencing.ActionFenced), string(decision.Reason), metrics.ResultRefused)
@@ -74,6 +79,14 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	err = c.cfg.CSI.Unpublish(callCtx, volumeID, nodeID, secrets, fenced)
 	cancel()
+	if fencing.FencedByAbsence(fenced, err) {
+		// The fence extension's contract: a node ID (or volume) the array
+		// does not know holds no access to the volume, so the fence is in
+		// effect. Retrying could never succeed (a re-installed node's old
+		// ID is gone for good).
+		klog.FromContext(ctx).Info("Driver does not know the node ID or volume of a fenced detach: nothing can reach the volume through it; detached", "err", err)
+		err = nil
+	}
 	if err != nil {
 		c.cfg.Metrics.Detach(string(decision.Action), string(decision.Reason), metrics.ResultError)
 		err = fmt.Errorf("ControllerUnpublishVolume (%s) of %s from node %s: %w", decision.Action, volumeID, nodeID, err)
@@ -84,41 +97,52 @@ func (c *Controller) syncDetach(ctx context.Context, va *storagev1.VolumeAttachm
 	return c.finishDetach(ctx, va, volumeID, decision)
 }
 
+// knownFence is what the detach knows of earlier decisions: the attacher's
+// own record and a controller's intent, from the VolumeAttachment or, when a
+// third party removed them, from this process's memory.
+type knownFence struct {
+	record, intent *fencing.Record
+}
+
 // decideDetach gathers the inputs of fencing.Decide and calls it: from the
 // informer caches first and, when that points to a plain detach by a driver
 // that can fence, again from a fresh read of the Node (and, where the
 // decision depends on it, the CSIDriver), so that a lagging watch cannot
-// hide a reason to fence.
-func (c *Controller) decideDetach(ctx context.Context, va *storagev1.VolumeAttachment) (*fencing.Record, fencing.Decision, error) {
-	rec, err := fencing.RecordOf(va)
+// hide a reason to fence. A record or intent this process saw on the
+// VolumeAttachment and that is gone now is written back first
+// (restoreFences): a decision is never forgotten. volume is the volume's
+// name in node status.
+func (c *Controller) decideDetach(ctx context.Context, va *storagev1.VolumeAttachment, volume v1.UniqueVolumeName) (*storagev1.VolumeAttachment, knownFence, fencing.Decision, error) {
+	va, known, err := c.restoreFences(ctx, va)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Unreadable fence record; the detach stays fenced")
+		return va, known, fencing.Decision{}, err
 	}
-	in, err := c.cachedInput(va, rec)
+	in, err := c.cachedInput(va, known)
 	if err != nil {
-		return nil, fencing.Decision{}, err
+		return va, known, fencing.Decision{}, err
 	}
+	in.Volume = volume
 	decision := fencing.Decide(in)
 	if decision.Action != fencing.ActionConfirm {
-		return rec, decision, nil
+		return va, known, decision, nil
 	}
 	if in.Node, err = c.freshNode(ctx, va.Spec.NodeName); err != nil {
-		return nil, fencing.Decision{}, err
+		return va, known, fencing.Decision{}, err
 	}
 	if fencing.NeedsFreshDriver(in.Node) {
 		if in.Driver, err = c.freshDriver(ctx); err != nil {
-			return nil, fencing.Decision{}, err
+			return va, known, fencing.Decision{}, err
 		}
 	}
 	in.Fresh = true
-	return rec, fencing.Decide(in), nil
+	return va, known, fencing.Decide(in), nil
 }
 
 // cachedInput gathers fencing.Decide's inputs from the informer caches. A
 // Node object that is gone is nil, which is itself a reason to fence; a
 // blind attacher has no Node to look at.
-func (c *Controller) cachedInput(va *storagev1.VolumeAttachment, rec *fencing.Record) (fencing.Input, error) {
-	in := fencing.Input{Record: rec, DriverCanFence: c.cfg.Capabilities.Fence.UnpublishFence, Blind: c.cfg.Blind}
+func (c *Controller) cachedInput(va *storagev1.VolumeAttachment, known knownFence) (fencing.Input, error) {
+	in := fencing.Input{Record: known.record, Intent: known.intent, DriverCanFence: c.cfg.Capabilities.Fence.UnpublishFence, Blind: c.cfg.Blind}
 	if c.cfg.Blind {
 		return in, nil
 	}
@@ -135,17 +159,28 @@ func (c *Controller) cachedInput(va *storagev1.VolumeAttachment, rec *fencing.Re
 // cache holds the returned version, syncs of this VolumeAttachment wait
 // (tracker.supersede), so no retry can decide without the record.
 func (c *Controller) writeRecord(ctx context.Context, va *storagev1.VolumeAttachment, rec fencing.Record) (*storagev1.VolumeAttachment, error) {
+	out, err := c.writeFenceAnnotation(ctx, va, names.FenceRecordAnnotation, rec)
+	if err != nil {
+		return va, fmt.Errorf("record the fence decision before unpublishing: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Recorded fenced detach decision", "record", rec.Encode())
+	return out, nil
+}
+
+// writeFenceAnnotation saves rec under key on the VolumeAttachment and
+// remembers it for the life of the process.
+func (c *Controller) writeFenceAnnotation(ctx context.Context, va *storagev1.VolumeAttachment, key string, rec fencing.Record) (*storagev1.VolumeAttachment, error) {
 	clone := va.DeepCopy()
 	if clone.Annotations == nil {
 		clone.Annotations = map[string]string{}
 	}
-	clone.Annotations[names.FenceRecordAnnotation] = rec.Encode()
+	clone.Annotations[key] = rec.Encode()
 	out, err := c.patchVAWith(ctx, c.cfg.RecordClient, va, clone, false)
 	if err != nil {
-		return va, fmt.Errorf("record the fence decision before unpublishing: %w", err)
+		return va, err
 	}
 	c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
-	klog.FromContext(ctx).V(2).Info("Recorded fenced detach decision", "record", rec.Encode())
+	c.track.remember(out)
 	return out, nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 func (c *Controller) vaAdded(obj any) {
 	if va, ok := obj.(*storagev1.VolumeAttachment); ok && c.ours(va) {
+		c.track.remember(va)
 		c.vaQueue.Add(va.Name)
 	}
 }
@@ -25,9 +26,25 @@ func (c *Controller) vaUpdated(oldObj, newObj any) {
 	if !ok1 || !ok2 || !c.ours(newVA) {
 		return
 	}
+	// Whatever fence annotations either version carries are remembered
+	// before anything else: a third party's edit cannot make this process
+	// forget a decision it saw.
+	c.track.remember(oldVA)
+	c.track.remember(newVA)
+	if pv := newVA.Spec.Source.PersistentVolumeName; pv != nil && newVA.DeletionTimestamp != nil &&
+		slices.Contains(oldVA.Finalizers, c.finalizer) && !slices.Contains(newVA.Finalizers, c.finalizer) {
+		// A detach finished: attaches held for it go now.
+		c.requeueHeldAttaches(*pv)
+	}
 	if onlyErrorsChanged(oldVA, newVA) {
 		// Our own attachError/detachError writes must not bypass the
 		// backoff of the failing item.
+		return
+	}
+	if onlyFenceAnnotationsChanged(oldVA, newVA) && len(c.track.removedFences(newVA)) == 0 {
+		// A fence record or intent written (ours, or a controller's) is
+		// read at the next sync; it needs no sync of its own. A removed
+		// one is re-queued, to be written back at once.
 		return
 	}
 	c.vaQueue.Add(newVA.Name)
@@ -59,11 +76,25 @@ func (c *Controller) vaDeleted(obj any) {
 		return
 	}
 	c.track.forget(va.Name, va.UID)
+	c.track.forgetFences(va.UID)
 	c.vaQueue.Forget(va.Name)
 	// The PV may now be free of VolumeAttachments and waiting for our
-	// finalizer to go.
+	// finalizer to go, and an attach to another node may be held for this
+	// detach (fencing.PublishHold).
 	if pv := va.Spec.Source.PersistentVolumeName; pv != nil {
 		c.pvQueue.Add(*pv)
+		c.requeueHeldAttaches(*pv)
+	}
+}
+
+// requeueHeldAttaches re-queues at once the PV's attachments that wait to be
+// attached, when another attachment's detach finished.
+func (c *Controller) requeueHeldAttaches(pv string) {
+	for _, other := range c.vasByIndex(vaByPVIndex, pv) {
+		if !other.Status.Attached && other.DeletionTimestamp == nil {
+			c.vaQueue.Forget(other.Name)
+			c.vaQueue.Add(other.Name)
+		}
 	}
 }
 
@@ -184,6 +215,9 @@ type tracker struct {
 	// loggedMigration holds objects already reported as unsupported CSI
 	// migration cases.
 	loggedMigration map[string]bool
+	// fences holds, per VolumeAttachment UID, every fence annotation value
+	// seen on it (see remember): a decision is never forgotten.
+	fences map[types.UID]map[string]string
 }
 
 func newTracker() tracker {
@@ -192,6 +226,7 @@ func newTracker() tracker {
 		forceAttach:       map[string]bool{},
 		warnedUnsupported: map[types.UID]bool{},
 		loggedMigration:   map[string]bool{},
+		fences:            map[types.UID]map[string]string{},
 	}
 }
 

@@ -23,8 +23,10 @@ func (c *Controller) PendingDetaches() []metrics.PendingDetach {
 		if !needsDetach(va, c.cfg.DriverName, c.finalizer) {
 			continue
 		}
-		rec, _ := fencing.RecordOf(va)
-		in, _ := c.cachedInput(va, rec)
+		var known knownFence
+		known.record, _ = fencing.RecordOf(va)
+		known.intent, _ = fencing.IntentOf(va)
+		in, _ := c.cachedInput(va, known)
 		// Fresh stands for "as the cache says": a gauge does not confirm.
 		in.Fresh = true
 		d := fencing.Decide(in)

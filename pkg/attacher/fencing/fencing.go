@@ -41,6 +41,13 @@ type Input struct {
 	// Record is the fence decision already saved on the VolumeAttachment,
 	// nil when there is none.
 	Record *Record
+	// Intent is the fence intent a controller saved on the VolumeAttachment
+	// before it made the detach inevitable, nil when there is none.
+	Intent *Record
+	// Volume is the volume's name in node status
+	// (nodeutil.CSIUniqueVolumeName): a detach of a volume the node still
+	// lists in volumesInUse was forced.
+	Volume v1.UniqueVolumeName
 	// Node is the VolumeAttachment's node; nil when the Node object is gone.
 	Node *v1.Node
 	// Driver is the CSIDriver object of the attacher's driver; nil when the
@@ -78,20 +85,23 @@ type Decision struct {
 //   - A recorded fence is sticky: the detach stays fenced whatever happened
 //     to the Node, the CSIDriver or the attacher since; if the driver no
 //     longer advertises UNPUBLISH_FENCE the detach is refused, never plain.
-//   - A node with a reason (cutoff.NodeReason, including a Node object that
-//     is gone) is detached fenced by a driver that can fence, and the
-//     decision is recorded first.
+//   - A detach with a reason (cutoff.DetachReason: the node's, a Node
+//     object that is gone, a controller's fence intent, a Fenceline cut-off
+//     taint on a node that is back, the volume still in volumesInUse) is
+//     fenced by a driver that can fence, and the decision is recorded first.
 //   - A driver that cannot fence: plain with a warning where a human or a
 //     fencing controller vouched that the node is off (upstream's fallback);
 //     refused on the safe-detach path, where the fence is the only
-//     protection; plain for a gone Node, as upstream.
+//     protection; plain for a gone Node or a volume still in use, as
+//     upstream.
 //   - No reason, a driver that can fence, cached inputs: confirm on fresh
 //     inputs first. No reason on fresh inputs (or a driver that cannot
 //     fence): plain.
 //   - Blind (no right to read Nodes or CSIDrivers): plain, exactly as
-//     upstream, unless a fence was recorded. The attacher then tells
-//     fenceline-controller it cannot fence (heartbeat), so that nothing
-//     relies on a fence it would not give.
+//     upstream, unless a fence was recorded or intended on the
+//     VolumeAttachment. The attacher then tells fenceline-controller it
+//     cannot fence (heartbeat), so that nothing relies on a fence it would
+//     not give.
 func Decide(in Input) Decision {
 	if in.Record != nil {
 		if in.DriverCanFence {
@@ -100,10 +110,15 @@ func Decide(in Input) Decision {
 		return Decision{Action: ActionRefuse, Reason: in.Record.Reason,
 			Why: fmt.Sprintf("the detach was decided fenced (%s) but the driver no longer advertises UNPUBLISH_FENCE; a plain detach could hand the volume to another node while node ID %q still writes", in.Record.Reason, in.Record.NodeID)}
 	}
-	if in.Blind {
+	var reason cutoff.Reason
+	switch {
+	case in.Blind && in.Intent == nil:
 		return Decision{Action: ActionPlain, Why: "the attacher may not read Nodes or CSIDrivers, so it cannot tell a cut-off node; detaching as the upstream attacher does"}
+	case in.Blind:
+		reason = cutoff.DetachReason(cutoff.DetachInput{Node: &v1.Node{}, Intent: in.Intent})
+	default:
+		reason = cutoff.DetachReason(cutoff.DetachInput{Node: in.Node, SafeDetach: cutoff.SafeDetachEnabled(in.Driver), Intent: in.Intent, Volume: in.Volume})
 	}
-	reason := cutoff.NodeReason(in.Node, cutoff.SafeDetachEnabled(in.Driver))
 	switch {
 	case reason == cutoff.ReasonNone && in.DriverCanFence && !in.Fresh:
 		return Decision{Action: ActionConfirm}
@@ -118,7 +133,8 @@ func Decide(in Input) Decision {
 		return Decision{Action: ActionRefuse, Reason: reason,
 			Why: "the node is quarantined (safe-detach) but the driver does not advertise UNPUBLISH_FENCE; nobody confirmed the node is off, so the volume is not detached"}
 	}
-	// The Node object is gone and the driver cannot fence: as upstream.
+	// The Node object is gone, or the detach was forced while the volume
+	// was in use, and the driver cannot fence: as upstream.
 	return Decision{Action: ActionPlain, Reason: reason}
 }
 
@@ -141,22 +157,37 @@ func Blindness(nodesDenied, csiDriversDenied []string) (blind bool, why string) 
 // the CSIDriver's safe-detach opt-in, i.e. whether confirming it needs a
 // fresh read of the CSIDriver too, not only of the Node.
 func NeedsFreshDriver(node *v1.Node) bool {
-	return cutoff.NodeReason(node, true) != cutoff.NodeReason(node, false)
+	return cutoff.DetachReason(cutoff.DetachInput{Node: node, SafeDetach: true}) !=
+		cutoff.DetachReason(cutoff.DetachInput{Node: node})
 }
 
-// DetachNodeID returns the CSI node ID a detach targets: the one a recorded
-// fence names, else the one recorded on the VolumeAttachment at attach time,
-// else the node's current CSINode entry. Upstream prefers the CSINode; a
-// node re-installed under the same name has a new ID, and it is the old
-// initiator, the one that was published, that must be cut off.
-func DetachNodeID(rec *Record, attachedID, csiNodeID string) (string, error) {
-	switch {
-	case rec != nil && rec.NodeID != "":
-		return rec.NodeID, nil
-	case attachedID != "":
-		return attachedID, nil
-	case csiNodeID != "":
-		return csiNodeID, nil
+// DetachNodeID returns the CSI node ID a detach targets.
+//
+// A fenced detach targets the one a recorded fence names, else the one a
+// fence intent names, else the one recorded on the VolumeAttachment at
+// attach time, else the node's current CSINode entry: a node re-installed
+// under the same name has a new ID, and it is the old initiator, the one
+// that was published, that must be cut off.
+//
+// A plain detach targets what upstream's external-attacher does: the
+// node's current CSINode entry, else the ID recorded at attach time.
+func DetachNodeID(fenced bool, rec, intent *Record, attachedID, csiNodeID string) (string, error) {
+	var candidates []string
+	if fenced {
+		if rec != nil {
+			candidates = append(candidates, rec.NodeID)
+		}
+		if intent != nil {
+			candidates = append(candidates, intent.NodeID)
+		}
+		candidates = append(candidates, attachedID, csiNodeID)
+	} else {
+		candidates = append(candidates, csiNodeID, attachedID)
 	}
-	return "", fmt.Errorf("no CSI node ID: no fence record, no node ID recorded at attach time and no CSINode entry")
+	for _, id := range candidates {
+		if id != "" {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("no CSI node ID: no fence record or intent naming one, no node ID recorded at attach time and no CSINode entry")
 }

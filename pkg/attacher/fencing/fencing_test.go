@@ -38,6 +38,8 @@ func TestDecide(t *testing.T) {
 	evicting := node(unknown, testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute))
 	fenced := node(unknown, testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue))
 	rec := &Record{Reason: cutoff.ReasonOutOfService, NodeID: "old-id"}
+	intent := &Record{Version: cutoff.RecordVersion, Reason: cutoff.ReasonSafeDetach, By: cutoff.ByControllerPrefix + "quarantine"}
+	const vol v1.UniqueVolumeName = "kubernetes.io/csi/mock.fenceline.io^vol-1"
 	tests := []struct {
 		name string
 		in   Input
@@ -73,6 +75,22 @@ func TestDecide(t *testing.T) {
 		{"blind, cached, driver can fence: plain without confirming", Input{Blind: true, DriverCanFence: true, Node: healthy}, Decision{Action: ActionPlain}},
 		{"blind, record: still fenced", Input{Blind: true, Record: rec, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonOutOfService}},
 		{"blind, record, driver lost the capability: refuse", Input{Blind: true, Record: rec}, Decision{Action: ActionRefuse, Reason: cutoff.ReasonOutOfService}},
+		// Intent before cause: a controller's intent is a reason, whatever the node looks like now.
+		{"intent, node Ready again, cached", Input{Intent: intent, Node: healthy, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonSafeDetach, WriteRecord: true}},
+		{"intent, node Ready again, fresh", Input{Intent: intent, Node: healthy, DriverCanFence: true, Fresh: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonSafeDetach, WriteRecord: true}},
+		{"intent, blind: still fenced", Input{Intent: intent, Blind: true, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonSafeDetach, WriteRecord: true}},
+		{"unreadable intent: still fenced", Input{Intent: &Record{Reason: ReasonUnreadableRecord}, Node: healthy, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: ReasonUnreadableRecord, WriteRecord: true}},
+		{"safe-detach intent, driver cannot fence: refuse", Input{Intent: intent, Node: healthy}, Decision{Action: ActionRefuse, Reason: cutoff.ReasonSafeDetach}},
+		{"out-of-service intent, driver cannot fence: plain with warning", Input{Intent: &Record{Reason: cutoff.ReasonOutOfService}, Node: healthy}, Decision{Action: ActionPlain, Reason: cutoff.ReasonOutOfService, Unsupported: true}},
+		{"record before intent", Input{Record: rec, Intent: intent, Node: healthy, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonOutOfService}},
+		// A reason lasts as long as its taint.
+		{"quarantine on a Ready node, opted in", Input{Node: node(quarantine), Driver: csiDriver("true"), DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonSafeDetach, WriteRecord: true}},
+		{"force-eviction on a Ready node", Input{Node: node(testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute)), DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonForceEviction, WriteRecord: true}},
+		// A detach of a volume still in use is a forced detach.
+		{"volume in use, cached: fenced", Input{Node: node(testobj.VolumesInUse(vol)), Volume: vol, DriverCanFence: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonInUse, WriteRecord: true}},
+		{"volume in use, fresh: fenced", Input{Node: node(testobj.VolumesInUse(vol)), Volume: vol, DriverCanFence: true, Fresh: true}, Decision{Action: ActionFenced, Reason: cutoff.ReasonInUse, WriteRecord: true}},
+		{"volume in use, driver cannot fence: plain as upstream", Input{Node: node(testobj.VolumesInUse(vol)), Volume: vol}, Decision{Action: ActionPlain, Reason: cutoff.ReasonInUse}},
+		{"another volume in use: confirm", Input{Node: node(testobj.VolumesInUse("kubernetes.io/csi/d^other")), Volume: vol, DriverCanFence: true}, Decision{Action: ActionConfirm}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,7 +162,7 @@ func TestNeedsFreshDriver(t *testing.T) {
 	}{
 		{"healthy", node(), false},
 		{"quarantined and NotReady", node(notReady, quarantine), true},
-		{"quarantined but Ready", node(quarantine), false},
+		{"quarantined but Ready: the taint still counts for its detaches", node(quarantine), true},
 		{"out-of-service and quarantined", node(notReady, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute), quarantine), false},
 		{"gone", nil, false},
 	}
@@ -156,21 +174,29 @@ func TestNeedsFreshDriver(t *testing.T) {
 }
 
 func TestDetachNodeID(t *testing.T) {
+	rec := &Record{Reason: cutoff.ReasonFenced, NodeID: "rec"}
+	intent := &Record{Reason: cutoff.ReasonOutOfService, NodeID: "intent"}
 	tests := []struct {
 		name              string
-		rec               *Record
+		fenced            bool
+		rec, intent       *Record
 		attached, csiNode string
 		want              string
 		wantErr           bool
 	}{
-		{"record wins", &Record{Reason: cutoff.ReasonFenced, NodeID: "rec"}, "att", "cur", "rec", false},
-		{"attach-time ID wins over a re-installed node's new ID", nil, "old", "new", "old", false},
-		{"unreadable record falls back to the attach-time ID", &Record{Reason: ReasonUnreadableRecord}, "old", "new", "old", false},
-		{"CSINode when nothing was recorded", nil, "", "cur", "cur", false},
-		{"nothing known", nil, "", "", "", true},
+		{"fenced: record wins", true, rec, intent, "att", "cur", "rec", false},
+		{"fenced: intent before the attach-time ID", true, nil, intent, "att", "cur", "intent", false},
+		{"fenced: attach-time ID wins over a re-installed node's new ID", true, nil, nil, "old", "new", "old", false},
+		{"fenced: unreadable record falls back to the attach-time ID", true, &Record{Reason: ReasonUnreadableRecord}, &Record{Reason: cutoff.ReasonSafeDetach}, "old", "new", "old", false},
+		{"fenced: CSINode when nothing was recorded", true, nil, nil, "", "cur", "cur", false},
+		{"plain: the CSINode's ID, as upstream", false, nil, nil, "old", "new", "new", false},
+		{"plain: the attach-time ID when the CSINode has none", false, nil, nil, "old", "", "old", false},
+		{"plain: records are not read", false, rec, intent, "", "cur", "cur", false},
+		{"nothing known", true, nil, nil, "", "", "", true},
+		{"nothing known, plain", false, rec, nil, "", "", "", true},
 	}
 	for _, tc := range tests {
-		got, err := DetachNodeID(tc.rec, tc.attached, tc.csiNode)
+		got, err := DetachNodeID(tc.fenced, tc.rec, tc.intent, tc.attached, tc.csiNode)
 		if got != tc.want || (err != nil) != tc.wantErr {
 			t.Errorf("%s: DetachNodeID() = %q, %v; want %q, error %v", tc.name, got, err, tc.want, tc.wantErr)
 		}

@@ -149,30 +149,42 @@ func TestDecideProperties(t *testing.T) {
 }
 
 // TestDetachNodeIDProperties checks DetachNodeID over random IDs against
-// the rule "fence the node that was published": a record's node ID wins,
-// else the ID recorded at attach time, and the current CSINode's only when
-// neither is known (a re-installed node's new ID is never targeted while
-// the old one is known); the answer is always one of the inputs, and "" is
-// never returned without an error.
+// the rule "fence the node that was published": for a fenced detach a
+// record's node ID wins, then an intent's, then the ID recorded at attach
+// time, and the current CSINode's only when none is known (a re-installed
+// node's new ID is never fenced while the old one is known); a plain detach
+// targets the CSINode's ID first, as upstream. The answer is always one of
+// the inputs, and "" is never returned without an error.
 func TestDetachNodeIDProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 2026))
 	ids := []string{"", "", "a", "b", "c"}
-	for i := range 5000 {
-		var rec *Record
+	record := func() *Record {
 		if r.IntN(2) == 0 {
-			rec = &Record{Reason: []cutoff.Reason{cutoff.ReasonFenced, ReasonUnreadableRecord}[r.IntN(2)], NodeID: ids[r.IntN(len(ids))]}
+			return nil
 		}
+		return &Record{Reason: []cutoff.Reason{cutoff.ReasonFenced, ReasonUnreadableRecord}[r.IntN(2)], NodeID: ids[r.IntN(len(ids))]}
+	}
+	for i := range 5000 {
+		rec, intent, fenced := record(), record(), r.IntN(2) == 0
 		attached, current := ids[r.IntN(len(ids))], ids[r.IntN(len(ids))]
-		got, err := DetachNodeID(rec, attached, current)
+		got, err := DetachNodeID(fenced, rec, intent, attached, current)
 		fail := func(why string) {
-			t.Fatalf("case %d: %s\nrecord %+v attached %q csiNode %q: got %q, %v", i, why, rec, attached, current, got, err)
+			t.Fatalf("case %d: %s\nfenced %v record %+v intent %+v attached %q csiNode %q: got %q, %v", i, why, fenced, rec, intent, attached, current, got, err)
 		}
-		want := current
+		var want string
 		switch {
+		case !fenced && current != "":
+			want = current
+		case !fenced:
+			want = attached
 		case rec != nil && rec.NodeID != "":
 			want = rec.NodeID
+		case intent != nil && intent.NodeID != "":
+			want = intent.NodeID
 		case attached != "":
 			want = attached
+		default:
+			want = current
 		}
 		switch {
 		case want == "" && err == nil:

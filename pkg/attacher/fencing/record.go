@@ -1,8 +1,6 @@
 package fencing
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	storagev1 "k8s.io/api/storage/v1"
@@ -11,50 +9,35 @@ import (
 	"fenceline.io/fenceline/pkg/names"
 )
 
-// Record is a fenced detach decision saved on a VolumeAttachment (annotation
-// names.FenceRecordAnnotation) before the first fenced
-// ControllerUnpublishVolume. It is never removed: every later attempt for
-// that VolumeAttachment, by this process or another, is fenced too.
-type Record struct {
-	// Reason is why the node was cut off when the decision was taken.
-	Reason cutoff.Reason `json:"reason"`
-	// NodeID is the CSI node ID the fence targets.
-	NodeID string `json:"nodeID"`
-	// Since is when the decision was taken (RFC 3339, UTC).
-	Since string `json:"since,omitempty"`
-}
+// Record is a fence decision or intent saved on a VolumeAttachment: the one
+// versioned record type of pkg/cutoff. The attacher's own decision
+// (names.FenceRecordAnnotation) is written before the first fenced
+// ControllerUnpublishVolume and never removed: every later attempt for that
+// VolumeAttachment, by this process or another, is fenced too.
+type Record = cutoff.Record
 
-// ReasonUnreadableRecord is the reason given to a fence record that cannot
-// be parsed: someone edited it, and the safe reading is that a fence was
+// ReasonUnreadableRecord is the reason given to a record that cannot be
+// parsed: someone edited it, and the safe reading is that a fence was
 // decided.
-const ReasonUnreadableRecord cutoff.Reason = "unreadable-record"
+const ReasonUnreadableRecord = cutoff.ReasonUnreadable
 
-// NewRecord returns the record of a fenced decision taken at now.
+// NewRecord returns the attacher's record of a fenced decision taken at now.
 func NewRecord(reason cutoff.Reason, nodeID string, now time.Time) Record {
-	return Record{Reason: reason, NodeID: nodeID, Since: now.UTC().Format(time.RFC3339)}
+	return cutoff.NewRecord(reason, nodeID, cutoff.ByAttacher, now)
 }
 
-// Encode returns the annotation value of r.
-func (r Record) Encode() string {
-	b, _ := json.Marshal(r) // a struct of strings always marshals
-	return string(b)
-}
-
-// RecordOf returns the fence record saved on va, or nil when there is none.
-// A record that cannot be parsed still counts as a fence (reason
-// ReasonUnreadableRecord, no node ID) and err says why, so that an edited
-// annotation can never make a detach less safe.
+// RecordOf returns the attacher's fence record saved on va, or nil when
+// there is none. A record that cannot be parsed still counts as a fence
+// (reason ReasonUnreadableRecord, no node ID) and err says why, so that an
+// edited annotation can never make a detach less safe.
 func RecordOf(va *storagev1.VolumeAttachment) (*Record, error) {
-	raw, ok := va.Annotations[names.FenceRecordAnnotation]
-	if !ok {
-		return nil, nil
-	}
-	var r Record
-	if err := json.Unmarshal([]byte(raw), &r); err != nil || r.Reason == "" {
-		if err == nil {
-			err = fmt.Errorf("no reason")
-		}
-		return &Record{Reason: ReasonUnreadableRecord}, fmt.Errorf("annotation %s=%q is not a fence record: %w", names.FenceRecordAnnotation, raw, err)
-	}
-	return &r, nil
+	return cutoff.RecordOn(va, names.FenceRecordAnnotation)
+}
+
+// DecodeRecord parses an annotation value (see cutoff.DecodeRecord).
+func DecodeRecord(raw string) (Record, error) { return cutoff.DecodeRecord(raw) }
+
+// IntentOf returns the fence intent a controller saved on va, or nil.
+func IntentOf(va *storagev1.VolumeAttachment) (*Record, error) {
+	return cutoff.IntentOf(va)
 }
