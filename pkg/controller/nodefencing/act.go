@@ -44,6 +44,9 @@ func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Durati
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", name, "step", d.Step, "reason", d.Reason))
 	switch d.Step {
 	case StepNone:
+		if d.Clearing {
+			return d.RecheckAfter, c.noteMarksStay(ctx, in, d)
+		}
 		return d.RecheckAfter, c.noteWaiting(ctx, in.Request, d)
 	case StepCreate:
 		return 0, c.create(ctx, in, d)
@@ -63,6 +66,8 @@ func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Durati
 		return 0, c.recover(ctx, in, d)
 	case StepCancel:
 		return 0, c.cancel(ctx, in, d)
+	case StepClear:
+		return 0, c.clearMarks(ctx, in, d)
 	}
 	return 0, fmt.Errorf("unknown step %q", d.Step)
 }
@@ -164,7 +169,7 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 // nothing of it is recovered.
 func (c *Controller) fail(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
-	msg := fmt.Sprintf("FencingRequest %s failed: %s", r.Name, d.Why)
+	msg := fmt.Sprintf("FencingRequest %s failed: %s; the node stays unschedulable until it is back Ready with a new boot ID, or an operator who verified it was off or rebooted runs kubectl fenceline unfence %s --verified=rebooted", r.Name, d.Why, r.Spec.NodeName)
 	if node := liveNode(in); node != nil {
 		check := c.recheck(ctx, r, StepFail, false)
 		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "FencingFailed", msg)); err != nil {
@@ -319,7 +324,8 @@ func waitingCondition(p fencingv1alpha1.FencingPhase) string {
 		return fencingv1alpha1.FencingRequestRequired
 	case fencingv1alpha1.FencingPhaseFencing:
 		return fencingv1alpha1.FencingRequestComplete
-	case fencingv1alpha1.FencingPhaseFenced, fencingv1alpha1.FencingPhaseRecovering:
+	case fencingv1alpha1.FencingPhaseFenced, fencingv1alpha1.FencingPhaseRecovering, fencingv1alpha1.FencingPhaseFailed:
+		// A Failed request waits for the marks it left to be cleared.
 		return fencingv1alpha1.FencingRequestRecovered
 	}
 	return ""
@@ -327,7 +333,7 @@ func waitingCondition(p fencingv1alpha1.FencingPhase) string {
 
 func eventType(reason string) string {
 	switch reason {
-	case ReasonInvalidPolicy, ReasonSameBootID, ReasonUnknownBootID:
+	case ReasonInvalidPolicy, ReasonSameBootID, ReasonUnknownBootID, ReasonExcluded:
 		return v1.EventTypeWarning
 	}
 	return v1.EventTypeNormal
@@ -341,4 +347,47 @@ func ignoreGone(err error) error {
 		return nil
 	}
 	return err
+}
+
+// clearMarks removes the marks a Failed or deleted request left on a node
+// that decideClear found safe to use again: the fencing conditions False
+// first, then the taints, the out-of-service taint only if Fenceline added
+// it, the owner annotation and the operator's ask, each node write
+// re-decided on the fresh node, its requests and its VolumeAttachments
+// listed from the API server. The Failed request then records that its
+// marks were cleared (Recovered=True), so that it no longer blocks new
+// requests for the node.
+func (c *Controller) clearMarks(ctx context.Context, in Input, d Decision) error {
+	check := c.recheck(ctx, nil, StepClear, true)
+	msg := d.Why
+	if err := c.setNodeConditions(ctx, in.Node, check, UnfencedConditions(msg)...); err != nil {
+		return err
+	}
+	if err := c.cfg.Actuator.UpdateNode(ctx, in.Node, "clear fencing marks", check, StripMarks); err != nil {
+		return err
+	}
+	c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeNormal, EventUnfenced, "%s", msg)
+	if in.Failed == nil {
+		return nil
+	}
+	return c.updateStatus(ctx, in.Failed, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
+		if s.Phase != fencingv1alpha1.FencingPhaseFailed {
+			return false
+		}
+		return setCondition(s, fencingv1alpha1.FencingRequestRecovered, metav1.ConditionTrue, d.Reason, d.Why, now)
+	})
+}
+
+// noteMarksStay says why the marks a request left stay: on the Failed
+// request (its Recovered condition, once per reason, as noteWaiting does),
+// or, with no request left, in a Warning Event on the node while an
+// operator's ask waits there. The metric and its alert say it in every case.
+func (c *Controller) noteMarksStay(ctx context.Context, in Input, d Decision) error {
+	if in.Failed != nil {
+		return c.noteWaiting(ctx, in.Failed, d)
+	}
+	if ask := AskOf(in.Node.Annotations); ask.Asked() {
+		c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeWarning, EventWaiting, "%s: %s", d.Reason, d.Why)
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/names"
 )
 
 // Builders of the fencing API objects for this package's tests, in the
@@ -192,4 +193,55 @@ func attempt(level int32, class string, result fencingv1alpha1.FenceAttemptResul
 // another one.
 func nodeUID(uid types.UID) testobj.NodeOption {
 	return func(n *v1.Node) { n.UID = uid }
+}
+
+// asked puts an operator's unfence ask on the request, verified ("Off",
+// "Rebooted") or not ("").
+func asked(who, verified string) requestOption {
+	return func(r *fencingv1alpha1.FencingRequest) { r.Annotations = askAnnotations(r.Annotations, who, verified) }
+}
+
+// overridden puts the exclusion override on the request.
+func overridden() requestOption {
+	return func(r *fencingv1alpha1.FencingRequest) {
+		r.Annotations = mergeAnnotations(r.Annotations, map[string]string{names.OverrideExclusionAnnotation: "user:ada"})
+	}
+}
+
+// nodeAsked puts an operator's unfence ask on the node.
+func nodeAsked(who, verified string) testobj.NodeOption {
+	return func(n *v1.Node) { n.Annotations = askAnnotations(n.Annotations, who, verified) }
+}
+
+func askAnnotations(a map[string]string, who, verified string) map[string]string {
+	add := map[string]string{names.UnfenceAnnotation: who}
+	if verified != "" {
+		add[names.UnfenceVerifiedAnnotation] = verified
+	}
+	return mergeAnnotations(a, add)
+}
+
+func mergeAnnotations(a, add map[string]string) map[string]string {
+	if a == nil {
+		a = map[string]string{}
+	}
+	for k, v := range add {
+		a[k] = v
+	}
+	return a
+}
+
+// failedMarks are the marks a request that Failed leaves on its node:
+// both fencing taints, FencingTriaged and FencingRequired True.
+func failedMarks(since time.Time) testobj.NodeOption {
+	return func(n *v1.Node) {
+		for _, o := range []testobj.NodeOption{
+			testobj.TaintAt(names.FencingTriagedTaint, v1.TaintEffectPreferNoSchedule, since),
+			testobj.TaintAt(names.FencingRequiredTaint, v1.TaintEffectNoSchedule, since),
+			testobj.ConditionSince(names.FencingTriagedCondition, v1.ConditionTrue, since),
+			testobj.ConditionSince(names.FencingRequiredCondition, v1.ConditionTrue, since),
+		} {
+			o(n)
+		}
+	}
 }

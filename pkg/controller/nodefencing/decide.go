@@ -11,6 +11,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
 )
 
 // RequesterController is spec.requester of the requests this controller
@@ -32,6 +33,7 @@ const (
 	StepRecovering   Step = "Recovering"   // Fenced → Recovering: back with a new boot ID
 	StepRecover      Step = "Recover"      // Recovering → Recovered: unfence
 	StepCancel       Step = "Cancel"       // Pending/Triaged → Cancelled
+	StepClear        Step = "Clear"        // no open request: remove the marks a Failed or deleted one left
 )
 
 // Reasons of a Decision that waits, for conditions, Events and logs.
@@ -54,6 +56,14 @@ const (
 	ReasonUnknownBootID     = "BootIDUnknown"
 	ReasonDuplicate         = "Duplicate"
 	ReasonSettling          = "Settling"
+	// ReasonUnfenceRequested: an operator asked (names.UnfenceAnnotation).
+	ReasonUnfenceRequested = "UnfenceRequested"
+	// ReasonVerifiedByOperator: no boot ID could prove a reboot, and the
+	// operator's ask states the machine was verified off or rebooted.
+	ReasonVerifiedByOperator = "VerifiedByOperator"
+	// ReasonExcluded: a manual request for a node labelled
+	// detect.ExcludeLabel without names.OverrideExclusionAnnotation.
+	ReasonExcluded = "ExcludedFromFencing"
 )
 
 // Input is everything Decide reads about one node.
@@ -70,8 +80,12 @@ type Input struct {
 	Request *fencingv1alpha1.FencingRequest
 	// Blocked, when no request is open, is why none may be created: a
 	// request of the node's current boot Failed, and only a human who
-	// deletes it may start over.
+	// deletes it (or has its marks cleared) may start over.
 	Blocked string
+	// Failed is the node's newest Failed request whose marks were not
+	// cleared, nil when none: its boot ID at fence time and the operator's
+	// unfence ask on it decide when the marks it left may go.
+	Failed *fencingv1alpha1.FencingRequest
 	// VolumeAttachments counts the VolumeAttachments for the node.
 	VolumeAttachments int
 	Now               time.Time
@@ -88,6 +102,18 @@ type Decision struct {
 	// RecheckAfter, when non-zero, is when the same inputs give another
 	// answer (a Lease goes stale, a healthy delay ends).
 	RecheckAfter time.Duration
+	// Clearing: the decision is about the marks a Failed or deleted
+	// request left on the node (StepClear, or why they stay).
+	Clearing bool
+}
+
+// SetRequests fills the input's requests from all of the node's
+// FencingRequests: the open one the controller follows, why none may be
+// created, and the Failed one whose marks are left. The controller's
+// caches, its fresh reads and the kubectl plugin gather them alike.
+func (in *Input) SetRequests(reqs []*fencingv1alpha1.FencingRequest) {
+	in.Request, in.Blocked = OpenRequest(reqs, in.Node)
+	in.Failed = failedRequest(reqs, in.Node)
 }
 
 // Decide is the single place that states the node-fencing lifecycle of
@@ -105,7 +131,13 @@ type Decision struct {
 //     boot ID that is known and differs from the one at fence time, and no
 //     VolumeAttachment and no volume in use is left for it;
 //   - a Node recreated under the same name (another UID) is treated as
-//     missing: nothing of the old machine's request touches it.
+//     missing: nothing of the old machine's request touches it;
+//   - an operator's ask (names.UnfenceAnnotation) changes only what this
+//     function allows: it cancels a request not admitted yet, unfences by
+//     hand where the policy says so, and stands in for a boot ID only
+//     where none is known (rebooted); it never stops a fence in progress;
+//   - marks a Failed or deleted request left are cleared only by the same
+//     proof as an unfence (decideClear).
 func Decide(in Input) Decision {
 	node := in.Node
 	if r := in.Request; r != nil && node != nil && r.Spec.NodeUID != "" && node.UID != r.Spec.NodeUID {
@@ -127,24 +159,31 @@ func Decide(in Input) Decision {
 	return Decision{Why: fmt.Sprintf("request is %s", in.Request.Status.Phase)}
 }
 
-// decideNew: no open request; create one for a candidate.
+// decideNew: no open request; create one for a candidate, else clear the
+// marks a Failed or deleted request left.
 func decideNew(in Input) Decision {
-	switch {
-	case in.Node == nil:
+	if in.Node == nil {
 		return Decision{Why: "node does not exist"}
+	}
+	var v detect.Verdict
+	if in.Policy != nil && in.PolicyProblem == "" {
+		if v = detect.Unhealthy(in.Node, in.Lease, DetectRules(in.Policy), in.Now); v.Candidate {
+			if in.Blocked != "" {
+				return Decision{Reason: ReasonEarlierFailure, Why: in.Blocked}
+			}
+			return Decision{Step: StepCreate, Reason: v.Reason, Why: v.Message}
+		}
+	}
+	if MarksOf(in.Node).Any() {
+		return decideClear(in, v)
+	}
+	switch {
 	case in.PolicyProblem != "":
 		return Decision{Reason: ReasonInvalidPolicy, Why: in.PolicyProblem}
 	case in.Policy == nil:
 		return Decision{Reason: ReasonNoPolicy, Why: "no FencePolicy selects the node"}
 	}
-	v := detect.Unhealthy(in.Node, in.Lease, DetectRules(in.Policy), in.Now)
-	if !v.Candidate {
-		return Decision{Reason: ReasonNotCandidate, Why: v.Message, RecheckAfter: v.RecheckAfter}
-	}
-	if in.Blocked != "" {
-		return Decision{Reason: ReasonEarlierFailure, Why: in.Blocked}
-	}
-	return Decision{Step: StepCreate, Reason: v.Reason, Why: v.Message}
+	return Decision{Reason: ReasonNotCandidate, Why: v.Message, RecheckAfter: v.RecheckAfter}
 }
 
 // decideBeforeFence: Pending or Triaged.
@@ -155,6 +194,11 @@ func decideBeforeFence(in Input, node *v1.Node) Decision {
 		// another machine that registered under the same name.
 		return Decision{Step: StepCancel, Reason: ReasonNodeRecreated, Why: "the node was recreated (another UID) before it was fenced"}
 	}
+	if ask := AskOf(r.Annotations); ask.Asked() {
+		// Not admitted yet: nothing was done to the machine, so the ask
+		// alone cancels, whoever made the request.
+		return Decision{Step: StepCancel, Reason: ReasonUnfenceRequested, Why: ask.Requester + " asked to cancel the fence before it was admitted"}
+	}
 	var verdict detect.Verdict
 	if automatic(r) {
 		v, d, cancel := cancelAutomatic(in, node)
@@ -162,6 +206,8 @@ func decideBeforeFence(in Input, node *v1.Node) Decision {
 			return d
 		}
 		verdict = v
+	} else if excluded(node) && !overridesExclusion(r) {
+		return Decision{Reason: ReasonExcluded, Why: fmt.Sprintf("the node is labelled %s: a manual request fences it only with the annotation %s (kubectl fenceline fence --override-exclusion)", detect.ExcludeLabel, names.OverrideExclusionAnnotation)}
 	}
 	if in.PolicyProblem != "" || in.Policy == nil {
 		why := in.PolicyProblem
@@ -234,14 +280,11 @@ func decideFenced(in Input, node *v1.Node) Decision {
 	if !nodeutil.IsReady(node) {
 		return Decision{Reason: ReasonNodeDown, Why: "the node is fenced and not Ready"}
 	}
-	boot := node.Status.NodeInfo.BootID
-	switch {
-	case r.Status.BootIDAtFence == "" || boot == "":
-		return Decision{Reason: ReasonUnknownBootID, Why: "the boot ID at fence time or now is unknown, so a reboot cannot be proven; the node stays fenced (delete the request's taints by hand)"}
-	case boot == r.Status.BootIDAtFence:
-		return Decision{Reason: ReasonSameBootID, Why: fmt.Sprintf("the node is Ready with the boot ID it had when fenced (%s): nothing proves it stopped, it stays fenced", boot)}
+	ok, reason, why := rebooted(r.Status.BootIDAtFence, node.Status.NodeInfo.BootID, AskOf(r.Annotations))
+	if !ok {
+		return Decision{Reason: reason, Why: why + "; it stays fenced"}
 	}
-	return Decision{Step: StepRecovering, Reason: "NewBootID", Why: fmt.Sprintf("the node is back with a new boot ID (%s, was %s)", boot, r.Status.BootIDAtFence)}
+	return Decision{Step: StepRecovering, Reason: reason, Why: why}
 }
 
 // decideRecovering: unfence once nothing of the old boot is left.
@@ -252,21 +295,23 @@ func decideRecovering(in Input, node *v1.Node) Decision {
 		return Decision{Why: "node or policy gone: the node stays fenced"}
 	case !nodeutil.IsReady(node):
 		return Decision{Reason: ReasonNodeDown, Why: "the node is not Ready"}
-	case node.Status.NodeInfo.BootID == "" || node.Status.NodeInfo.BootID == r.Status.BootIDAtFence:
-		return Decision{Reason: ReasonSameBootID, Why: "the node does not report a new boot ID"}
 	}
-	if ready := nodeutil.ReadyCondition(node); ready != nil {
-		if left := ready.LastTransitionTime.Add(HealthyDelay(in.Policy)).Sub(in.Now); left > 0 {
-			return Decision{Reason: ReasonHealthyDelay, Why: fmt.Sprintf("the node must be Ready for %s; %s left", HealthyDelay(in.Policy), left.Round(time.Millisecond)), RecheckAfter: left}
-		}
+	ask := AskOf(r.Annotations)
+	if ok, reason, why := rebooted(r.Status.BootIDAtFence, node.Status.NodeInfo.BootID, ask); !ok {
+		return Decision{Reason: reason, Why: why}
+	}
+	if left := readyLeft(node, HealthyDelay(in.Policy), in.Now); left > 0 {
+		return Decision{Reason: ReasonHealthyDelay, Why: fmt.Sprintf("the node must be Ready for %s; %s left", HealthyDelay(in.Policy), left.Round(time.Millisecond)), RecheckAfter: left}
 	}
 	switch {
 	case in.VolumeAttachments > 0:
 		return Decision{Reason: ReasonAttachmentsRemain, Why: fmt.Sprintf("%d VolumeAttachments are left for the node", in.VolumeAttachments)}
 	case len(node.Status.VolumesInUse) > 0:
 		return Decision{Reason: ReasonVolumesInUse, Why: fmt.Sprintf("the node reports %d volumes in use: its storage clean-up has not run", len(node.Status.VolumesInUse))}
+	case !UnfencesOnNewBoot(in.Policy) && !ask.Asked():
+		return Decision{Reason: ReasonManualUnfence, Why: fmt.Sprintf("FencePolicy %s unfences by hand: run kubectl fenceline unfence %s", in.Policy.Name, r.Spec.NodeName)}
 	case !UnfencesOnNewBoot(in.Policy):
-		return Decision{Reason: ReasonManualUnfence, Why: fmt.Sprintf("FencePolicy %s unfences by hand: remove the request's taints and delete it", in.Policy.Name)}
+		return Decision{Step: StepRecover, Reason: "Unfenced", Why: ask.Requester + " asked, the node rebooted, is Ready, and no VolumeAttachment or volume in use is left"}
 	}
 	return Decision{Step: StepRecover, Reason: "Unfenced", Why: "the node rebooted, is Ready, and no VolumeAttachment or volume in use is left"}
 }

@@ -20,6 +20,7 @@ const (
 	fencing    = fencingv1alpha1.FencingPhaseFencing
 	fenced     = fencingv1alpha1.FencingPhaseFenced
 	recovering = fencingv1alpha1.FencingPhaseRecovering
+	failed     = fencingv1alpha1.FencingPhaseFailed
 
 	succeeded = fencingv1alpha1.FenceAttemptSucceeded
 	off       = fencingv1alpha1.PowerStateOff
@@ -44,6 +45,7 @@ func TestDecide(t *testing.T) {
 	manualPol := policy("p", manualApproval())
 	proof := attempts(attempt(1, "bmc", succeeded, off))
 	atFence := bootAtFence("boot-1")
+	failedReq := request("n1", inPhase(failed), atFence)
 
 	type want struct {
 		step    Step
@@ -212,6 +214,60 @@ func TestDecide(t *testing.T) {
 		{"Recovering, all clear: recover", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
 			want{step: StepRecover, reason: "Unfenced"}},
 
+		// Asks (kubectl fenceline unfence, fence --override-exclusion).
+		{"automatic Pending, node dead, operator asks: cancel", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", asked("user:ada", ""))},
+			want{step: StepCancel, reason: ReasonUnfenceRequested}},
+		{"manual Triaged, operator asks: cancel", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", byUser("ada"), inPhase(triaged), approval(true), asked("user:bob", ""))},
+			want{step: StepCancel, reason: ReasonUnfenceRequested}},
+		{"Fencing, operator asks: never stopped", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fencing), atFence, asked("user:ada", "Off"))},
+			want{reason: ReasonAwaitingAgent}},
+		{"manual Pending, node excluded from fencing: held", Input{Node: testobj.Node("n1", up, testobj.Label(detect.ExcludeLabel, "")), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"), approval(true))},
+			want{reason: ReasonExcluded}},
+		{"manual Triaged, node labelled excluded after triage: not admitted", Input{Node: testobj.Node("n1", dead, testobj.Label(detect.ExcludeLabel, "")), Lease: stale, Policy: pol, Request: request("n1", byUser("ada"), inPhase(triaged), approval(true))},
+			want{reason: ReasonExcluded}},
+		{"manual Triaged, node excluded, exclusion overridden: admit", Input{Node: testobj.Node("n1", up, testobj.Label(detect.ExcludeLabel, "")), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"), inPhase(triaged), approval(true), overridden())},
+			want{step: StepAdmit, reason: "Manual"}},
+		{"Fenced, boot ID at fence unknown, verified rebooted: recovering", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), asked("user:ada", "Rebooted"))},
+			want{step: StepRecovering, reason: ReasonVerifiedByOperator}},
+		{"Fenced, boot ID at fence unknown, ask without a verification: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), asked("user:ada", "yes"))},
+			want{reason: ReasonUnknownBootID}},
+		{"Fenced, same boot ID, verified Off: a boot ID that did not change wins", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence, asked("user:ada", "Off"))},
+			want{reason: ReasonSameBootID}},
+		{"Recovering, policy unfences by hand, operator asks: recover", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: policy("p", manualUnfence()), Request: request("n1", inPhase(recovering), atFence, asked("user:ada", ""))},
+			want{step: StepRecover, reason: "Unfenced"}},
+		{"Recovering, policy unfences by hand, asked, a VolumeAttachment left: wait", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: policy("p", manualUnfence()), Request: request("n1", inPhase(recovering), atFence, asked("user:ada", "")), VolumeAttachments: 1},
+			want{reason: ReasonAttachmentsRemain}},
+
+		// No open request, marks of a Failed or deleted request left.
+		{"Failed request's marks, Ready with a new boot ID: clear", Input{Node: testobj.Node("n1", up, rebooted, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
+			want{step: StepClear, reason: "Unfenced"}},
+		{"Failed request's marks, Ready 3 s: wait 7 s", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(3*time.Second)), rebooted, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
+			want{reason: ReasonHealthyDelay, recheck: 7 * time.Second}},
+		{"Failed request's marks, Ready with the same boot ID: they stay", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
+			want{reason: ReasonSameBootID}},
+		{"Failed request's marks, same boot ID, verified Rebooted: they stay", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: request("n1", inPhase(failed), atFence, asked("user:ada", "Rebooted"))},
+			want{reason: ReasonSameBootID}},
+		{"Failed request's marks, no boot ID at fence, verified Off: clear", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: request("n1", inPhase(failed), asked("user:ada", "Off"))},
+			want{step: StepClear, reason: "Unfenced"}},
+		{"Failed request's marks, node not Ready: they stay", Input{Node: testobj.Node("n1", testobj.NotReadySince(ago(time.Second)), rebooted, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
+			want{reason: ReasonNodeDown}},
+		{"Failed request's marks, node dead again, blocked: no new request", Input{Node: testobj.Node("n1", dead, failedMarks(ago(time.Hour))), Lease: stale, Policy: pol, Failed: failedReq, Blocked: "FencingRequest n1-req failed"},
+			want{reason: ReasonEarlierFailure}},
+		{"marks of an older boot's failure, node dead again: a new request takes them over", Input{Node: testobj.Node("n1", dead, rebooted, failedMarks(ago(time.Hour))), Lease: stale, Policy: pol, Failed: failedReq},
+			want{step: StepCreate, reason: detect.ReasonLeaseExpired}},
+		{"request deleted, marks left, no boot ID to compare: they stay", Input{Node: testobj.Node("n1", up, rebooted, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol},
+			want{reason: ReasonUnknownBootID}},
+		{"request deleted, marks left, operator verified Rebooted on the node: clear", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour)), nodeAsked("user:ada", "Rebooted")), Lease: fresh, Policy: pol},
+			want{step: StepClear, reason: "Unfenced"}},
+		{"request deleted, marks left, no policy any more, verified: clear after the default delay", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour)), nodeAsked("user:ada", "Off"))},
+			want{step: StepClear, reason: "Unfenced"}},
+		{"fenced request deleted, out of service, new boot, a VolumeAttachment left: they stay", Input{Node: testobj.Node("n1", up, rebooted, oos, owner, testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq, VolumeAttachments: 1},
+			want{reason: ReasonAttachmentsRemain}},
+		{"fenced request deleted, out of service, verified, volumes in use: they stay", Input{Node: testobj.Node("n1", up, oos, owner, nodeAsked("user:ada", "Off"), testobj.VolumesInUse("kubernetes.io/csi/disk^v1")), Lease: fresh, Policy: pol},
+			want{reason: ReasonVolumesInUse}},
+		{"fenced request deleted, out of service, verified, nothing left: clear", Input{Node: testobj.Node("n1", up, oos, owner, nodeAsked("user:ada", "Off")), Lease: fresh, Policy: pol},
+			want{step: StepClear, reason: "Unfenced"}},
+
 		// A terminal request is never acted on.
 		{"Recovered request given: nothing", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencingv1alpha1.FencingPhaseRecovered))}, want{}},
 		{"Failed request given: nothing", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencingv1alpha1.FencingPhaseFailed))}, want{}},
@@ -258,14 +314,16 @@ func brokenInvariant(in Input, d Decision) string {
 		if phase == fencing || phase == fenced || phase == recovering {
 			return "cancelled a request in phase " + string(phase)
 		}
+	case StepClear:
+		return brokenClear(in)
 	case StepRecovering, StepRecover:
 		n := in.Node
 		if n == nil || recreated {
 			return "recovered a node the request is not about"
 		}
 		rc := readyCondition(n)
-		if rc == nil || rc.Status != v1.ConditionTrue || n.Status.NodeInfo.BootID == "" || n.Status.NodeInfo.BootID == in.Request.Status.BootIDAtFence {
-			return "recovery without a Ready node on a known, new boot ID"
+		if rc == nil || rc.Status != v1.ConditionTrue || !rebootShown(in.Request.Status.BootIDAtFence, n, in.Request.Annotations) {
+			return "recovery without a Ready node on a new boot ID, or a verified ask where no boot ID is known"
 		}
 		if d.Step == StepRecover && (in.VolumeAttachments > 0 || len(n.Status.VolumesInUse) > 0) {
 			return "unfenced with volumes left"
@@ -276,6 +334,49 @@ func brokenInvariant(in Input, d Decision) string {
 	}
 	if phase == fencing && d.Step != StepNone && d.Step != StepFenced && d.Step != StepFail {
 		return "a Fencing request left for " + string(d.Step)
+	}
+	return ""
+}
+
+// rebootShown restates the reboot rule: a known boot ID that differs from
+// the known one at fence time, or, where either is unknown, an operator's
+// ask verified Off or Rebooted.
+func rebootShown(atFence string, n *v1.Node, annotations map[string]string) bool {
+	now := n.Status.NodeInfo.BootID
+	if atFence != "" && now != "" {
+		return atFence != now
+	}
+	v := annotations[names.UnfenceVerifiedAnnotation]
+	_, asked := annotations[names.UnfenceAnnotation]
+	return asked && (v == "Off" || v == "Rebooted")
+}
+
+// brokenClear checks a decision to clear the marks a request left: no open
+// request, a Ready node, a reboot shown against the Failed request's boot
+// ID (none known for a deleted one), and for marks that cut the node off
+// no volume left.
+func brokenClear(in Input) string {
+	n := in.Node
+	if in.Request != nil || n == nil {
+		return "marks cleared with an open request or no node"
+	}
+	if rc := readyCondition(n); rc == nil || rc.Status != v1.ConditionTrue {
+		return "marks cleared on a node that is not Ready"
+	}
+	atFence, ask := "", n.Annotations
+	if in.Failed != nil {
+		atFence, ask = in.Failed.Status.BootIDAtFence, in.Failed.Annotations
+	}
+	if !rebootShown(atFence, n, ask) {
+		return "marks cleared without a reboot shown"
+	}
+	_, owned := n.Annotations[names.OutOfServiceOwnerAnnotation]
+	complete := false
+	for _, c := range n.Status.Conditions {
+		complete = complete || (string(c.Type) == names.FencingCompleteCondition && c.Status == v1.ConditionTrue)
+	}
+	if (owned || complete) && (in.VolumeAttachments > 0 || len(n.Status.VolumesInUse) > 0) {
+		return "cut-off marks cleared with volumes left"
 	}
 	return ""
 }

@@ -202,7 +202,10 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	c.cfg.Metrics.SetNodeFencing(nodeName, fencedSince(in.Request), in.Blocked != "")
+	// A node left with a failed request's marks is reported as failed
+	// until they are cleared, not only while the request exists: deleting
+	// the request does not make the node schedulable again.
+	c.cfg.Metrics.SetNodeFencing(nodeName, fencedSince(in.Request), in.Blocked != "" || LeftMarks(in))
 	if err := c.cancelDuplicates(ctx, nodeName, in.Request); err != nil {
 		return 0, err
 	}
@@ -255,7 +258,7 @@ func (c *Controller) gather(nodeName string, fresh *v1.Node) (Input, error) {
 	if err != nil {
 		return in, err
 	}
-	in.Request, in.Blocked = OpenRequest(reqs, in.Node)
+	in.SetRequests(reqs)
 	vas, err := nodeutil.VAsOnNode(c.vas, nodeName)
 	if err != nil {
 		return in, err
@@ -310,7 +313,8 @@ func (c *Controller) requestsOf(nodeName string) ([]*fencingv1alpha1.FencingRequ
 
 // OpenRequest returns the node's oldest open request, and, when there is
 // none, why no new one may be created: a request of the node's current boot
-// Failed. The oldest wins so that every replica and every restart picks the
+// Failed, and its marks were not cleared since (a cleared one was dealt
+// with). The oldest wins so that every replica and every restart picks the
 // same one.
 func OpenRequest(reqs []*fencingv1alpha1.FencingRequest, node *v1.Node) (*fencingv1alpha1.FencingRequest, string) {
 	slices.SortFunc(reqs, func(a, b *fencingv1alpha1.FencingRequest) int {
@@ -324,7 +328,7 @@ func OpenRequest(reqs []*fencingv1alpha1.FencingRequest, node *v1.Node) (*fencin
 		if !fencingreq.Terminal(r.Status.Phase) {
 			return r, ""
 		}
-		if r.Status.Phase == fencingv1alpha1.FencingPhaseFailed && sameBoot(r, node) {
+		if r.Status.Phase == fencingv1alpha1.FencingPhaseFailed && sameBoot(r, node) && !cleared(r) {
 			blocked = fmt.Sprintf("FencingRequest %s failed for the node's current boot; delete it to try again", r.Name)
 		}
 	}

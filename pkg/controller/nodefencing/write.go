@@ -271,6 +271,6 @@ func (c *Controller) freshRequest(ctx context.Context, in *Input, nodeName strin
 			reqs = append(reqs, cr)
 		}
 	}
-	in.Request, in.Blocked = OpenRequest(reqs, in.Node)
+	in.SetRequests(reqs)
 	return nil
 }
