@@ -137,7 +137,7 @@ func (c *Controller) runClass(ctx, lctx context.Context, req *fencingv1alpha1.Fe
 	start := time.Now()
 	var o outcome
 	if failure != nil {
-		o = outcome{result: fencingv1alpha1.FenceAttemptFailed, message: failure.Error()}
+		o = outcome{result: fencingv1alpha1.FenceAttemptFailed, message: withCause(Cause(failure, ""), failure.Error())}
 	} else {
 		logger.Info("Powering off", "method", a.Method)
 		o = c.powerOff(lctx, p)
@@ -181,11 +181,11 @@ func (p prepared) method() string {
 // without credentials.
 func (c *Controller) prepare(target *fencingv1alpha1.FenceTarget, node, className string) (prepared, error) {
 	if target == nil {
-		return prepared{}, fmt.Errorf("no FenceTarget %s: the node's fencing endpoints are unknown", node)
+		return prepared{}, fmt.Errorf("%w: no FenceTarget %s: the node's fencing endpoints are unknown", devices.ErrInvalidConfiguration, node)
 	}
 	i := slices.IndexFunc(target.Spec.Endpoints, func(ep fencingv1alpha1.FenceEndpoint) bool { return ep.FenceClassName == className })
 	if i < 0 {
-		return prepared{}, fmt.Errorf("FenceTarget %s has no endpoint for FenceClass %s", node, className)
+		return prepared{}, fmt.Errorf("%w: FenceTarget %s has no endpoint for FenceClass %s", devices.ErrInvalidConfiguration, node, className)
 	}
 	e, err := c.source.Device(target.Spec.Endpoints[i])
 	if err != nil {
@@ -219,7 +219,7 @@ func (c *Controller) powerOff(lctx context.Context, p prepared) outcome {
 		o.message = fmt.Sprintf("power read back %s, not Off", res.Verified)
 	default:
 		o.result = fencingv1alpha1.FenceAttemptFailed
-		o.message = devices.Scrub(err, p.Secret).Error()
+		o.message = withCause(Cause(err, res.Verified), devices.Scrub(err, p.Secret).Error())
 	}
 	return o
 }

@@ -1,0 +1,49 @@
+package nodefencing
+
+import (
+	"strings"
+	"testing"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+)
+
+func TestLastFailure(t *testing.T) {
+	with := func(a fencingv1alpha1.FenceAttempt, msg string) fencingv1alpha1.FenceAttempt {
+		a.Message = msg
+		return a
+	}
+	failed, timedOut := fencingv1alpha1.FenceAttemptFailed, fencingv1alpha1.FenceAttemptTimedOut
+	rejected := with(attempt(1, "bmc", failed, ""), "credentials rejected by the fence device: redfish off of system 1: 401")
+	stillOn := with(attempt(2, "pdu", timedOut, fencingv1alpha1.PowerStateOn), "the level's timeout ran out (last read: On)")
+	running := attempt(1, "bmc", "", "")
+	running.EndTime = nil
+	long := with(attempt(1, "bmc", failed, ""), "credentials rejected by the fence device: "+strings.Repeat("x", 2000))
+	for _, tc := range []struct {
+		name     string
+		attempts []fencingv1alpha1.FenceAttempt
+		want     []string
+		maxLen   int
+	}{
+		{"credentials rejected", []fencingv1alpha1.FenceAttempt{rejected, rejected},
+			[]string{"level 1, FenceClass bmc (Redfish): Failed: credentials rejected by the fence device: redfish off of system 1: 401"}, 0},
+		{"the latest failure, not the first", []fencingv1alpha1.FenceAttempt{rejected, stillOn},
+			[]string{"level 2, FenceClass pdu", "TimedOut", "last read: On"}, 0},
+		{"a running attempt and a success are skipped", []fencingv1alpha1.FenceAttempt{rejected, attempt(2, "pdu", fencingv1alpha1.FenceAttemptSucceeded, fencingv1alpha1.PowerStateOff), running},
+			[]string{"FenceClass bmc", "credentials rejected"}, 0},
+		{"no attempt ended", []fencingv1alpha1.FenceAttempt{running}, []string{"no fence attempt ended"}, 0},
+		{"no attempt at all", nil, []string{"no fence attempt ended"}, 0},
+		{"a long message is cut, its cause kept", []fencingv1alpha1.FenceAttempt{long}, []string{"credentials rejected", "..."}, maxFailureDetail + 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := LastFailure(tc.attempts)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("LastFailure = %q, want it to contain %q", got, w)
+				}
+			}
+			if tc.maxLen > 0 && len(got) > tc.maxLen {
+				t.Errorf("LastFailure is %d bytes, want at most %d", len(got), tc.maxLen)
+			}
+		})
+	}
+}
