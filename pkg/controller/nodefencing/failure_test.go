@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/testobj"
 )
 
 func TestLastFailure(t *testing.T) {
@@ -45,5 +46,25 @@ func TestLastFailure(t *testing.T) {
 				t.Errorf("LastFailure is %d bytes, want at most %d", len(got), tc.maxLen)
 			}
 		})
+	}
+}
+
+// TestFailedRequestNamesTheCause: the request that runs out of rounds
+// fails with a message that names the fence agent's cause.
+func TestFailedRequestNamesTheCause(t *testing.T) {
+	rejected := attempt(1, "bmc", fencingv1alpha1.FenceAttemptFailed, "")
+	rejected.Message = "credentials rejected by the fence device: redfish off of system 1: 401"
+	in := Input{
+		Node:    testobj.Node("n1"),
+		Policy:  policy("p", maxAttempts(2)),
+		Request: request("n1", inPhase(fencingv1alpha1.FencingPhaseFencing), bootAtFence("boot-1"), failedRounds(2), attempts(rejected, rejected)),
+		Now:     testobj.Epoch,
+	}
+	d := Decide(in)
+	if d.Step != StepFail || !strings.Contains(d.Why, "credentials rejected by the fence device") || !strings.Contains(d.Why, "FenceClass bmc") {
+		t.Fatalf("Decide = %+v; want StepFail whose why names the rejected credentials of FenceClass bmc", d)
+	}
+	if len(d.Why) > 1024 {
+		t.Errorf("why is %d bytes, over the API's 1024", len(d.Why))
 	}
 }
