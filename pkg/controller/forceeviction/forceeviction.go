@@ -159,6 +159,9 @@ func (c *Controller) evict(ctx context.Context, node *v1.Node, lease *coordinati
 	if err := c.recordVolumes(ctx, node, todo); err != nil {
 		return remaining, nil, err
 	}
+	if err := c.recordIntents(ctx, node, todo); err != nil {
+		return remaining, nil, err
+	}
 	var errs []error
 	deleted := map[types.UID]bool{}
 	for i, pod := range todo {
@@ -227,6 +230,24 @@ func (c *Controller) recordVolumes(ctx context.Context, node *v1.Node, todo []*v
 		n.Annotations[EvictedVolumesAnnotation] = rec.String()
 		return true
 	})
+}
+
+// recordIntents writes the force-eviction fence intent on the
+// VolumeAttachments of the pods about to be deleted (all of the node's when
+// a volume cannot be matched by PV), before the first deletion: whatever
+// the node looks like when an attacher gets to their detach, it fences.
+func (c *Controller) recordIntents(ctx context.Context, node *v1.Node, todo []*v1.Pod) error {
+	var pvs []string
+	all := false
+	for _, pod := range todo {
+		p, unknown := c.podPVs(pod)
+		pvs, all = append(pvs, p...), all || unknown
+	}
+	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
+	if err != nil {
+		return err
+	}
+	return c.act.RecordIntent(ctx, actuator.Intent{Reason: cutoff.ReasonForceEviction, Controller: Name, Node: node, AllOfNode: all, PVs: pvs, Cached: vas})
 }
 
 // podPVs returns the PVs of the pod's claims; unknown is true when a

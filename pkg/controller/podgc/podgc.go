@@ -16,6 +16,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/nodequeue"
 	"fenceline.io/fenceline/pkg/controller/podutil"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -31,6 +32,7 @@ type Controller struct {
 	act   *actuator.Actuator
 	nodes corelisters.NodeLister
 	pods  cache.Indexer
+	vas   cache.Indexer
 	queue *nodequeue.Queue
 	clock *nodequeue.TaintClock
 }
@@ -38,15 +40,16 @@ type Controller struct {
 // New wires the controller to the shared informers. Call it before the
 // factory is started.
 func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller, error) {
-	podInf := f.Core().V1().Pods().Informer()
-	nodeInf := f.Core().V1().Nodes().Informer()
-	if err := nodeutil.AddPodIndexer(podInf); err != nil {
+	podInf, vaInf, err := nodeutil.NodeIndexedInformers(f)
+	if err != nil {
 		return nil, err
 	}
+	nodeInf := f.Core().V1().Nodes().Informer()
 	c := &Controller{
 		act:   act,
 		nodes: f.Core().V1().Nodes().Lister(),
 		pods:  podInf.GetIndexer(),
+		vas:   vaInf.GetIndexer(),
 		clock: nodequeue.NewTaintClock(names.OutOfServiceTaint),
 	}
 	c.queue = nodequeue.New(Name, c.sync)
@@ -57,6 +60,11 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 		return nil, err
 	}
 	if err := nodequeue.AddHandler(podInf, "pod", c.queue.PodHandler(podutil.TerminatingChanged)); err != nil {
+		return nil, err
+	}
+	// A VolumeAttachment that appears on an out-of-service node gets its
+	// fence intent too.
+	if err := nodequeue.AddHandler(vaInf, "VolumeAttachment", c.queue.VAHandler()); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -70,8 +78,18 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if node == nil || err != nil {
 		return 0, err
 	}
-	if !Down(node) || !nodeutil.HasTaint(node, names.OutOfServiceTaint) {
+	if !nodeutil.HasTaint(node, names.OutOfServiceTaint) {
 		return 0, nil // fast path: nothing on this node can qualify
+	}
+	// The attach/detach controller detaches every volume of the node the
+	// moment it sees the taint, before any pod is deleted: the fence intent
+	// goes on all of them first, so that no attacher that gets to a detach
+	// later (after the taint is gone again) can detach plain.
+	if err := c.recordIntents(ctx, node); err != nil {
+		return 0, err
+	}
+	if !Down(node) {
+		return 0, nil
 	}
 	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
 	if err != nil {
@@ -98,4 +116,14 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		errs[i] = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: whys[i], Trigger: trigger, Recheck: Recheck})
 	})
 	return 0, errors.Join(errs...)
+}
+
+// recordIntents writes the out-of-service fence intent on every
+// VolumeAttachment of the node that lacks one.
+func (c *Controller) recordIntents(ctx context.Context, node *v1.Node) error {
+	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
+	if err != nil {
+		return err
+	}
+	return c.act.RecordIntent(ctx, actuator.Intent{Reason: cutoff.ReasonOutOfService, Controller: Name, Node: node, AllOfNode: true, Cached: vas})
 }

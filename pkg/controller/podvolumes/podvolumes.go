@@ -71,6 +71,22 @@ func (v Volume) UniqueName() v1.UniqueVolumeName {
 	return nodeutil.CSIUniqueVolumeName(v.Driver, v.Handle)
 }
 
+// CSIVolumes returns the names in node status and the PersistentVolumes of
+// the CSI volumes among vols: what a fence intent covers before their
+// detach is made inevitable.
+func CSIVolumes(vols []Volume) (names []v1.UniqueVolumeName, pvs []string) {
+	for _, v := range vols {
+		if v.Kind != KindCSI {
+			continue
+		}
+		names = append(names, v.UniqueName())
+		if v.PV != "" {
+			pvs = append(pvs, v.PV)
+		}
+	}
+	return names, pvs
+}
+
 // Resolver classifies pod volumes from the informer caches.
 type Resolver struct {
 	pvcs    corelisters.PersistentVolumeClaimLister

@@ -214,6 +214,11 @@ func (c *Controller) release(ctx context.Context, node *v1.Node, inUse map[v1.Un
 		klog.FromContext(ctx).V(5).Info("Releasing no volume", "why", r.Why)
 		return nil
 	}
+	// Releasing lets the attach/detach controller detach at once: the
+	// intent goes first.
+	if err := c.recordIntents(ctx, node, nil, r.Volumes); err != nil {
+		return err
+	}
 	_, err := c.act.ReleaseVolumes(ctx, node, r.Volumes, false, r.Why, func(fresh *v1.Node) (bool, string) {
 		attachers, err := c.freshAttachers(ctx, volumeDrivers(r.Volumes))
 		if err != nil {
@@ -228,6 +233,31 @@ func (c *Controller) release(ctx context.Context, node *v1.Node, inUse map[v1.Un
 		return true, fr.Why
 	})
 	return err
+}
+
+// recordIntents writes the safe-detach fence intent on the
+// VolumeAttachments of a pod's CSI volumes (before its force deletion) or of
+// released volumes (before the release), so that their detach is fenced
+// even if the node is back, untainted, when an attacher gets to it.
+func (c *Controller) recordIntents(ctx context.Context, node *v1.Node, vols []podvolumes.Volume, released []v1.UniqueVolumeName) error {
+	names, pvs := podvolumes.CSIVolumes(vols)
+	for _, v := range released {
+		names = append(names, v)
+		objs, err := c.pvsByVolume.ByIndex(pvVolumeIndex, string(v))
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if pv, ok := o.(*v1.PersistentVolume); ok {
+				pvs = append(pvs, pv.Name)
+			}
+		}
+	}
+	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
+	if err != nil {
+		return err
+	}
+	return c.act.RecordIntent(ctx, actuator.Intent{Reason: cutoff.ReasonSafeDetach, Controller: Name, Node: node, Volumes: names, PVs: pvs, Cached: vas})
 }
 
 func minAfter(cur, d time.Duration) time.Duration {
@@ -313,7 +343,9 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 			}
 		case Delete:
 			trigger := nodequeue.Latest(nodeutil.NotReadySince(node).Add(c.delay), deletionRequested(pod))
-			if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonSafeDetach, Message: d.Why, Trigger: trigger, Recheck: c.podCheck(ctx, vols)}); err != nil {
+			if err := c.recordIntents(ctx, node, vols, nil); err != nil {
+				r.errs = append(r.errs, err)
+			} else if err := c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonSafeDetach, Message: d.Why, Trigger: trigger, Recheck: c.podCheck(ctx, vols)}); err != nil {
 				r.errs = append(r.errs, err)
 			} else {
 				deleted = true

@@ -5,6 +5,7 @@
 package nodeutil
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
@@ -128,6 +129,25 @@ func CSIVolumeDriver(name v1.UniqueVolumeName) (string, bool) {
 }
 
 const csiUniquePrefix = "kubernetes.io/csi/"
+
+// CSIVolumeOf returns the driver and volume handle of a name made by
+// CSIUniqueVolumeName, and false for any other volume name.
+func CSIVolumeOf(name v1.UniqueVolumeName) (driver, handle string, ok bool) {
+	rest, ok := strings.CutPrefix(string(name), csiUniquePrefix)
+	if !ok {
+		return "", "", false
+	}
+	driver, handle, ok = strings.Cut(rest, "^")
+	return driver, handle, ok && driver != "" && handle != ""
+}
+
+// CSIAttachmentName is the name the attach/detach controller gives the
+// VolumeAttachment of a CSI volume on a node (kubelet's CSI plugin names it
+// the same way), so that it can be read or written by name, fresh, without
+// listing.
+func CSIAttachmentName(driver, handle, node string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+driver+node)))
+}
 
 // PodNodeNameIndexFunc indexes a pod by the node it is bound to.
 func PodNodeNameIndexFunc(obj interface{}) ([]string, error) {
