@@ -143,12 +143,8 @@ func startPods(t *testing.T, ctx context.Context, w *world.World, pods ...*corev
 // taintNode adds a NoExecute taint with timeAdded now and returns when.
 func taintNode(t *testing.T, ctx context.Context, w *world.World, node, key string) time.Time {
 	t.Helper()
-	n, err := w.Cluster.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	must(t, err)
 	at := time.Now()
-	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(at))})
-	_, err = w.Cluster.Client().CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-	must(t, err)
+	taintNodeAddedAt(t, ctx, w, node, key, at)
 	return at
 }
 
@@ -360,11 +356,29 @@ func TestTaintEvictionKEP2268(t *testing.T) {
 // Upstream's first eviction is seen; from then on Fenceline's evicts
 // nothing, says why on the pods it holds, and warns on the pod upstream
 // acted on, so no pod is evicted by both.
+//
+// The clocks are set apart on purpose, so that the outcome does not hang
+// on which controller fires first: the pods are bound well before the
+// taint, whose timeAdded is backdated to their binding. Fenceline counts
+// the later pod's toleration from then (EvictAt), upstream from when it
+// sees the taint, so the later pod falls due in Fenceline's view
+// standDownLead before upstream's, seconds after upstream evicted the
+// first pod. Without the stand-down Fenceline evicts it first.
 func TestTaintEvictionStandsDownBesideUpstream(t *testing.T) {
+	const (
+		standDownLead = 6 * time.Second
+		toleration    = 9 // seconds: due in Fenceline's view 3 to 4 s after the taint, in upstream's 9 s after
+	)
 	e := startEvictionWorld(t, world.Options{ControllerArgs: []string{world.TaintEvictionGate}})
 	ctx, w, del, ns := e.ctx, e.w, e.del, evictionNS
-	startPods(t, ctx, w, plainPod(ns, "first", w.Nodes[0]), plainPod(ns, "later", w.Nodes[0], tolerate(drainTaint, ptr.To[int64](6))))
-	taintNode(t, ctx, w, w.Nodes[0], drainTaint)
+	startPods(t, ctx, w, plainPod(ns, "first", w.Nodes[0]), plainPod(ns, "later", w.Nodes[0], tolerate(drainTaint, ptr.To[int64](toleration))))
+	bound := latestBinding(t, ctx, w, ns, "first", "later")
+	select {
+	case <-time.After(time.Until(bound.Add(standDownLead))):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	taintNodeAddedAt(t, ctx, w, w.Nodes[0], drainTaint, bound)
 
 	warned := waitEvent(t, ctx, w.Cluster.Client(), ns, "first", tainteviction.EventUpstreamActive, startTimeout)
 	t.Logf("warning: %s", warned.Message)
@@ -384,4 +398,38 @@ func TestTaintEvictionStandsDownBesideUpstream(t *testing.T) {
 	if len(evs.Items) == 0 {
 		t.Error("upstream's eviction Event of the later pod not found")
 	}
+}
+
+// latestBinding is the latest time any of the pods was bound to its node,
+// as EvictAt reads it (PodScheduled's transition, else the creation), at
+// the second's resolution the API stores.
+func latestBinding(t *testing.T, ctx context.Context, w *world.World, ns string, names ...string) time.Time {
+	t.Helper()
+	var latest time.Time
+	for _, name := range names {
+		p, err := w.Cluster.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		must(t, err)
+		at := p.CreationTimestamp.Time
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+				at = c.LastTransitionTime.Time
+			}
+		}
+		if at.After(latest) {
+			latest = at
+		}
+	}
+	return latest.Add(time.Second)
+}
+
+// taintNodeAddedAt adds a NoExecute taint whose timeAdded is at (a taint
+// whose writer's clock, or whose copy from another node, says it is older
+// than its write).
+func taintNodeAddedAt(t *testing.T, ctx context.Context, w *world.World, node, key string, at time.Time) {
+	t.Helper()
+	n, err := w.Cluster.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	must(t, err)
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(at))})
+	_, err = w.Cluster.Client().CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	must(t, err)
 }

@@ -272,7 +272,7 @@ func (c *Controller) evictDue(ctx context.Context, node *v1.Node, todo []due, st
 func (c *Controller) mayEvict(ctx context.Context, node *v1.Node) (bool, string, time.Duration) {
 	now := c.now()
 	if until, active := c.upstream.Active(now); active {
-		return false, "kube-controller-manager's taint-eviction-controller is running as well (its TaintManagerEviction Events appear): Fenceline's evicts nothing while it does", until.Sub(now)
+		return false, standDownWhy, until.Sub(now)
 	}
 	if nodeutil.IsReady(node) {
 		return true, "", 0
@@ -311,18 +311,17 @@ func (c *Controller) evictOne(ctx context.Context, t due) error {
 	return err
 }
 
-// recheck is DecidePod again on the node and pod read fresh at write time:
-// the write goes ahead only if it decides the same action.
+// recheck is RecheckEviction on the node and pod read fresh at write time
+// and the self-check as it stands then: the write goes ahead only if
+// upstream's controller was not seen acting meanwhile and DecidePod
+// decides the same action.
 func (c *Controller) recheck(in PodInput, safe bool, want Action) actuator.PodCheck {
 	return func(node *v1.Node, pod *v1.Pod) (bool, string) {
 		fresh := in
 		fresh.Node, fresh.Pod, fresh.Now = node, pod, c.now()
 		fresh.CutOff = cutoff.NodeReason(node, safe)
-		d := DecidePod(fresh)
-		if d.Action != want {
-			return false, fmt.Sprintf("decided %q instead of %q on fresh data: %s", d.Action, want, d.Why)
-		}
-		return true, d.Why
+		until, _ := c.upstream.Active(fresh.Now)
+		return RecheckEviction(fresh, want, StandDown{Until: until})
 	}
 }
 
