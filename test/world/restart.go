@@ -24,6 +24,32 @@ func (w *World) KillAttacher(ctx context.Context) error {
 	return nil
 }
 
+// StopAttacher ends fenceline-attacher with SIGKILL and leaves it down until
+// StartAttacher, as a Deployment's pod that is rescheduled, pulls its image
+// or waits for a node: the window in which others act without it.
+func (w *World) StopAttacher() error {
+	if w.Attacher == nil {
+		return fmt.Errorf("no fenceline-attacher in this world")
+	}
+	w.Attacher.Kill()
+	return nil
+}
+
+// StartAttacher starts fenceline-attacher again, with the same flags, after
+// StopAttacher.
+func (w *World) StartAttacher() error {
+	if w.Attacher == nil {
+		return fmt.Errorf("no fenceline-attacher in this world")
+	}
+	next, err := w.Attacher.Respawn()
+	if err != nil {
+		return err
+	}
+	w.Cluster.Track(next)
+	w.Attacher = next
+	return nil
+}
+
 // KillDriver ends the mock driver with SIGKILL, as a crash of the array's
 // plugin does, and starts it again on the same sockets and state
 // directory; it returns once every endpoint answers again. Calls in flight

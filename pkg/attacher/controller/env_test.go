@@ -63,6 +63,9 @@ type envOptions struct {
 	// blind runs the controller as RBAC without Nodes and CSIDrivers
 	// leaves it; the API answers Forbidden to any read of them.
 	blind bool
+	// otherNodes are more nodes the array knows (their node IDs are their
+	// names), for volumes that move.
+	otherNodes []string
 }
 
 func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
@@ -75,6 +78,9 @@ func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.Endpoint = "unix://" + filepath.Join(dir, "controller.sock")
 	cfg.NodeEndpoints = map[string]string{testNode: "unix://" + filepath.Join(dir, "node.sock")}
+	for _, n := range o.otherNodes {
+		cfg.NodeEndpoints[n] = "unix://" + filepath.Join(dir, n+".sock")
+	}
 	cfg.Fence = !o.noFence
 	cfg.MinimalController = o.minimal
 	drv, err := driver.Start(ctx, cfg)

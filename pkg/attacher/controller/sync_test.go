@@ -19,6 +19,7 @@ import (
 	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -395,6 +396,76 @@ func TestSyncDetach(t *testing.T) {
 			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
 		},
 		{
+			name:  "controller's fence intent, node Ready and untainted: fenced, the intent's reason recorded",
+			node:  testobj.Node(testNode),
+			stage: true,
+			beforeDelete: func(e *env) {
+				e.updateVA("va-1", withIntent(cutoff.ReasonOutOfService))
+			},
+			wantFence:  true,
+			wantCode:   "OK",
+			wantRecord: cutoff.ReasonOutOfService,
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name:  "controller's fence intent, driver cannot fence, vouched reason: plain with a warning",
+			opts:  envOptions{noFence: true},
+			node:  testobj.Node(testNode),
+			stage: false,
+			beforeDelete: func(e *env) {
+				e.updateVA("va-1", withIntent(cutoff.ReasonOutOfService))
+			},
+			wantCode:   "OK",
+			wantEvents: []string{"Normal Attached", "Warning FenceUnsupported", "Normal Detached"},
+		},
+		{
+			name:  "quarantined node that is Ready again, safe-detach driver: fenced",
+			node:  testobj.Node(testNode, testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)),
+			extra: []runtime.Object{safeDetachDriver()},
+			stage: true,
+			beforeDelete: func(e *env) {
+				e.waitNodeCached(testNode)
+			},
+			wantFence:  true,
+			wantCode:   "OK",
+			wantRecord: cutoff.ReasonSafeDetach,
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name:  "volume still in volumesInUse of a Ready node: a forced detach, fenced",
+			node:  testobj.Node(testNode),
+			stage: true,
+			beforeDelete: func(e *env) {
+				e.updateNode(testNode, testobj.VolumesInUse(nodeutil.CSIUniqueVolumeName(testDriver, e.pv("pv-1").Spec.CSI.VolumeHandle)))
+			},
+			wantFence:  true,
+			wantCode:   "OK",
+			wantRecord: cutoff.ReasonInUse,
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name:  "fenced unpublish answered NOT_FOUND: fenced by absence, done",
+			node:  testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)),
+			stage: true,
+			beforeDelete: func(e *env) {
+				e.drv.Faults().Set([]faults.Fault{{Method: "ControllerUnpublishVolume", Code: codes.NotFound, Count: 1}})
+			},
+			wantFence:  true,
+			wantCode:   "NotFound",
+			wantRecord: cutoff.ReasonOutOfService,
+			wantEvents: []string{"Normal Attached", "Normal FencedDetach"},
+		},
+		{
+			name: "plain unpublish answered NOT_FOUND: retried, as upstream",
+			node: testobj.Node(testNode),
+			beforeDelete: func(e *env) {
+				e.drv.Faults().Set([]faults.Fault{{Method: "ControllerUnpublishVolume", Code: codes.NotFound, Count: 1}})
+			},
+			wantErr:    true,
+			wantCode:   "NotFound",
+			wantEvents: []string{"Normal Attached", "Warning DetachFailed"},
+		},
+		{
 			name: "other finalizers stay and status is marked detached",
 			node: testobj.Node(testNode),
 			beforeDelete: func(e *env) {
@@ -476,6 +547,16 @@ func withRecord(reason cutoff.Reason, nodeID string) func(*storagev1.VolumeAttac
 			va.Annotations = map[string]string{}
 		}
 		va.Annotations[names.FenceRecordAnnotation] = fencing.NewRecord(reason, nodeID, time.Now()).Encode()
+	}
+}
+
+// withIntent saves a controller's fence intent on a VA, without a node ID.
+func withIntent(reason cutoff.Reason) func(*storagev1.VolumeAttachment) {
+	return func(va *storagev1.VolumeAttachment) {
+		if va.Annotations == nil {
+			va.Annotations = map[string]string{}
+		}
+		va.Annotations[names.FenceIntentAnnotation] = cutoff.NewRecord(reason, "", cutoff.ByControllerPrefix+"podgc", time.Now()).Encode()
 	}
 }
 
