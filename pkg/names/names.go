@@ -47,6 +47,13 @@ const (
 	// fenced. It is set before FencingCompleteCondition and cleared after it.
 	FencingRequiredCondition = "FencingRequired"
 
+	// LyingFenceCondition is the Node condition type that node fencing sets
+	// to True when a node recorded fenced (power read back Off) is observed
+	// alive with the boot ID it had when fenced: its fence device lied. It
+	// changes nothing of the fence (the storage fence stays, nothing is
+	// unfenced); it is False once the node reboots or is no longer fenced.
+	LyingFenceCondition = Domain + "/LyingFence"
+
 	// FencingRequiredTaint is the taint key put on a node while
 	// FencingRequiredCondition is True, with effect
 	// FencingRequiredTaintEffect, so that nothing new lands on a node about

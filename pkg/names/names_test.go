@@ -53,6 +53,7 @@ func TestFencingNames(t *testing.T) {
 		{"triaged condition", FencingTriagedCondition, "FencingTriaged"},
 		{"required condition", FencingRequiredCondition, "FencingRequired"},
 		{"complete condition", FencingCompleteCondition, "FencingComplete"},
+		{"lying fence condition", LyingFenceCondition, "fenceline.io/LyingFence"},
 		{"required taint", FencingRequiredTaint, "fenceline.io/fencing-required"},
 		{"required taint effect", FencingRequiredTaintEffect, "NoSchedule"},
 		{"triaged taint", FencingTriagedTaint, "fenceline.io/fencing-triaged"},

@@ -26,6 +26,11 @@ type nodeState struct {
 	// SafeDetachRefusedPods is the number of pods quarantine refuses to
 	// force-delete now, for want of a fence it can count on.
 	SafeDetachRefusedPods prometheus.Gauge
+	// LyingFence is 1 while the node's Fenced request is a lying fence
+	// (the node alive with the boot ID it had when fenced).
+	LyingFence *prometheus.GaugeVec
+	// LyingFencesCaught counts the lying fences caught.
+	LyingFencesCaught prometheus.Counter
 }
 
 func newNodeState() nodeState {
@@ -54,6 +59,18 @@ func newNodeState() nodeState {
 			Name:      "storm_guard_refusals_total",
 			Help:      "Times the node-fencing storm guard refused to admit an automatic FencingRequest, by reason.",
 		}, []string{"reason"}),
+		LyingFence: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "fenceline",
+			Subsystem: "node_fencing",
+			Name:      "lying_fence",
+			Help:      "1 while the node, recorded fenced (power read back Off), is observed alive with the boot ID it had when fenced: its fence device lied; no series otherwise.",
+		}, []string{"node"}),
+		LyingFencesCaught: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "fenceline",
+			Subsystem: "node_fencing",
+			Name:      "lying_fences_total",
+			Help:      "Lying fences caught: a node recorded fenced observed alive with the boot ID it had when fenced.",
+		}),
 		SafeDetachRefusedPods: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "fenceline",
 			Subsystem: "controller",
@@ -64,7 +81,7 @@ func newNodeState() nodeState {
 }
 
 func (s nodeState) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.FencedSince, s.FencingFailed, s.QuarantinedSince, s.StormGuardRefusals, s.SafeDetachRefusedPods}
+	return []prometheus.Collector{s.FencedSince, s.FencingFailed, s.QuarantinedSince, s.StormGuardRefusals, s.SafeDetachRefusedPods, s.LyingFence, s.LyingFencesCaught}
 }
 
 // SetNodeFencing records a node's fencing state as its latest sync saw it:
@@ -114,3 +131,22 @@ func (m *Metrics) SetSafeDetachRefusedPods(n int) {
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// SetLyingFence records whether the node's fence is a lying one now.
+func (m *Metrics) SetLyingFence(node string, lying bool) {
+	if m == nil {
+		return
+	}
+	if lying {
+		m.LyingFence.WithLabelValues(node).Set(1)
+		return
+	}
+	m.LyingFence.DeleteLabelValues(node)
+}
+
+// ObserveLyingFenceCaught counts a lying fence caught.
+func (m *Metrics) ObserveLyingFenceCaught() {
+	if m != nil {
+		m.LyingFencesCaught.Inc()
+	}
+}
