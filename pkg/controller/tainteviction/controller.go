@@ -303,12 +303,28 @@ func (c *Controller) evictOne(ctx context.Context, t due) error {
 	case ActionEvict:
 		err = c.act.EvictPod(ctx, pod, actuator.Eviction{Message: t.d.Why, Recheck: check})
 	case ActionForceDelete:
-		err = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonTaintEviction, Message: t.d.Why, Trigger: t.d.At, Recheck: check})
+		// Intent before cause: the pod's volumes will be detached once it
+		// is gone, and whatever the node looks like by then, the detach is
+		// fenced.
+		if err = c.recordIntents(ctx, t); err == nil {
+			err = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonTaintEviction, Message: t.d.Why, Trigger: t.d.At, Recheck: check})
+		}
 	}
 	if err == nil && !c.act.DryRun {
 		c.metrics.ObserveTaintEviction(t.d.At, c.now())
 	}
 	return err
+}
+
+// recordIntents writes the fence intent (the node's cut-off reason) on the
+// VolumeAttachments of the pod's CSI volumes before its force deletion.
+func (c *Controller) recordIntents(ctx context.Context, t due) error {
+	vols, err := c.volumes.PodVolumes(t.in.Pod)
+	if err != nil {
+		return fmt.Errorf("resolving the volumes of pod %s/%s for their fence intent: %w", t.in.Pod.Namespace, t.in.Pod.Name, err)
+	}
+	names, pvs := podvolumes.CSIVolumes(vols)
+	return c.act.RecordIntent(ctx, actuator.Intent{Reason: t.in.CutOff, Controller: Name, Node: t.in.Node, Volumes: names, PVs: pvs})
 }
 
 // recheck is RecheckEviction on the node and pod read fresh at write time
