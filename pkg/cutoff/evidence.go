@@ -11,12 +11,40 @@ import (
 	"fenceline.io/fenceline/pkg/names"
 )
 
-// MaxHeartbeatSkew is how far in the future a heartbeat's renewTime may lie
-// and still count. The attacher writes renewTime with its own clock and the
-// controller reads it with another; a small difference is normal, but a
-// renewTime far ahead would keep a dead attacher looking alive for as long
-// as its clock is ahead, so it is refused and reported as clock skew.
-const MaxHeartbeatSkew = 2 * time.Second
+// Heartbeat is a heartbeat Lease with when the reader observed its current
+// renewal, on the reader's own clock (renewals.Observation). renewTime is
+// written with the attacher's clock and is never compared with the
+// reader's: an attacher whose clock runs ahead would otherwise look alive
+// long after it stopped.
+type Heartbeat struct {
+	Lease *coordinationv1.Lease
+	// ObservedAt is when the reader first saw the Lease's current renewal.
+	ObservedAt time.Time
+	// Renewed is true when ObservedAt is when the reader saw the renewal
+	// happen. A renewal merely found in the reader's first list (after a
+	// restart) may be arbitrarily old and is no evidence until the next.
+	Renewed bool
+}
+
+// Snapshot turns Leases read once by a reader without observation history
+// (the kubectl plugin) into Heartbeats judged by their renewTime, that is
+// by the attacher's clock, capped at now so that a renewTime in the future
+// claims at most leaseDurationSeconds from now. The controllers never use
+// it.
+func Snapshot(leases []*coordinationv1.Lease, now time.Time) []Heartbeat {
+	out := make([]Heartbeat, 0, len(leases))
+	for _, l := range leases {
+		h := Heartbeat{Lease: l, Renewed: true}
+		if l != nil && l.Spec.RenewTime != nil {
+			h.ObservedAt = l.Spec.RenewTime.Time
+			if h.ObservedAt.After(now) {
+				h.ObservedAt = now
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}
 
 // Evidence is the outcome of AttacherServes.
 type Evidence struct {
@@ -39,14 +67,17 @@ type Evidence struct {
 //     true, the API default): without VolumeAttachments nothing is detached
 //     through the attacher, so nothing is fenced;
 //   - at least one heartbeat Lease whose HeartbeatDriverAnnotation is exactly
-//     driver (Leases of other drivers are ignored) was renewed no longer
-//     than its leaseDurationSeconds ago, and not more than MaxHeartbeatSkew
-//     in the future;
+//     driver (Leases of other drivers are ignored) was seen renewed by the
+//     reader no longer than its leaseDurationSeconds ago, on the reader's
+//     clock: the claimed freshness is capped by leaseDurationSeconds from
+//     the observation, whatever renewTime says; a renewal only found in the
+//     reader's first list, not seen happen, does not count (the safe
+//     choice after a restart: the evidence returns with the next renewal);
 //   - every such fresh Lease reports UNPUBLISH_FENCE: an attacher that
 //     cannot fence may take the detach, so one of them vetoes.
 //
 // Missing lists every problem found, joined by "; ".
-func AttacherServes(driver string, leases []*coordinationv1.Lease, csiDriver *storagev1.CSIDriver, now time.Time) Evidence {
+func AttacherServes(driver string, heartbeats []Heartbeat, csiDriver *storagev1.CSIDriver, now time.Time) Evidence {
 	var missing []string
 	switch {
 	case csiDriver == nil:
@@ -60,12 +91,13 @@ func AttacherServes(driver string, leases []*coordinationv1.Lease, csiDriver *st
 		vetoes []string
 		found  bool
 	)
-	for _, l := range leases {
+	for _, h := range heartbeats {
+		l := h.Lease
 		if l == nil || l.Annotations[names.HeartbeatDriverAnnotation] != driver {
 			continue
 		}
 		found = true
-		expiry, why := heartbeatFresh(l, now)
+		expiry, why := heartbeatFresh(h, now)
 		switch {
 		case why != "":
 			stale = append(stale, why)
@@ -90,21 +122,25 @@ func AttacherServes(driver string, leases []*coordinationv1.Lease, csiDriver *st
 	return Evidence{Serving: true, Until: until}
 }
 
-// heartbeatFresh returns when the Lease's evidence expires, or why it is
-// not fresh at now.
-func heartbeatFresh(l *coordinationv1.Lease, now time.Time) (time.Time, string) {
+// heartbeatFresh returns when the heartbeat's evidence expires, or why it
+// is not fresh at now.
+func heartbeatFresh(h Heartbeat, now time.Time) (time.Time, string) {
+	l := h.Lease
 	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 {
 		return time.Time{}, fmt.Sprintf("heartbeat Lease %s has no renewTime or no positive leaseDurationSeconds", leaseRef(l))
 	}
-	renewed := l.Spec.RenewTime.Time
-	expiry := renewed.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-	switch {
-	case renewed.After(now.Add(MaxHeartbeatSkew)):
-		return time.Time{}, fmt.Sprintf("heartbeat Lease %s was renewed at %s, %s in the future: clocks are skewed",
-			leaseRef(l), renewed.UTC().Format(time.RFC3339), renewed.Sub(now).Round(time.Second))
-	case !expiry.After(now):
-		return time.Time{}, fmt.Sprintf("heartbeat Lease %s stale since %s (last renewed %s, leaseDurationSeconds %d)",
-			leaseRef(l), expiry.UTC().Format(time.RFC3339), renewed.UTC().Format(time.RFC3339), *l.Spec.LeaseDurationSeconds)
+	if !h.Renewed || h.ObservedAt.IsZero() {
+		return time.Time{}, fmt.Sprintf("no renewal of heartbeat Lease %s seen yet (renewTime %s by the attacher's clock): its next renewal is awaited",
+			leaseRef(l), l.Spec.RenewTime.UTC().Format(time.RFC3339))
+	}
+	observed := h.ObservedAt
+	if observed.After(now) {
+		observed = now
+	}
+	expiry := observed.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+	if !expiry.After(now) {
+		return time.Time{}, fmt.Sprintf("heartbeat Lease %s stale since %s (renewal last seen %s, leaseDurationSeconds %d)",
+			leaseRef(l), expiry.UTC().Format(time.RFC3339), observed.UTC().Format(time.RFC3339), *l.Spec.LeaseDurationSeconds)
 	}
 	return expiry, ""
 }

@@ -181,16 +181,36 @@ func randomAttacherInput(r *rand.Rand) ([]*coordinationv1.Lease, *storagev1.CSID
 	return leases, d
 }
 
-// freshUntil restates when a heartbeat Lease's evidence expires and
-// whether it counts at now: a renewTime and a positive duration, renewed
-// no more than MaxHeartbeatSkew in the future, not yet expired.
-func freshUntil(l *coordinationv1.Lease, now time.Time) (time.Time, bool) {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 {
+// observe gives each Lease an observation: seen renewed up to 30 s before
+// or after the renewTime its writer's clock stamped (clock skew and watch
+// delay), or, now and then, only found in the reader's first list.
+func observe(r *rand.Rand, leases []*coordinationv1.Lease) []Heartbeat {
+	out := make([]Heartbeat, 0, len(leases))
+	for _, l := range leases {
+		h := Heartbeat{Lease: l, Renewed: r.IntN(8) != 0}
+		if l != nil && l.Spec.RenewTime != nil {
+			h.ObservedAt = l.Spec.RenewTime.Add(time.Duration(r.IntN(60000)-30000) * time.Millisecond)
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// freshUntil restates when a heartbeat's evidence expires and whether it
+// counts at now: a renewTime and a positive duration, a renewal seen
+// happen, not yet expired counted from its observation (never later than
+// now), whatever renewTime says.
+func freshUntil(h Heartbeat, now time.Time) (time.Time, bool) {
+	l := h.Lease
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 || !h.Renewed || h.ObservedAt.IsZero() {
 		return time.Time{}, false
 	}
-	renewed := l.Spec.RenewTime.Time
-	expiry := renewed.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-	return expiry, renewed.Sub(now) <= MaxHeartbeatSkew && expiry.After(now)
+	observed := h.ObservedAt
+	if observed.After(now) {
+		observed = now
+	}
+	expiry := observed.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+	return expiry, expiry.After(now)
 }
 
 // TestAttacherServesProperties checks AttacherServes over random heartbeat
@@ -205,22 +225,24 @@ func TestAttacherServesProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 2026))
 	serving := 0
 	for i := range 10000 {
-		leases, driver := randomAttacherInput(r)
+		leaseList, driver := randomAttacherInput(r)
+		leases := observe(r, leaseList)
 		now := propNow.Add(time.Duration(r.IntN(20000)-10000) * time.Millisecond)
 		got := AttacherServes(propDriver, leases, driver, now)
 		fail := func(why string) {
-			t.Fatalf("case %d at %s: %s\nleases %s\ndriver %+v\ngot %+v", i, now, why, describeLeases(leases), driver, got)
+			t.Fatalf("case %d at %s: %s\nleases %s\ndriver %+v\ngot %+v", i, now, why, describeLeases(leaseList), driver, got)
 		}
 
 		var until time.Time
 		fencing, veto := false, false
-		var ours []*coordinationv1.Lease
-		for _, l := range leases {
+		var ours []Heartbeat
+		for _, h := range leases {
+			l := h.Lease
 			if l == nil || l.Annotations[names.HeartbeatDriverAnnotation] != propDriver {
 				continue
 			}
-			ours = append(ours, l)
-			expiry, fresh := freshUntil(l, now)
+			ours = append(ours, h)
+			expiry, fresh := freshUntil(h, now)
 			switch {
 			case !fresh:
 			case l.Annotations[names.HeartbeatUnpublishFenceAnnotation] != "true":
@@ -245,7 +267,7 @@ func TestAttacherServesProperties(t *testing.T) {
 		if other := AttacherServes(propDriver, ours, driver, now); other.Serving != got.Serving || !other.Until.Equal(got.Until) {
 			fail(fmt.Sprintf("Leases of other drivers changed the verdict: without them %+v", other))
 		}
-		shuffled := append([]*coordinationv1.Lease(nil), leases...)
+		shuffled := append([]Heartbeat(nil), leases...)
 		r.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
 		if other := AttacherServes(propDriver, shuffled, driver, now); other.Serving != got.Serving || !other.Until.Equal(got.Until) {
 			fail(fmt.Sprintf("the order of the Leases changed the verdict: shuffled %+v", other))
@@ -257,8 +279,8 @@ func TestAttacherServesProperties(t *testing.T) {
 			serving++
 			// Nothing renewed after now: the evidence goes stale at Until.
 			past := true
-			for _, l := range leases {
-				past = past && (l == nil || l.Spec.RenewTime == nil || !l.Spec.RenewTime.Time.After(now))
+			for _, h := range leases {
+				past = past && !h.ObservedAt.After(now)
 			}
 			later := got.Until.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
 			if past && AttacherServes(propDriver, leases, driver, later).Serving {

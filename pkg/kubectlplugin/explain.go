@@ -20,6 +20,7 @@ import (
 	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/nodefencing"
+	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
 	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/podutil"
@@ -147,9 +148,12 @@ func nodeFencingVerdict(s *Snapshot, objs *NodeObjects, node *v1.Node) Verdict {
 
 // FencingInput gathers nodefencing.Decide's input for node from the
 // snapshot, as the controller does: the node's oldest open request, the
-// policy it resolves to and that policy's cross-object problems.
+// policy it resolves to and that policy's cross-object problems. The
+// plugin has no history of the Lease's renewals, so it judges the Lease by
+// its renewTime as a snapshot (detect.Snapshot): the node's clock, where
+// the controller counts from when it observed the renewal.
 func FencingInput(s *Snapshot, lease *coordinationv1.Lease, node *v1.Node) nodefencing.Input {
-	in := nodefencing.Input{Node: node, Lease: lease, Now: s.Now, VolumeAttachments: len(s.VAsOf(node.Name))}
+	in := nodefencing.Input{Node: node, Lease: lease, LeaseObserved: detect.Snapshot(lease, s.Now).ObservedAt, Now: s.Now, VolumeAttachments: len(s.VAsOf(node.Name))}
 	in.Request, in.Blocked = nodefencing.OpenRequest(s.RequestsOf(node.Name), node)
 	policyName := ""
 	if in.Request != nil {
@@ -267,11 +271,12 @@ func quarantineAction(d quarantine.PodDecision) string {
 }
 
 // attacherEvidence is cutoff.AttacherServes for every CSIDriver, the
-// evidence quarantine decides by.
+// evidence quarantine decides by, on the heartbeats' renewTime as a
+// snapshot (cutoff.Snapshot: the plugin has no history of renewals).
 func attacherEvidence(s *Snapshot) quarantine.Attachers {
 	a := quarantine.Attachers{}
 	for _, d := range s.Drivers {
-		a[d.Name] = cutoff.AttacherServes(d.Name, s.Heartbeats, d, s.Now)
+		a[d.Name] = cutoff.AttacherServes(d.Name, cutoff.Snapshot(s.Heartbeats, s.Now), d, s.Now)
 	}
 	return a
 }

@@ -147,7 +147,7 @@ func driverStatus(d *storagev1.CSIDriver, s *Snapshot) DriverStatus {
 		ds.UnpublishFence = l.Annotations[names.HeartbeatUnpublishFenceAnnotation]
 		ds.AttacherVersion = l.Annotations[names.HeartbeatVersionAnnotation]
 	}
-	ev := cutoff.AttacherServes(d.Name, s.Heartbeats, d, s.Now)
+	ev := cutoff.AttacherServes(d.Name, cutoff.Snapshot(s.Heartbeats, s.Now), d, s.Now)
 	ds.Serving, ds.Missing = ev.Serving, ev.Missing
 	return ds
 }

@@ -60,7 +60,7 @@ func TestHeartbeatOnRealAPIServer(t *testing.T) {
 			l.Labels[names.DriverLabel] != names.SanitizeDriverName(driver.DefaultName) || ptr.Deref(l.Spec.LeaseDurationSeconds, 0) != 4 {
 			t.Errorf("heartbeat Lease lacks its evidence: %+v", l)
 		}
-		if ev := cutoff.AttacherServes(driver.DefaultName, []*coordinationv1.Lease{l}, &storagev1.CSIDriver{}, time.Now()); !ev.Serving {
+		if ev := cutoff.AttacherServes(driver.DefaultName, cutoff.Snapshot([]*coordinationv1.Lease{l}, time.Now()), &storagev1.CSIDriver{}, time.Now()); !ev.Serving {
 			t.Errorf("fresh heartbeat not accepted: %s", ev.Missing)
 		}
 		stopA()
@@ -71,7 +71,7 @@ func TestHeartbeatOnRealAPIServer(t *testing.T) {
 		w := newWorld(t, admin, "hb-stop", false)
 		stop := w.startAttacherWith(t, saConfig, func(o *app.Options) { withLeaderElection(o, "hb-c") })
 		l := waitHeartbeat(t, w, "held by hb-c", heldBy("hb-c"))
-		ev := cutoff.AttacherServes(driver.DefaultName, []*coordinationv1.Lease{l}, &storagev1.CSIDriver{}, time.Now())
+		ev := cutoff.AttacherServes(driver.DefaultName, cutoff.Snapshot([]*coordinationv1.Lease{l}, time.Now()), &storagev1.CSIDriver{}, time.Now())
 		if ev.Serving || !strings.Contains(ev.Missing, "does not advertise UNPUBLISH_FENCE") {
 			t.Errorf("heartbeat of a driver without UNPUBLISH_FENCE: %+v, want it refused for that", ev)
 		}
@@ -83,7 +83,7 @@ func TestHeartbeatOnRealAPIServer(t *testing.T) {
 		w := newWorld(t, admin, "hb-kill", true)
 		cmd, logs := startHelper(t, saKubeconfig, strings.TrimPrefix(w.drv.Endpoint(), "unix://"), "hb-killed")
 		l := waitHeartbeat(t, w, "held by the attacher process", heldBy("hb-killed"))
-		if ev := cutoff.AttacherServes(driver.DefaultName, []*coordinationv1.Lease{l}, &storagev1.CSIDriver{}, time.Now()); !ev.Serving {
+		if ev := cutoff.AttacherServes(driver.DefaultName, cutoff.Snapshot([]*coordinationv1.Lease{l}, time.Now()), &storagev1.CSIDriver{}, time.Now()); !ev.Serving {
 			t.Fatalf("heartbeat of the running attacher refused: %s; attacher log:\n%s", ev.Missing, logs.String())
 		}
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -92,7 +92,7 @@ func TestHeartbeatOnRealAPIServer(t *testing.T) {
 		_ = cmd.Wait()
 		killed := time.Now()
 		last := waitHeartbeat(t, w, "stale", func(l *coordinationv1.Lease, err error) bool {
-			return err == nil && strings.Contains(cutoff.AttacherServes(driver.DefaultName, []*coordinationv1.Lease{l}, &storagev1.CSIDriver{}, time.Now()).Missing, "stale since")
+			return err == nil && strings.Contains(cutoff.AttacherServes(driver.DefaultName, cutoff.Snapshot([]*coordinationv1.Lease{l}, time.Now()), &storagev1.CSIDriver{}, time.Now()).Missing, "stale since")
 		})
 		if h := ptr.Deref(last.Spec.HolderIdentity, ""); h != "hb-killed" || last.Spec.RenewTime.After(killed) {
 			t.Errorf("stale Lease held by %q, renewed %v (killed %v); want the killed attacher's last renewal", h, last.Spec.RenewTime, killed)

@@ -29,7 +29,11 @@ func TestQuarantineEvidenceIntegration(t *testing.T) {
 	opts.QuarantineDelay = testDelay
 	// Far beyond every wait: what happens must come from events.
 	opts.Resync = 10 * time.Minute
-	e := startEnv(t, opts)
+	e := newEnv(t)
+	// An attacher that stopped before the controller started: its Lease,
+	// found in the controller's first list, is never seen renewed.
+	e.staleHeartbeat("stale.fenceline.io", time.Now().Add(-time.Hour), testobj.LeaseDuration(15*time.Second))
+	e.runController(opts)
 	e.safeDetachDriver(safeDriver, true)
 	e.heartbeat(safeDriver, time.Now())
 
@@ -52,14 +56,13 @@ type evidenceCase struct {
 func testRefusedWithoutEvidence(t *testing.T, e *env) {
 	cases := []evidenceCase{
 		{"no heartbeat", "nohb.fenceline.io", v1.ReadWriteOnce, "no fenceline-attacher heartbeat Lease"},
-		{"stale heartbeat", "stale.fenceline.io", v1.ReadWriteOnce, "stale since"},
+		{"heartbeat not renewed since the controller started", "stale.fenceline.io", v1.ReadWriteOnce, "seen yet"},
 		{"attacher without UNPUBLISH_FENCE", "nofence.fenceline.io", v1.ReadWriteOnce, "does not advertise UNPUBLISH_FENCE"},
 		{"attachRequired false", "noattach.fenceline.io", v1.ReadWriteOnce, "attachRequired: false"},
 		{"ReadWriteMany volume", safeDriver, v1.ReadWriteMany, "ReadWriteMany"},
 	}
 	e.safeDetachDriver("nohb.fenceline.io", true)
 	e.safeDetachDriver("stale.fenceline.io", true)
-	e.heartbeat("stale.fenceline.io", time.Now().Add(-time.Hour), testobj.LeaseDuration(15*time.Second))
 	e.safeDetachDriver("nofence.fenceline.io", true)
 	e.heartbeat("nofence.fenceline.io", time.Now(), testobj.NoUnpublishFence())
 	e.safeDetachDriver("noattach.fenceline.io", false)

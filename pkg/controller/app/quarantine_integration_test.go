@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
@@ -49,9 +50,38 @@ func (e *env) volume(name, driver string, mode v1.PersistentVolumeAccessMode) (s
 // heartbeat writes the heartbeat Lease of the driver's fenceline-attacher
 // as pkg/attacher/heartbeat does (label, exact driver name, UNPUBLISH_FENCE
 // "true", testobj.HeartbeatDuration unless opts say otherwise), last renewed
-// at renew, in the namespace the attacher is deployed to. Quarantine acts
-// for a safe-detach driver only while it sees one fresh.
+// at renew, in the namespace the attacher is deployed to, and renews it
+// every second until the test ends, as a running attacher does. Quarantine
+// acts for a safe-detach driver only while it sees one fresh: renewed, on
+// its own clock, within leaseDurationSeconds (a Lease it only found in its
+// first list is no evidence until it sees a renewal).
 func (e *env) heartbeat(driver string, renew time.Time, opts ...testobj.HeartbeatOption) *coordinationv1.Lease {
+	e.t.Helper()
+	l := e.staleHeartbeat(driver, renew, opts...)
+	go func() {
+		leases := e.admin.CoordinationV1().Leases(world.Namespace)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-e.ctx.Done():
+				return
+			case <-tick.C:
+			}
+			cur, err := leases.Get(e.ctx, l.Name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			cur.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			_, _ = leases.Update(e.ctx, cur, metav1.UpdateOptions{}) // a failed renewal is retried at the next tick
+		}
+	}()
+	return l
+}
+
+// staleHeartbeat writes the heartbeat Lease as heartbeat does, and never
+// renews it: an attacher that stopped.
+func (e *env) staleHeartbeat(driver string, renew time.Time, opts ...testobj.HeartbeatOption) *coordinationv1.Lease {
 	e.t.Helper()
 	l, err := e.admin.CoordinationV1().Leases(world.Namespace).Create(e.ctx, testobj.Heartbeat(world.Namespace, driver, renew, opts...), metav1.CreateOptions{})
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/kube/renewals"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -51,6 +52,10 @@ type Tracker struct {
 	drivers storagelisters.CSIDriverLister
 	clock   clock.Clock
 	queue   workqueue.TypedDelayingInterface[string]
+	// renewals is when each heartbeat Lease was seen renewed, on the
+	// controller's clock: the attacher's renewTime is never compared with
+	// it (cutoff.Heartbeat).
+	renewals *renewals.Tracker
 
 	mu       sync.Mutex
 	verdicts map[string]bool
@@ -74,15 +79,18 @@ func newTracker(client kubernetes.Interface, csiDrivers storageinformers.CSIDriv
 		drivers:  csiDrivers.Lister(),
 		clock:    clk,
 		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "attacher-evidence", Clock: clk}),
+		renewals: renewals.NewTracker(clk.Now),
 		verdicts: map[string]bool{},
 	}
 	if err := t.leases.AddIndexers(cache.Indexers{driverIndex: leaseDriver}); err != nil {
 		return nil, fmt.Errorf("adding heartbeat Lease index: %w", err)
 	}
-	if _, err := t.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.enqueueLease(obj) },
-		UpdateFunc: func(old, cur any) { t.enqueueLease(old); t.enqueueLease(cur) },
-		DeleteFunc: func(obj any) { t.enqueueLease(obj) },
+	// A renewal is observed before its driver is looked at, in the same
+	// handler: the verdict never reads a Lease whose renewal it missed.
+	if _, err := t.leases.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, initial bool) { t.renewals.OnAdd(obj, initial); t.enqueueLease(obj) },
+		UpdateFunc: func(old, cur any) { t.renewals.OnUpdate(old, cur); t.enqueueLease(old); t.enqueueLease(cur) },
+		DeleteFunc: func(obj any) { t.renewals.OnDelete(obj); t.enqueueLease(obj) },
 	}); err != nil {
 		return nil, fmt.Errorf("adding heartbeat Lease event handler: %w", err)
 	}
@@ -150,7 +158,7 @@ func (t *Tracker) ServingFresh(ctx context.Context, driver string) (ok bool, mis
 	case err != nil:
 		return false, "", fmt.Errorf("reading CSIDriver %s: %w", driver, err)
 	}
-	var fresh []*coordinationv1.Lease
+	var fresh []cutoff.Heartbeat
 	for _, cached := range t.cachedLeases(driver) {
 		l, err := t.client.CoordinationV1().Leases(cached.Namespace).Get(ctx, cached.Name, metav1.GetOptions{})
 		switch {
@@ -159,7 +167,7 @@ func (t *Tracker) ServingFresh(ctx context.Context, driver string) (ok bool, mis
 		case err != nil:
 			return false, "", fmt.Errorf("reading heartbeat Lease %s/%s: %w", cached.Namespace, cached.Name, err)
 		}
-		fresh = append(fresh, l)
+		fresh = append(fresh, t.heartbeat(l))
 	}
 	ev := cutoff.AttacherServes(driver, fresh, csiDriver, t.clock.Now())
 	return ev.Serving, ev.Missing, nil
@@ -170,7 +178,20 @@ func (t *Tracker) evidence(driver string, now time.Time) cutoff.Evidence {
 	if err != nil {
 		csiDriver = nil // NotFound is the only error a lister returns
 	}
-	return cutoff.AttacherServes(driver, t.cachedLeases(driver), csiDriver, now)
+	cached := t.cachedLeases(driver)
+	hbs := make([]cutoff.Heartbeat, 0, len(cached))
+	for _, l := range cached {
+		hbs = append(hbs, t.heartbeat(l))
+	}
+	return cutoff.AttacherServes(driver, hbs, csiDriver, now)
+}
+
+// heartbeat is the Lease with its renewal as the Tracker observed it. A
+// fresh read that shows a renewal the cache has not delivered yet counts
+// as observed now.
+func (t *Tracker) heartbeat(l *coordinationv1.Lease) cutoff.Heartbeat {
+	o := t.renewals.Observe(l)
+	return cutoff.Heartbeat{Lease: l, ObservedAt: o.ObservedAt, Renewed: o.Renewed}
 }
 
 func (t *Tracker) cachedLeases(driver string) []*coordinationv1.Lease {

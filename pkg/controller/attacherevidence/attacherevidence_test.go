@@ -155,18 +155,25 @@ func TestServingFollowsTheHeartbeat(t *testing.T) {
 func TestRenewalsDoNotCallHandlers(t *testing.T) {
 	l := heartbeat("kube-system", testDriver, "true", start)
 	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}}, l)
-	e.waitFor("first verdict", e.settled(true))
+	// A Lease found in the first list is no evidence until a renewal is
+	// seen: it may be arbitrarily old (a restarted controller).
+	e.waitFor("first verdict", e.settled(false))
+	if _, missing := e.tracker.Serving(testDriver, e.clock.Now()); !strings.Contains(missing, "seen yet") {
+		t.Errorf("first verdict says %q, want that no renewal was seen yet", missing)
+	}
 	before := e.calls.count()
-	for range 3 {
-		// Renewals a second apart, on a clock that moves with them: a renewal
-		// ahead of the clock by more than cutoff.MaxHeartbeatSkew is refused,
-		// which is a verdict change, not a renewal.
+	renew := func() {
 		e.clock.Step(time.Second)
 		l = l.DeepCopy()
 		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(e.clock.Now()))
 		if _, err := e.client.CoordinationV1().Leases("kube-system").Update(e.ctx, l, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	renew()
+	e.waitFor("the first renewal seen makes evidence", e.settled(true))
+	for range 2 {
+		renew()
 	}
 	e.waitFor("last renewal cached", func() bool {
 		got := e.tracker.cachedLeases(testDriver)
@@ -178,16 +185,36 @@ func TestRenewalsDoNotCallHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor("CSIDriver deletion reported", e.settled(false))
-	if n := e.calls.count() - before; n != 1 {
-		t.Errorf("%d handler calls after the first verdict, want 1 (CSIDriver gone), none for renewals", n)
+	if n := e.calls.count() - before; n != 2 {
+		t.Errorf("%d handler calls after the first verdict, want 2 (first renewal seen, CSIDriver gone), none for later renewals", n)
 	}
+}
+
+// TestAttacherClockIsNotTrusted: renewTime is written by the attacher's
+// clock. One running an hour ahead is fresh only for leaseDurationSeconds
+// after its renewal was seen; one running 30 s behind is as fresh as any.
+func TestAttacherClockIsNotTrusted(t *testing.T) {
+	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}})
+	ahead := heartbeat("kube-system", testDriver, "true", start.Add(time.Hour))
+	if _, err := e.client.CoordinationV1().Leases("kube-system").Create(e.ctx, ahead, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("serving once the Lease is created", e.settled(true))
+	e.clock.Step(16 * time.Second)
+	e.waitFor("stale 15 s after the renewal was seen, whatever renewTime claims", e.settled(false))
+	behind := ahead.DeepCopy()
+	behind.Spec.RenewTime = ptr.To(metav1.NewMicroTime(e.clock.Now().Add(-30 * time.Second)))
+	if _, err := e.client.CoordinationV1().Leases("kube-system").Update(e.ctx, behind, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("a renewal 30 s behind the controller's clock serves", e.settled(true))
 }
 
 func TestLookupIsByExactDriver(t *testing.T) {
 	other := heartbeat("kube-system", "disk-example.com", "true", start) // same sanitized name
 	other.Namespace = "other"
-	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}}, other,
-		heartbeat("storage", testDriver, "false", start))
+	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}})
+	e.create(other, heartbeat("storage", testDriver, "false", start))
 	e.waitFor("both Leases cached", func() bool { return len(e.tracker.leases.GetStore().List()) == 2 })
 	got := e.tracker.cachedLeases(testDriver)
 	if len(got) != 1 || got[0].Namespace != "storage" {
@@ -199,15 +226,16 @@ func TestLookupIsByExactDriver(t *testing.T) {
 }
 
 func TestServingFreshReadsTheAPI(t *testing.T) {
-	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}}, heartbeat("kube-system", testDriver, "true", start))
+	e := newEnv(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}})
+	e.create(heartbeat("kube-system", testDriver, "true", start))
 	e.waitFor("serving from the cache", e.serving)
-	// The API server now holds an older renewal than the cache: the fresh
-	// variant must use what the API says.
-	stale := heartbeat("kube-system", testDriver, "true", start.Add(-time.Hour))
-	e.client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) { return true, stale, nil })
+	// The API server now holds a Lease whose attacher cannot fence, which
+	// the cache has not seen: the fresh variant must use what the API says.
+	noFence := heartbeat("kube-system", testDriver, "false", start)
+	e.client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) { return true, noFence, nil })
 	ok, missing, err := e.tracker.ServingFresh(e.ctx, testDriver)
-	if err != nil || ok || !strings.Contains(missing, "stale since") {
-		t.Errorf("ServingFresh = %v, %q, %v; want stale from the API", ok, missing, err)
+	if err != nil || ok || !strings.Contains(missing, "does not advertise UNPUBLISH_FENCE") {
+		t.Errorf("ServingFresh = %v, %q, %v; want the API's Lease reported", ok, missing, err)
 	}
 	gets := 0
 	for _, a := range e.client.Actions() {
@@ -217,5 +245,15 @@ func TestServingFreshReadsTheAPI(t *testing.T) {
 	}
 	if gets != 2 {
 		t.Errorf("%d GETs, want 2 (CSIDriver and Lease)", gets)
+	}
+}
+
+// create creates Leases after the Tracker started: renewals it sees happen.
+func (e *env) create(leases ...*coordinationv1.Lease) {
+	e.t.Helper()
+	for _, l := range leases {
+		if _, err := e.client.CoordinationV1().Leases(l.Namespace).Create(e.ctx, l, metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 }

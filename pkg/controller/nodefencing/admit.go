@@ -136,9 +136,10 @@ func (c *Controller) stormView(ctx context.Context, in Input, zoneLabel string) 
 		if in.Node != nil && n.Name == in.Node.Name {
 			n, lease = in.Node, in.Lease
 		}
+		renewal := detect.Renewal{Lease: lease, ObservedAt: c.observed(lease)}
 		// A node that missed a renewal counts as unhealthy: nodes that
 		// stopped together must be seen together (detect.Suspect).
-		healthy := nodeutil.IsReady(n) && !detect.Suspect(lease, in.Now) && !detect.Unhealthy(n, lease, rules, in.Now).Candidate
+		healthy := nodeutil.IsReady(n) && !detect.Suspect(renewal, in.Now) && !detect.Unhealthy(n, renewal, rules, in.Now).Candidate
 		out = append(out, stormguard.NodeHealth{Name: n.Name, Zone: stormguard.ZoneOf(n, zoneLabel), Healthy: healthy, Fencing: fencing[n.Name]})
 	}
 	return out, nil

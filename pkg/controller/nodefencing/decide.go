@@ -72,6 +72,10 @@ type Input struct {
 	Node *v1.Node
 	// Lease is the node's Lease in kube-node-lease, nil when none.
 	Lease *coordinationv1.Lease
+	// LeaseObserved is when the controller, on its own clock, first saw
+	// the Lease's current renewal; the Lease's age counts from it, never
+	// from renewTime (the node's clock). Zero with a Lease counts as now.
+	LeaseObserved time.Time
 	// Policy is the node's resolved FencePolicy (ResolvePolicy), nil when
 	// none; PolicyProblem says why it cannot be used ("" when it can).
 	Policy        *fencingv1alpha1.FencePolicy
@@ -167,7 +171,7 @@ func decideNew(in Input) Decision {
 	}
 	var v detect.Verdict
 	if in.Policy != nil && in.PolicyProblem == "" {
-		if v = detect.Unhealthy(in.Node, in.Lease, DetectRules(in.Policy), in.Now); v.Candidate {
+		if v = detect.Unhealthy(in.Node, in.renewal(), DetectRules(in.Policy), in.Now); v.Candidate {
 			if in.Blocked != "" {
 				return Decision{Reason: ReasonEarlierFailure, Why: in.Blocked}
 			}
@@ -241,7 +245,7 @@ func cancelAutomatic(in Input, node *v1.Node) (detect.Verdict, Decision, bool) {
 	case in.Policy == nil:
 		return detect.Verdict{}, Decision{}, false
 	}
-	v := detect.Unhealthy(node, in.Lease, DetectRules(in.Policy), in.Now)
+	v := detect.Unhealthy(node, in.renewal(), DetectRules(in.Policy), in.Now)
 	if !v.Candidate {
 		return v, Decision{Step: StepCancel, Reason: ReasonNodeHealthy, Why: "the node is no longer a fencing candidate: " + v.Message}, true
 	}

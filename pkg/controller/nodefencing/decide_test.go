@@ -275,6 +275,7 @@ func TestDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.Now = now
+			tc.in = seenAtRenewal(tc.in)
 			got := Decide(tc.in)
 			if (want{got.Step, got.Reason, got.Level, got.RecheckAfter}) != tc.want || got.Why == "" {
 				t.Errorf("Decide() = %+v\nwant %+v with a Why", got, tc.want)
@@ -452,7 +453,7 @@ func TestDecideInvariants(t *testing.T) {
 								if manual {
 									opts = append(opts, byUser("ada"))
 								}
-								in := Input{Node: node.DeepCopy(), Lease: lease, Policy: pol, Request: request("n1", opts...), VolumeAttachments: vas, Now: now}
+								in := seenAtRenewal(Input{Node: node.DeepCopy(), Lease: lease, Policy: pol, Request: request("n1", opts...), VolumeAttachments: vas, Now: now})
 								d := Decide(in)
 								n++
 								if msg := brokenInvariant(in, d); msg != "" {

@@ -36,6 +36,7 @@ import (
 	fencinglisters "fenceline.io/fenceline/pkg/generated/listers/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/renewals"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -78,6 +79,9 @@ type Controller struct {
 	requests cache.Indexer
 	vas      cache.Indexer
 	queue    *nodequeue.Queue
+	// renewals is when each node Lease was seen renewed, on the
+	// controller's clock (detect.Renewal).
+	renewals *renewals.Tracker
 
 	// admitMu serialises admissions, so that two workers never both see a
 	// free concurrency slot; guards holds each policy's storm-guard state.
@@ -98,7 +102,6 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	leaseInf := cfg.NodeLeases.Coordination().V1().Leases()
-	leaseInf.Informer()
 	fv := cfg.Fencing.Fencing().V1alpha1()
 	reqInf := fv.FencingRequests().Informer()
 	if err := reqInf.AddIndexers(cache.Indexers{requestNodeIndex: func(obj any) ([]string, error) {
@@ -121,6 +124,10 @@ func New(cfg Config) (*Controller, error) {
 		guards:   map[string]guardState{},
 	}
 	c.queue = nodequeue.New(Name, c.sync)
+	c.renewals = renewals.NewTracker(func() time.Time { return c.now() })
+	if _, err := leaseInf.Informer().AddEventHandler(c.renewals); err != nil {
+		return nil, fmt.Errorf("adding node Lease renewal handler: %w", err)
+	}
 	return c, c.addHandlers(vaInf, reqInf)
 }
 
@@ -254,6 +261,7 @@ func (c *Controller) gather(nodeName string, fresh *v1.Node) (Input, error) {
 	if in.Lease, err = c.lease(nodeName); err != nil {
 		return in, err
 	}
+	in.LeaseObserved = c.observed(in.Lease)
 	reqs, err := c.requestsOf(nodeName)
 	if err != nil {
 		return in, err

@@ -204,7 +204,7 @@ func TestDetectRules(t *testing.T) {
 	}
 	// A selector that does not parse selects nothing, so detection is off.
 	now := testobj.Epoch
-	v := detect.Unhealthy(testobj.Node("n1", testobj.UnknownSince(now.Add(-time.Hour))), testobj.Lease("n1", now.Add(-time.Hour)), DetectRules(policy("p", selector(badSelector))), now)
+	v := detect.Unhealthy(testobj.Node("n1", testobj.UnknownSince(now.Add(-time.Hour))), detect.Snapshot(testobj.Lease("n1", now.Add(-time.Hour)), now), DetectRules(policy("p", selector(badSelector))), now)
 	if v.Candidate {
 		t.Errorf("a policy whose selector does not parse made a candidate: %+v", v)
 	}

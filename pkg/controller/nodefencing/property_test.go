@@ -124,6 +124,7 @@ func randomInput(r *rand.Rand) Input {
 	in := Input{Node: randomNode(r), Policy: randomPolicy(r), Request: randomRequest(r), VolumeAttachments: max(0, r.IntN(4)-2), Now: propNow}
 	if r.IntN(4) > 0 {
 		in.Lease = testobj.Lease("n1", propNow.Add(-time.Duration(r.IntN(90000))*time.Millisecond))
+		in = seenAtRenewal(in)
 	}
 	if r.IntN(8) == 0 {
 		in.PolicyProblem = "FencePolicy p has no level"
@@ -207,7 +208,7 @@ func TestDecideProperties(t *testing.T) {
 		switch got.Step {
 		case StepCreate:
 			if in.Request != nil || in.Node == nil || !usable || in.Blocked != "" ||
-				!detect.Unhealthy(in.Node, in.Lease, DetectRules(in.Policy), in.Now).Candidate {
+				!detect.Unhealthy(in.Node, in.renewal(), DetectRules(in.Policy), in.Now).Candidate {
 				fail("a request created without an open-request-free, unblocked candidate node and a usable policy")
 			}
 		case StepTriage:
@@ -222,7 +223,7 @@ func TestDecideProperties(t *testing.T) {
 			if phase != triaged || !usable || !approved || recreated {
 				fail("admitted outside Triaged, unapproved, on an unusable policy or for a recreated node")
 			}
-			if automatic(in.Request) && !detect.Unhealthy(in.Node, in.Lease, DetectRules(in.Policy), in.Now).Candidate {
+			if automatic(in.Request) && !detect.Unhealthy(in.Node, in.renewal(), DetectRules(in.Policy), in.Now).Candidate {
 				fail("an automatic request admitted for a node that is no longer a candidate")
 			}
 		case StepCancel:

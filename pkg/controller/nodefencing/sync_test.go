@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -53,8 +54,17 @@ type env struct {
 
 // newEnv starts the controller with the objects in the fake API servers:
 // Nodes, Leases and VolumeAttachments go to the core one, the fencing API
-// objects to the fencing one. The clock starts at now.
+// objects to the fencing one. The clock starts at now. The controller
+// starts as if it had watched the Leases' renewals happen (at their
+// renewTime: the clocks agree).
 func newEnv(t *testing.T, now time.Time, objs ...runtime.Object) *env {
+	t.Helper()
+	return startEnv(t, now, true, objs...)
+}
+
+// startEnv is newEnv; with seeded false the controller starts fresh, with
+// no history of the Leases' renewals (a restart).
+func startEnv(t *testing.T, now time.Time, seeded bool, objs ...runtime.Object) *env {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -91,6 +101,11 @@ func newEnv(t *testing.T, now time.Time, objs ...runtime.Object) *env {
 	}
 	c.now = func() time.Time { return e.now }
 	e.c = c
+	for _, o := range kubeObjs {
+		if l, ok := o.(*coordinationv1.Lease); ok && seeded && l.Spec.RenewTime != nil {
+			c.renewals.Seed(l, l.Spec.RenewTime.Time)
+		}
+	}
 	e.caches = map[string]cache.SharedIndexInformer{
 		"nodes":             core.Core().V1().Nodes().Informer(),
 		"volumeattachments": core.Storage().V1().VolumeAttachments().Informer(),

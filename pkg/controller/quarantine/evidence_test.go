@@ -30,7 +30,7 @@ func evidenceCases(now time.Time) []evidenceCase {
 	safe := testobj.CSIDriver(driver, map[string]string{names.SafeDetachAnnotation: "true"})
 	fresh := testobj.Heartbeat("kube-system", driver, now)
 	of := func(leases []*coordinationv1.Lease, d *storagev1.CSIDriver) Attachers {
-		return Attachers{driver: cutoff.AttacherServes(driver, leases, d, now)}
+		return Attachers{driver: cutoff.AttacherServes(driver, cutoff.Snapshot(leases, now), d, now)}
 	}
 	return []evidenceCase{
 		{"fresh heartbeat of a fencing attacher", of([]*coordinationv1.Lease{fresh}, safe), ""},

@@ -9,14 +9,12 @@
 // node labelled ExcludeLabel, and a node that reports Ready=True while its
 // Lease is not stale, whatever a condition rule says (see Unhealthy).
 //
-// Clock-skew assumption: spec.renewTime of a node Lease is written by the
-// kubelet from the node's own clock, and Unhealthy compares it with the
-// controller's clock. The two clocks are assumed to agree to well within a
-// renew interval (NTP-synchronised nodes agree to milliseconds). A node
-// clock running s behind the controller makes its Lease look s older than
-// it is, so skew eats into the margin that MinLeaseStaleAfter leaves for
-// late renewals; a node clock running ahead delays detection by s, which
-// costs time but never a false fence.
+// Clocks: spec.renewTime of a node Lease is written by the kubelet from the
+// node's own clock, so it is never compared with the controller's. A Lease
+// is judged by when the controller observed its renewal (Renewal,
+// package renewals), as kube-controller-manager's node lifecycle controller
+// judges its probe timestamps: a node whose clock runs behind or ahead is
+// detected exactly as one whose clock agrees.
 package detect
 
 import (
@@ -99,6 +97,46 @@ type Verdict struct {
 	RecheckAfter time.Duration
 }
 
+// Renewal is a node's kubelet Lease as the controller observed it.
+type Renewal struct {
+	// Lease is the node's Lease in kube-node-lease, nil when there is none;
+	// its duration sets the renew interval.
+	Lease *coordinationv1.Lease
+	// ObservedAt is when the controller, on its own clock, first saw the
+	// Lease's current renewal (renewals.Observation.ObservedAt). Zero with
+	// a Lease counts as now: without an observation the Lease looks just
+	// renewed, the safe reading (no node is a candidate for want of one).
+	ObservedAt time.Time
+}
+
+// Snapshot is the Renewal of a reader without observation history (the
+// kubectl plugin's explain): the Lease judged by its renewTime, that is by
+// the node's clock, capped at now so that a renewTime in the future counts
+// as renewed now. The controllers never use it.
+func Snapshot(lease *coordinationv1.Lease, now time.Time) Renewal {
+	r := Renewal{Lease: lease}
+	if lease != nil && lease.Spec.RenewTime != nil {
+		r.ObservedAt = lease.Spec.RenewTime.Time
+		if r.ObservedAt.After(now) {
+			r.ObservedAt = now
+		}
+	}
+	return r
+}
+
+// renewedAt is when the renewal counts as made: ObservedAt, or now when
+// there is no observation; false without a renewed Lease.
+func (r Renewal) renewedAt(now time.Time) (time.Time, bool) {
+	l := r.Lease
+	if l == nil || l.Spec.RenewTime == nil || l.Spec.RenewTime.IsZero() {
+		return time.Time{}, false
+	}
+	if r.ObservedAt.IsZero() || r.ObservedAt.After(now) {
+		return now, true
+	}
+	return r.ObservedAt, true
+}
+
 // MinLeaseStaleAfter is the smallest stale age that Unhealthy uses for the
 // Lease: two renew intervals of its kubelet (20 s for the default 40 s
 // lease duration; a Lease without a duration counts as the default). One
@@ -114,8 +152,8 @@ func MinLeaseStaleAfter(lease *coordinationv1.Lease) time.Duration {
 
 // Unhealthy is the single place that states when a node is a fencing
 // candidate; the controller calls it again on fresh data right before it
-// creates a fencing request. lease is the node's Lease in kube-node-lease,
-// nil when there is none.
+// creates a fencing request. renewal is the node's Lease with when the
+// controller observed its last renewal.
 //
 // Invariants:
 //   - a nil node, a node the selector does not match and a node labelled
@@ -123,9 +161,11 @@ func MinLeaseStaleAfter(lease *coordinationv1.Lease) time.Duration {
 //   - a missing Lease (a kubelet that does not use one, a node whose Lease
 //     is not created yet) or one without renewTime is not stale: absence is
 //     not evidence of death, and the condition rules still apply;
-//   - a Lease renewed less than the stale age ago is not stale, so a
-//     heartbeat gap shorter than the threshold never makes a candidate; at
-//     exactly the stale age it is;
+//   - the Lease's age is counted from when the controller observed its
+//     renewal, never from renewTime: a node's clock, behind or ahead, does
+//     not change the verdict; a renewal observed less than the stale age
+//     ago is not stale, so a heartbeat gap shorter than the threshold never
+//     makes a candidate; at exactly the stale age it is;
 //   - a node whose Ready condition is True while its Lease is not stale is
 //     never a candidate, whatever a condition rule says: its kubelet is
 //     alive and serving, its pods run and nothing waits for their volumes,
@@ -135,14 +175,16 @@ func MinLeaseStaleAfter(lease *coordinationv1.Lease) time.Duration {
 //     from fencing a whole fleet of live nodes;
 //   - a condition rule needs the condition's lastTransitionTime: without
 //     one the duration cannot be proven and the rule does not hold.
-func Unhealthy(node *v1.Node, lease *coordinationv1.Lease, rules Rules, now time.Time) Verdict {
+func Unhealthy(node *v1.Node, renewal Renewal, rules Rules, now time.Time) Verdict {
 	if v, out := outOfScope(node, rules); out {
 		return v
 	}
-	staleAt, hasLease := leaseStaleAt(lease, rules)
+	renewed, hasLease := renewal.renewedAt(now)
+	staleAt := renewed.Add(staleAfter(renewal.Lease, rules))
 	if hasLease && !now.Before(staleAt) {
 		return Verdict{Candidate: true, Reason: ReasonLeaseExpired, Since: staleAt,
-			Message: fmt.Sprintf("Lease not renewed since %s, stale since %s", lease.Spec.RenewTime.UTC().Format(time.RFC3339), staleAt.UTC().Format(time.RFC3339))}
+			Message: fmt.Sprintf("Lease renewal last observed at %s (renewTime %s by the node's clock), stale since %s",
+				renewed.UTC().Format(time.RFC3339), renewal.Lease.Spec.RenewTime.UTC().Format(time.RFC3339), staleAt.UTC().Format(time.RFC3339))}
 	}
 	if nodeutil.IsReady(node) {
 		why := "node is Ready and has no Lease"
@@ -186,18 +228,14 @@ func hasLabel(node *v1.Node, key string) bool {
 	return ok
 }
 
-// leaseStaleAt returns when the Lease becomes stale, and false for a
-// missing Lease or one without renewTime.
-func leaseStaleAt(lease *coordinationv1.Lease, rules Rules) (time.Time, bool) {
-	if lease == nil || lease.Spec.RenewTime == nil || lease.Spec.RenewTime.IsZero() {
-		return time.Time{}, false
-	}
+// staleAfter is the Lease age that makes a candidate: the policy's,
+// DefaultLeaseStaleAfter when it sets none, at least MinLeaseStaleAfter.
+func staleAfter(lease *coordinationv1.Lease, rules Rules) time.Duration {
 	after := rules.LeaseStaleAfter
 	if after == 0 {
 		after = DefaultLeaseStaleAfter
 	}
-	after = max(after, MinLeaseStaleAfter(lease))
-	return lease.Spec.RenewTime.Add(after), true
+	return max(after, MinLeaseStaleAfter(lease))
 }
 
 // ruleHoldsAt returns when the rule holds (transition plus duration), and

@@ -40,7 +40,7 @@ func TestUnhealthy(t *testing.T) {
 		{"lease renewed exactly 20 s ago: stale", testobj.Node("n1", down), testobj.Lease("n1", ago(20*time.Second)), all, want{true, ReasonLeaseExpired, now, 0}},
 		{"lease renewed a minute ago", testobj.Node("n1", down), testobj.Lease("n1", ago(time.Minute)), all, want{true, ReasonLeaseExpired, ago(40 * time.Second), 0}},
 		{"stale lease while the node controller still says Ready (its grace period is longer)", testobj.Node("n1", testobj.ReadySince(ago(time.Hour))), testobj.Lease("n1", ago(30*time.Second)), all, want{true, ReasonLeaseExpired, ago(10 * time.Second), 0}},
-		{"renewTime in the future (node clock ahead): fresh", testobj.Node("n1", down), testobj.Lease("n1", now.Add(5*time.Second)), all, want{recheck: 25 * time.Second}},
+		{"observation in the future (the controller's clock went back): counts as now", testobj.Node("n1", down), testobj.Lease("n1", now.Add(5*time.Second)), all, want{recheck: 20 * time.Second}},
 
 		// Stale age: configured, and the two-renewal floor.
 		{"configured 30 s: 25 s is fresh", testobj.Node("n1", down), testobj.Lease("n1", ago(25*time.Second)), Rules{Selector: labels.Everything(), LeaseStaleAfter: 30 * time.Second}, want{recheck: 5 * time.Second}},
@@ -76,7 +76,7 @@ func TestUnhealthy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Unhealthy(tc.node, tc.lease, tc.rules, now)
+			got := Unhealthy(tc.node, observed(tc.lease), tc.rules, now)
 			if (want{got.Candidate, got.Reason, got.Since, got.RecheckAfter}) != tc.want || got.Message == "" {
 				t.Errorf("Unhealthy() = %+v, want %+v with a message", got, tc.want)
 			}
@@ -96,7 +96,7 @@ func TestFlappingNeverFences(t *testing.T) {
 	for _, gap := range gaps {
 		lease := testobj.Lease("n1", renew)
 		for at := renew; at.Before(renew.Add(gap)); at = at.Add(100 * time.Millisecond) {
-			if v := Unhealthy(node, lease, rules, at); v.Candidate {
+			if v := Unhealthy(node, observed(lease), rules, at); v.Candidate {
 				t.Fatalf("gap %s: candidate at +%s: %+v", gap, at.Sub(renew), v)
 			}
 		}
@@ -119,5 +119,61 @@ func TestMinLeaseStaleAfter(t *testing.T) {
 		if got := MinLeaseStaleAfter(tc.lease); got != tc.want {
 			t.Errorf("MinLeaseStaleAfter(%v) = %s, want %s", tc.lease, got, tc.want)
 		}
+	}
+}
+
+// TestUnhealthyIgnoresNodeClock: the verdict depends on when the controller
+// observed the renewal, not on the renewTime the node's clock wrote. A
+// healthy node whose clock runs 30 s behind (renewTime 30 s older than the
+// renewal) is never a candidate; a dead one whose clock runs 30 s ahead is
+// a candidate as soon as any other.
+func TestUnhealthyIgnoresNodeClock(t *testing.T) {
+	now := testobj.Epoch.Add(time.Hour)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	all := Rules{Selector: labels.Everything()}
+	up := testobj.ReadySince(ago(time.Hour))
+	down := testobj.UnknownSince(ago(time.Minute))
+	tests := []struct {
+		name      string
+		node      *v1.Node
+		renewTime time.Time // as the node's clock wrote it
+		observed  time.Time // as the controller saw it; zero: no observation
+		candidate bool
+		since     time.Time
+		recheck   time.Duration
+	}{
+		{"healthy, clock in step, renewal seen 5 s ago", testobj.Node("n1", up), ago(5 * time.Second), ago(5 * time.Second), false, time.Time{}, 15 * time.Second},
+		{"healthy, clock 30 s behind, renewal seen 5 s ago: not a candidate", testobj.Node("n1", up), ago(35 * time.Second), ago(5 * time.Second), false, time.Time{}, 15 * time.Second},
+		{"healthy, clock 30 s behind, renewal seen just now: not a candidate", testobj.Node("n1", up), ago(30 * time.Second), now, false, time.Time{}, 20 * time.Second},
+		{"healthy, clock 30 s ahead, renewal seen 5 s ago", testobj.Node("n1", up), now.Add(25 * time.Second), ago(5 * time.Second), false, time.Time{}, 15 * time.Second},
+		{"dead, clock in step, last renewal seen 20 s ago: candidate", testobj.Node("n1", down), ago(20 * time.Second), ago(20 * time.Second), true, now, 0},
+		{"dead, clock 30 s ahead, last renewal seen 20 s ago: candidate as fast", testobj.Node("n1", down), now.Add(10 * time.Second), ago(20 * time.Second), true, now, 0},
+		{"dead, clock 30 s behind, last renewal seen 19 s ago: not yet", testobj.Node("n1", down), ago(49 * time.Second), ago(19 * time.Second), false, time.Time{}, time.Second},
+		{"dead, clock 30 s ahead, last renewal seen a minute ago", testobj.Node("n1", down), ago(30 * time.Second), ago(time.Minute), true, ago(40 * time.Second), 0},
+		{"no observation (zero): counts as renewed now", testobj.Node("n1", down), ago(time.Hour), time.Time{}, false, time.Time{}, 20 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Unhealthy(tc.node, Renewal{Lease: testobj.Lease("n1", tc.renewTime), ObservedAt: tc.observed}, all, now)
+			if got.Candidate != tc.candidate || !got.Since.Equal(tc.since) || got.RecheckAfter != tc.recheck {
+				t.Errorf("Unhealthy() = %+v, want candidate %v since %s, recheck %s", got, tc.candidate, tc.since, tc.recheck)
+			}
+			if tc.candidate != Suspect(Renewal{Lease: testobj.Lease("n1", tc.renewTime), ObservedAt: tc.observed}, now) && tc.candidate {
+				t.Errorf("a candidate of a stale Lease is not Suspect")
+			}
+		})
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	now := testobj.Epoch
+	if r := Snapshot(testobj.Lease("n1", now.Add(-time.Minute)), now); !r.ObservedAt.Equal(now.Add(-time.Minute)) {
+		t.Errorf("Snapshot of a Lease renewed a minute ago: %s", r.ObservedAt)
+	}
+	if r := Snapshot(testobj.Lease("n1", now.Add(time.Minute)), now); !r.ObservedAt.Equal(now) {
+		t.Errorf("Snapshot of a renewTime in the future is not capped at now: %s", r.ObservedAt)
+	}
+	if r := Snapshot(nil, now); r.Lease != nil || !r.ObservedAt.IsZero() {
+		t.Errorf("Snapshot(nil) = %+v", r)
 	}
 }

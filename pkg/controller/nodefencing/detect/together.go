@@ -36,17 +36,18 @@ func RenewInterval(lease *coordinationv1.Lease) time.Duration {
 	return time.Duration(RenewFraction * float64(d))
 }
 
-// Suspect reports whether the node's kubelet missed a renewal: its Lease is
-// at least 1.25 renew intervals old. It never makes a candidate; the storm
-// guard counts a suspect node as unhealthy, so that nodes that stopped
-// together are seen together. A missing Lease, or one without renewTime,
-// is not suspect (absence is not evidence).
-func Suspect(lease *coordinationv1.Lease, now time.Time) bool {
-	if lease == nil || lease.Spec.RenewTime == nil || lease.Spec.RenewTime.IsZero() {
+// Suspect reports whether the node's kubelet missed a renewal: its last
+// renewal was observed at least 1.25 renew intervals ago. It never makes a
+// candidate; the storm guard counts a suspect node as unhealthy, so that
+// nodes that stopped together are seen together. A missing Lease, or one
+// without renewTime, is not suspect (absence is not evidence), nor is one
+// without an observation.
+func Suspect(renewal Renewal, now time.Time) bool {
+	renewed, ok := renewal.renewedAt(now)
+	if !ok {
 		return false
 	}
-	age := now.Sub(lease.Spec.RenewTime.Time)
-	return age >= time.Duration(suspectFactor*float64(RenewInterval(lease)))
+	return now.Sub(renewed) >= time.Duration(suspectFactor*float64(RenewInterval(renewal.Lease)))
 }
 
 // SettleDelay is how long a candidate of a stale Lease (ReasonLeaseExpired)

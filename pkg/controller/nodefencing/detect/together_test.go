@@ -20,6 +20,16 @@ func leaseRenewed(at time.Time, seconds int32) *coordinationv1.Lease {
 	return l
 }
 
+// observed is the Lease with its renewal observed at its renewTime: the
+// node's clock agrees with the controller's and the watch is instant.
+func observed(l *coordinationv1.Lease) Renewal {
+	r := Renewal{Lease: l}
+	if l != nil && l.Spec.RenewTime != nil {
+		r.ObservedAt = l.Spec.RenewTime.Time
+	}
+	return r
+}
+
 func TestSuspect(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -38,7 +48,7 @@ func TestSuspect(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Suspect(tc.lease, now); got != tc.want {
+			if got := Suspect(observed(tc.lease), now); got != tc.want {
 				t.Errorf("Suspect = %v, want %v", got, tc.want)
 			}
 		})
@@ -58,19 +68,19 @@ func TestNodesStoppingTogetherAreSeenTogether(t *testing.T) {
 		// It is a candidate at the smallest stale age, two intervals after
 		// its renewal, and is judged SettleDelay later.
 		rules := Rules{Selector: labels.Everything(), LeaseStaleAfter: time.Nanosecond}
-		v := Unhealthy(testobj.Node("n1"), first, rules, stop.Add(interval))
+		v := Unhealthy(testobj.Node("n1"), observed(first), rules, stop.Add(interval))
 		if !v.Candidate || !v.Since.Equal(stop.Add(interval)) {
 			t.Fatalf("lease %ds: first node's verdict %+v, want a candidate since %s", seconds, v, stop.Add(interval))
 		}
 		admitAt := v.Since.Add(SettleDelay(first))
 		for _, lastRenewal := range []time.Duration{0, interval / 4, interval / 2, interval} {
 			other := leaseRenewed(stop.Add(-lastRenewal), seconds)
-			if !Suspect(other, admitAt) {
+			if !Suspect(observed(other), admitAt) {
 				t.Errorf("lease %ds: a node that renewed %s before the stop is not Suspect when the first candidate is admitted", seconds, lastRenewal)
 			}
 		}
 		healthy := leaseRenewed(admitAt.Add(-interval-interval/5), seconds)
-		if Suspect(healthy, admitAt) {
+		if Suspect(observed(healthy), admitAt) {
 			t.Errorf("lease %ds: a node renewing every interval with latency is Suspect", seconds)
 		}
 	}

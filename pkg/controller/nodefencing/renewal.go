@@ -1,0 +1,28 @@
+package nodefencing
+
+import (
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
+)
+
+// renewal is the input's Lease with when the controller observed its
+// renewal, as detect judges it.
+func (in Input) renewal() detect.Renewal {
+	return detect.Renewal{Lease: in.Lease, ObservedAt: in.LeaseObserved}
+}
+
+// observed is when the controller first saw the Lease's current renewal,
+// on its own clock (zero for no Lease). A Lease read fresh that shows a
+// renewal the cache has not delivered yet counts as renewed now; one first
+// seen after a restart counts as renewed at that first sight, so a restart
+// never makes a node look silent sooner (detection of a node that was
+// already silent starts over).
+func (c *Controller) observed(lease *coordinationv1.Lease) time.Time {
+	if lease == nil {
+		return time.Time{}
+	}
+	return c.renewals.Observe(lease).ObservedAt
+}
