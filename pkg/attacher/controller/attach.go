@@ -158,6 +158,7 @@ func (c *Controller) holdPublish(ctx context.Context, va *storagev1.VolumeAttach
 	err = errors.New("ControllerPublishVolume held: " + why)
 	logger := klog.FromContext(ctx)
 	logger.V(2).Info("Attach held", "why", why)
+	c.cfg.Metrics.Held()
 	clone := va.DeepCopy()
 	clone.Status.AttachError = volumeError(err, time.Now())
 	if _, perr := c.patchVA(ctx, va, clone, true); perr != nil {

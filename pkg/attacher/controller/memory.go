@@ -91,6 +91,7 @@ func (c *Controller) restoreFences(ctx context.Context, va *storagev1.VolumeAtta
 			key, rec.Writer(), rec.Reason, va.Spec.NodeName)
 		logger.Info("Fence annotation was removed; written back", "annotation", key, "value", raw)
 		c.volumeEvent(va, v1.EventTypeWarning, EventFenceRecordRestored, msg)
+		c.cfg.Metrics.Restored(key)
 		va = out
 	}
 	var known knownFence

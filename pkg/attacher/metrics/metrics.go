@@ -27,6 +27,8 @@ const (
 type Recorder struct {
 	detaches       *k8smetrics.CounterVec
 	detachDuration *k8smetrics.HistogramVec
+	restored       *k8smetrics.CounterVec
+	held           *k8smetrics.Counter
 }
 
 // New creates the metrics and registers them with registry (typically the
@@ -46,9 +48,37 @@ func New(registry k8smetrics.KubeRegistry) *Recorder {
 			Buckets:        []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
 			StabilityLevel: k8smetrics.ALPHA,
 		}, []string{"mode", "reason"}),
+		restored: k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
+			Subsystem:      subsystem,
+			Name:           "fence_annotations_restored_total",
+			Help:           "Fence records and intents that someone removed from a VolumeAttachment and the attacher wrote back, by annotation.",
+			StabilityLevel: k8smetrics.ALPHA,
+		}, []string{"annotation"}),
+		held: k8smetrics.NewCounter(&k8smetrics.CounterOpts{
+			Subsystem:      subsystem,
+			Name:           "attaches_held_total",
+			Help:           "ControllerPublishVolume attempts held because another node's detach of the same single-node volume had not finished.",
+			StabilityLevel: k8smetrics.ALPHA,
+		}),
 	}
-	registry.MustRegister(r.detaches, r.detachDuration)
+	registry.MustRegister(r.detaches, r.detachDuration, r.restored, r.held)
 	return r
+}
+
+// Restored records a fence annotation written back after someone removed it.
+func (r *Recorder) Restored(annotation string) {
+	if r == nil {
+		return
+	}
+	r.restored.WithLabelValues(annotation).Inc()
+}
+
+// Held records an attach held for another node's pending detach.
+func (r *Recorder) Held() {
+	if r == nil {
+		return
+	}
+	r.held.Inc()
 }
 
 // Detach records one ControllerUnpublishVolume attempt. reason is empty for
