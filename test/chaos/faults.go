@@ -35,7 +35,7 @@ func (e *episode) injectFaults(t0 time.Time) error {
 
 func (e *episode) inject(f Fault) error {
 	switch f.Kind {
-	case BMCLatency, BMCUnreachable, PauseController:
+	case BMCLatency, BMCUnreachable, PauseController, AttacherDown:
 		return e.injectLasting(f)
 	}
 	// The others are quick; the kills among them hold procMu so that
@@ -88,8 +88,26 @@ func (e *episode) injectLasting(f Fault) error {
 		return e.bmcFault(f.For, map[string]*world.BMC{e.failed[0]: e.bmc(e.failed[0])}, world.BMCFaults{Unreachable: true})
 	case PauseController:
 		return e.pauseController(f.For)
+	case AttacherDown:
+		return e.attacherDown(f.For)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// attacherDown kills fenceline-attacher and starts it again d later: it
+// is retired meanwhile, so that supervise does not restart it sooner.
+func (e *episode) attacherDown(d time.Duration) error {
+	e.procMu.Lock()
+	e.retired[e.w.Attacher] = true
+	err := e.w.StopAttacher()
+	e.procMu.Unlock()
+	if err != nil {
+		return err
+	}
+	waitErr := e.sleepUntil(time.Now().Add(d))
+	e.procMu.Lock()
+	defer e.procMu.Unlock()
+	return errors.Join(waitErr, e.w.StartAttacher())
 }
 
 // bmcFault puts faults on bmcs for d, then makes them honest again.

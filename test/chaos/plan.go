@@ -84,7 +84,17 @@ const (
 	// PauseController stops fenceline-controller (SIGSTOP) for For: its
 	// watches fall behind, then deliver late.
 	PauseController FaultKind = "pause-controller"
+	// AttacherDown kills fenceline-attacher and keeps it down for For, as
+	// a pod that is rescheduled or pulls its image: others act meanwhile
+	// (widened draws only).
+	AttacherDown FaultKind = "attacher-down"
 )
+
+// WidenedSeeds is the first seed whose plan draws from the widened fault
+// set: components down for 1-30 s (AttacherDown), lasting faults up to
+// 30 s. Seeds below it keep the plans they were recorded with, so that
+// the regression seeds still replay what they found.
+const WidenedSeeds = 1001
 
 // Fault is one fault of an episode.
 type Fault struct {
@@ -173,13 +183,19 @@ func Draw(seed uint64) Plan {
 	if p.Recovery == NodeFencing {
 		kinds = append(kinds, KillFenceAgent, KillFenceAgent, BMCLatency, BMCUnreachable)
 	}
+	widened := seed >= WidenedSeeds
+	maxFor := 8
+	if widened {
+		kinds = append(kinds, AttacherDown, AttacherDown)
+		maxFor = 30
+	}
 	for range r.IntN(4) {
 		f := Fault{At: time.Duration(r.Int64N(int64(faultWindow))).Truncate(100 * time.Millisecond), Kind: pick(r, kinds)}
 		switch f.Kind {
 		case DriverErrors, DriverLatency, DriverLostAnswers:
 			f.N = 1 + r.IntN(3)
-		case BMCLatency, BMCUnreachable, PauseController:
-			f.For = time.Duration(1+r.IntN(8)) * time.Second
+		case BMCLatency, BMCUnreachable, PauseController, AttacherDown:
+			f.For = time.Duration(1+r.IntN(maxFor)) * time.Second
 		case LeaderFailover:
 			p.Replicas = 2
 		}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestDrawIsDeterministic(t *testing.T) {
@@ -64,7 +65,7 @@ func TestDrawCoversAndIsConsistent(t *testing.T) {
 		}
 	}
 	for _, k := range []FaultKind{KillAttacher, KillController, KillFenceAgent, KillDriver, KillControllerManager, KillAPIServer,
-		LeaderFailover, DriverErrors, DriverLatency, DriverLostAnswers, BMCLatency, BMCUnreachable, PauseController} {
+		LeaderFailover, DriverErrors, DriverLatency, DriverLostAnswers, BMCLatency, BMCUnreachable, PauseController, AttacherDown} {
 		if !kinds[k] {
 			t.Errorf("fault %s never drawn", k)
 		}
@@ -89,5 +90,29 @@ func TestSmokeSeedsCoverEveryRecovery(t *testing.T) {
 	}
 	if len(recoveries) != 3 || !controlPlane {
 		t.Errorf("smoke seeds cover %v, control-plane kill %t; want all three recoveries and a kill", recoveries, controlPlane)
+	}
+}
+
+// TestWidenedDrawKeepsRecordedSeeds: seeds below WidenedSeeds draw exactly
+// what they drew before the widened faults existed (no AttacherDown, no
+// lasting fault over 8 s), so the regression seeds replay their findings;
+// widened seeds draw components down for up to 30 s.
+func TestWidenedDrawKeepsRecordedSeeds(t *testing.T) {
+	long := false
+	for seed := range uint64(2 * WidenedSeeds) {
+		for _, f := range Draw(seed).Faults {
+			old := seed < WidenedSeeds
+			switch {
+			case old && (f.Kind == AttacherDown || f.For > 8*time.Second):
+				t.Fatalf("seed %d below %d drew the widened fault %s", seed, WidenedSeeds, f)
+			case f.For > 30*time.Second:
+				t.Fatalf("seed %d: fault %s lasts over 30 s", seed, f)
+			case !old && f.For > 8*time.Second:
+				long = true
+			}
+		}
+	}
+	if !long {
+		t.Errorf("no widened seed drew a fault lasting over 8 s")
 	}
 }
