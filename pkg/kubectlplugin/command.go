@@ -188,12 +188,42 @@ func (f *confirmFlags) who(ctx context.Context, c Clients) string {
 	return "user:unknown"
 }
 
+// waitFlags are the flags of the commands that ask node-fencing.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (w *waitFlags) add(cmd *cobra.Command, def time.Duration) {
+	cmd.Flags().BoolVar(&w.wait, "wait", true, "Wait until node-fencing has carried out the ask")
+	cmd.Flags().DurationVar(&w.timeout, "timeout", def, "How long to wait; the ask stays after it, and node-fencing carries it out when its rule allows")
+}
+
+// finish prints what was asked, then waits for it unless --wait=false.
+func (w *waitFlags) finish(cmd *cobra.Command, o *Options, c Clients, a *Ask) error {
+	if _, err := fmt.Fprintln(o.Streams.Out, a.Asked); err != nil {
+		return err
+	}
+	if !w.wait {
+		_, err := fmt.Fprintf(o.Streams.Out, "not waiting: follow it with %s\n", a.Watch)
+		return err
+	}
+	fmt.Fprintf(o.Streams.ErrOut, "waiting up to %s for node-fencing to %s (interrupting stops the wait, not the ask)\n", w.timeout, a.Doing)
+	if err := Wait(cmd.Context(), c, a, w.timeout, o.now); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(o.Streams.Out, "done: node-fencing did %s\n", a.Doing)
+	return err
+}
+
 func fenceCommand(o *Options) *cobra.Command {
 	var f confirmFlags
+	var w waitFlags
 	var policy, action string
+	var override bool
 	cmd := &cobra.Command{
 		Use:   "fence NODE",
-		Short: "Ask for a manual fence of the node: a FencingRequest with reason Manual, approved",
+		Short: "Ask for a manual fence of the node: a FencingRequest with reason Manual, approved, that node-fencing carries out",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.clients()
@@ -204,40 +234,48 @@ func fenceCommand(o *Options) *cobra.Command {
 			if act != fencingv1alpha1.FenceActionOff && act != fencingv1alpha1.FenceActionReboot {
 				return fmt.Errorf("--action must be %s or %s, not %q", fencingv1alpha1.FenceActionOff, fencingv1alpha1.FenceActionReboot, action)
 			}
-			r, err := Fence(cmd.Context(), c, FenceOptions{Node: args[0], Policy: policy, Action: act,
+			r, err := Fence(cmd.Context(), c, FenceOptions{Node: args[0], Policy: policy, Action: act, OverrideExclusion: override,
 				Requester: f.who(cmd.Context(), c), Confirm: f.confirm(o), Now: o.now()})
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(o.Streams.Out, "fencingrequest.fenceline.io/%s created: node %s will be fenced (follow it with kubectl fenceline status)\n", r.Name, args[0])
-			return err
+			return w.finish(cmd, o, c, FenceAsk(r))
 		},
 	}
 	f.add(cmd)
+	w.add(cmd, 5*time.Minute)
 	cmd.Flags().StringVar(&policy, "policy", "", "FencePolicy to follow (default: the policy whose nodeSelector selects the node)")
 	cmd.Flags().StringVar(&action, "action", string(fencingv1alpha1.FenceActionOff), "Off or Reboot")
+	cmd.Flags().BoolVar(&override, "override-exclusion", false, "Fence the node even though it is labelled fenceline.io/exclude-from-fencing")
 	return cmd
 }
 
 func unfenceCommand(o *Options) *cobra.Command {
 	var f confirmFlags
+	var w waitFlags
+	var verified string
 	cmd := &cobra.Command{
 		Use:   "unfence NODE",
-		Short: "Cancel a fence not yet admitted, or unfence by hand a node whose FencePolicy says recovery.unfence: Manual",
+		Short: "Ask node-fencing to cancel a fence not yet admitted, to unfence a node by hand, or to clear what a failed fence left",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := ParseVerified(verified)
+			if err != nil {
+				return err
+			}
 			c, err := o.clients()
 			if err != nil {
 				return err
 			}
-			done, err := Unfence(cmd.Context(), c, UnfenceOptions{Node: args[0], Requester: f.who(cmd.Context(), c), Confirm: f.confirm(o), Now: o.now()})
+			a, err := Unfence(cmd.Context(), c, UnfenceOptions{Node: args[0], Requester: f.who(cmd.Context(), c), Verified: v, Confirm: f.confirm(o), Now: o.now()})
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintln(o.Streams.Out, done)
-			return err
+			return w.finish(cmd, o, c, a)
 		},
 	}
 	f.add(cmd)
+	w.add(cmd, 2*time.Minute)
+	cmd.Flags().StringVar(&verified, "verified", "", "What you verified of the machine since its fence began, off or rebooted: stands in for a new boot ID where node-fencing has none to compare")
 	return cmd
 }

@@ -52,16 +52,22 @@ func TestCommands(t *testing.T) {
 			}
 		}},
 		{name: "bad output format", args: []string{"status", "-o", "wide"}, wantFRs: 1, wantErr: `unknown output format "wide"`},
-		{name: "fence --yes", args: []string{"fence", "live", "--yes", "--requester", "alice"}, wantFRs: 2, check: func(t *testing.T, out, errOut string) {
-			if !strings.Contains(out, "created: node live will be fenced") || errOut != "" {
-				t.Errorf("fence --yes printed %q, asked %q; want the created request and no question", out, errOut)
+		{name: "fence --yes --wait=false", args: []string{"fence", "live", "--yes", "--requester", "alice", "--wait=false"}, wantFRs: 2, check: func(t *testing.T, out, errOut string) {
+			if !strings.Contains(out, "created: node-fencing fences node live") || !strings.Contains(out, "not waiting: follow it with kubectl get fencingrequest") || errOut != "" {
+				t.Errorf("fence --yes printed %q, asked %q; want the created request, how to follow it and no question", out, errOut)
 			}
 		}},
-		{name: "fence asks, answer yes", args: []string{"fence", "live"}, stdin: "y\n", wantFRs: 2, check: func(t *testing.T, _, errOut string) {
+		{name: "fence asks, answer yes", args: []string{"fence", "live", "--wait=false"}, stdin: "y\n", wantFRs: 2, check: func(t *testing.T, _, errOut string) {
 			if !strings.Contains(errOut, "Fence node live") {
 				t.Errorf("fence asked %q, want the question", errOut)
 			}
 		}},
+		{name: "fence waits for node-fencing, which does not act", args: []string{"fence", "live", "--yes", "--timeout", "20ms"}, wantFRs: 2, wantErr: "timed out after 20ms waiting for node-fencing to fence node live", check: func(t *testing.T, _, errOut string) {
+			if !strings.Contains(errOut, "waiting up to 20ms for node-fencing to fence node live") {
+				t.Errorf("fence said %q while waiting, want what it waits for", errOut)
+			}
+		}},
+		{name: "unfence with a bad verification", args: []string{"unfence", "dead", "--yes", "--verified", "yes"}, wantFRs: 1, wantErr: "--verified must be off or rebooted"},
 		{name: "fence asks, answer no", args: []string{"fence", "live"}, stdin: "n\n", wantFRs: 1, wantErr: ErrAborted.Error()},
 		{name: "fence asks, no stdin", args: []string{"fence", "live"}, wantFRs: 1, wantErr: "use --yes"},
 		{name: "fence with a bad action", args: []string{"fence", "live", "--action", "Cycle", "--yes"}, wantFRs: 1, wantErr: "--action must be Off or Reboot"},

@@ -154,7 +154,7 @@ func nodeFencingVerdict(s *Snapshot, objs *NodeObjects, node *v1.Node) Verdict {
 // the controller counts from when it observed the renewal.
 func FencingInput(s *Snapshot, lease *coordinationv1.Lease, node *v1.Node) nodefencing.Input {
 	in := nodefencing.Input{Node: node, Lease: lease, LeaseObserved: detect.Snapshot(lease, s.Now).ObservedAt, Now: s.Now, VolumeAttachments: len(s.VAsOf(node.Name))}
-	in.Request, in.Blocked = nodefencing.OpenRequest(s.RequestsOf(node.Name), node)
+	in.SetRequests(s.RequestsOf(node.Name))
 	policyName := ""
 	if in.Request != nil {
 		policyName = in.Request.Spec.PolicyName

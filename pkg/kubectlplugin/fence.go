@@ -10,11 +10,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/nodefencing"
+	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
@@ -35,8 +35,11 @@ type FenceOptions struct {
 	Action fencingv1alpha1.FenceAction
 	// Requester is who asks, "user:<name>".
 	Requester string
-	Confirm   Confirm
-	Now       time.Time
+	// OverrideExclusion fences a node labelled
+	// fenceline.io/exclude-from-fencing, which is refused otherwise.
+	OverrideExclusion bool
+	Confirm           Confirm
+	Now               time.Time
 }
 
 // fenceState is what fence and unfence read before they write.
@@ -76,9 +79,11 @@ func readFenceState(ctx context.Context, c Clients, nodeName string, now time.Ti
 	return st, nil
 }
 
-// Fence creates a manual FencingRequest for the node, as docs/fencing.md
-// describes one: reason Manual, the requester, approved. It refuses for a
-// node that already has an open request.
+// Fence asks for a manual fence: it creates the FencingRequest
+// docs/fencing.md describes (reason Manual, the requester, approved), and
+// node-fencing does the rest, every write re-decided on fresh data. It
+// refuses for a node that already has an open request, has no usable
+// policy, or is labelled detect.ExcludeLabel without OverrideExclusion.
 func Fence(ctx context.Context, c Clients, o FenceOptions) (*fencingv1alpha1.FencingRequest, error) {
 	st, err := readFenceState(ctx, c, o.Node, o.Now)
 	if err != nil {
@@ -87,6 +92,10 @@ func Fence(ctx context.Context, c Clients, o FenceOptions) (*fencingv1alpha1.Fen
 	if r := st.input.Request; r != nil {
 		return nil, fmt.Errorf("node %s already has an open FencingRequest %s (phase %s, requested by %s): one request per node; watch it with kubectl get fencingrequest %s",
 			o.Node, r.Name, phaseOf(r), r.Spec.Requester, r.Name)
+	}
+	_, excluded := st.node.Labels[detect.ExcludeLabel]
+	if excluded && !o.OverrideExclusion {
+		return nil, fmt.Errorf("node %s is labelled %s: it is kept out of fencing on purpose (a node whose power-off would hurt more than its failover helps); pass --override-exclusion to fence it anyway", o.Node, detect.ExcludeLabel)
 	}
 	// A manual request still follows a policy's levels: refuse one that
 	// node-fencing would leave waiting for a usable policy.
@@ -99,6 +108,9 @@ func Fence(ctx context.Context, c Clients, o FenceOptions) (*fencingv1alpha1.Fen
 	}
 	prompt := fmt.Sprintf("Fence node %s (action %s, FencePolicy %s): its power is cut through its fence devices, then it is put out of service so that its pods and volumes move. Continue?",
 		o.Node, o.Action, policy.Name)
+	if excluded {
+		prompt = fmt.Sprintf("Node %s is labelled %s. ", o.Node, detect.ExcludeLabel) + prompt
+	}
 	if ok, err := o.Confirm(prompt); err != nil || !ok {
 		return nil, errors.Join(ErrAborted, err)
 	}
@@ -112,11 +124,38 @@ func Fence(ctx context.Context, c Clients, o FenceOptions) (*fencingv1alpha1.Fen
 			Reason: "Manual", Requester: o.Requester, Action: o.Action, Approved: ptr.To(true),
 		},
 	}
+	if excluded {
+		req.Annotations = map[string]string{names.OverrideExclusionAnnotation: o.Requester}
+	}
 	created, err := c.Fencing.FencingV1alpha1().FencingRequests().Create(ctx, req, metav1.CreateOptions{})
 	if err != nil {
 		return nil, permissionHint(err, "create", "fencingrequests.fenceline.io")
 	}
 	return created, nil
+}
+
+// FenceAsk is what waiting on a created request waits for: node-fencing
+// proved the power-off (phase Fenced, or later).
+func FenceAsk(r *fencingv1alpha1.FencingRequest) *Ask {
+	return &Ask{
+		Node: r.Spec.NodeName, Object: "fencingrequest/" + r.Name,
+		Asked: fmt.Sprintf("fencingrequest.fenceline.io/%s created: node-fencing fences node %s", r.Name, r.Spec.NodeName),
+		Doing: "fence node " + r.Spec.NodeName,
+		Watch: "kubectl get fencingrequest " + r.Name + " -w",
+		done: func(st *fenceState) (bool, error) {
+			cur := requestByUID(st, r)
+			if cur == nil {
+				return false, fmt.Errorf("FencingRequest %s was deleted before the node was fenced", r.Name)
+			}
+			switch cur.Status.Phase {
+			case fencingv1alpha1.FencingPhaseFenced, fencingv1alpha1.FencingPhaseRecovering, fencingv1alpha1.FencingPhaseRecovered:
+				return true, nil
+			case fencingv1alpha1.FencingPhaseFailed, fencingv1alpha1.FencingPhaseCancelled:
+				return false, fmt.Errorf("FencingRequest %s ended %s: %s", r.Name, cur.Status.Phase, joinNonEmpty(": ", cur.Status.ErrorReason, cur.Status.ErrorMessage, lastConditionMessage(cur)))
+			}
+			return false, nil
+		},
+	}
 }
 
 func phaseOf(r *fencingv1alpha1.FencingRequest) fencingv1alpha1.FencingPhase {
@@ -126,156 +165,25 @@ func phaseOf(r *fencingv1alpha1.FencingRequest) fencingv1alpha1.FencingPhase {
 	return r.Status.Phase
 }
 
-// UnfenceOptions is a manual unfence.
-type UnfenceOptions struct {
-	Node      string
-	Requester string
-	Confirm   Confirm
-	Now       time.Time
-}
-
-// Unfence does what a human may do about the node's open FencingRequest:
-//
-//   - not admitted yet (Pending, Triaged): delete it, which cancels it;
-//   - Fencing: refuse, a fence in progress is never stopped;
-//   - Fenced or Recovering: only when nodefencing.Decide says the policy
-//     unfences by hand (ManualUnfence: back with a new boot ID, Ready for
-//     the healthy delay, no VolumeAttachment or volume in use left) are the
-//     node's fencing conditions set False, Fenceline's taints removed and
-//     the request deleted, exactly as the controller unfences; otherwise
-//     the decision says why not, or that the controller does it itself.
-//
-// It returns what was done.
-func Unfence(ctx context.Context, c Clients, o UnfenceOptions) (string, error) {
-	st, err := readFenceState(ctx, c, o.Node, o.Now)
-	if err != nil {
-		return "", err
-	}
-	r := st.input.Request
-	if r == nil {
-		if st.input.Blocked != "" {
-			return "", fmt.Errorf("node %s has no open FencingRequest; %s", o.Node, st.input.Blocked)
+// requestByUID finds r among the node's requests read fresh; nil when it
+// is gone.
+func requestByUID(st *fenceState, r *fencingv1alpha1.FencingRequest) *fencingv1alpha1.FencingRequest {
+	for _, cur := range st.snap.RequestsOf(r.Spec.NodeName) {
+		if cur.UID == r.UID {
+			return cur
 		}
-		return "", fmt.Errorf("node %s has no open FencingRequest: nothing to unfence", o.Node)
-	}
-	switch phaseOf(r) {
-	case fencingv1alpha1.FencingPhasePending, fencingv1alpha1.FencingPhaseTriaged:
-		return cancelRequest(ctx, c, o, r)
-	case fencingv1alpha1.FencingPhaseFencing:
-		return "", fmt.Errorf("FencingRequest %s is Fencing: a fence in progress is never stopped (the node may have written while it looked dead); wait for Fenced or Failed", r.Name)
-	}
-	d := nodefencing.Decide(st.input)
-	switch {
-	case d.Reason == nodefencing.ReasonManualUnfence:
-		return manualUnfence(ctx, c, o, st)
-	case d.Step == nodefencing.StepRecovering || d.Step == nodefencing.StepRecover:
-		return "", fmt.Errorf("node-fencing unfences node %s by itself (%s): %s", o.Node, d.Step, d.Why)
-	}
-	return "", fmt.Errorf("node %s cannot be unfenced now (FencingRequest %s, %s): %s", o.Node, r.Name, joinNonEmpty(" ", string(phaseOf(r)), bracket(d.Reason)), d.Why)
-}
-
-// cancelRequest deletes a request that was not admitted, then clears the
-// node as node-fencing's cancel does: FencingTriaged False and Fenceline's
-// fencing taints removed, once no request is open for it any more.
-func cancelRequest(ctx context.Context, c Clients, o UnfenceOptions, r *fencingv1alpha1.FencingRequest) (string, error) {
-	prompt := fmt.Sprintf("Delete FencingRequest %s (%s, not admitted yet), which cancels the fence of node %s?", r.Name, phaseOf(r), o.Node)
-	if r.Spec.Requester == nodefencing.RequesterController {
-		prompt += " node-fencing makes a new request while the node stays unhealthy."
-	}
-	if ok, err := o.Confirm(prompt); err != nil || !ok {
-		return "", errors.Join(ErrAborted, err)
-	}
-	if err := deleteRequest(ctx, c, r); err != nil {
-		return "", err
-	}
-	noRequest := func(st *fenceState) error {
-		if cur := st.input.Request; cur != nil {
-			return fmt.Errorf("FencingRequest %s was deleted, but node %s has another open request %s now; its taints and conditions are left to it", r.Name, o.Node, cur.Name)
-		}
-		return nil
-	}
-	msg := fmt.Sprintf("FencingRequest %s: cancelled by hand by %s", r.Name, o.Requester)
-	cond := v1.NodeCondition{Type: names.FencingTriagedCondition, Status: v1.ConditionFalse, Reason: "Cancelled", Message: msg}
-	if err := writeNode(ctx, c, o, true, noRequest, func(n *v1.Node) bool {
-		return nodeutil.Condition(n, names.FencingTriagedCondition) != nil && nodefencing.ApplyNodeConditions(n, metav1.NewTime(o.Now), cond)
-	}); err != nil {
-		return "", permissionHint(err, "update", "nodes/status")
-	}
-	if err := writeNode(ctx, c, o, false, noRequest, func(n *v1.Node) bool { return nodefencing.StripFencingTaints(n, r) }); err != nil {
-		return "", permissionHint(err, "update", "nodes")
-	}
-	return fmt.Sprintf("FencingRequest %s deleted and node %s's fencing taints and triage cleared: the fence is cancelled", r.Name, o.Node), nil
-}
-
-func deleteRequest(ctx context.Context, c Clients, r *fencingv1alpha1.FencingRequest) error {
-	err := c.Fencing.FencingV1alpha1().FencingRequests().Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &r.UID}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return permissionHint(err, "delete", "fencingrequests.fenceline.io")
 	}
 	return nil
 }
 
-// writeNode changes the node (its status when status is true) on fresh
-// data, after check accepted that data, retrying on conflicts.
-func writeNode(ctx context.Context, c Clients, o UnfenceOptions, status bool, check func(*fenceState) error, mutate func(*v1.Node) bool) error {
-	nodes := c.Kube.CoreV1().Nodes()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		fresh, err := readFenceState(ctx, c, o.Node, o.Now)
-		if err != nil {
-			return err
+// lastConditionMessage is the message of the request's most recently
+// changed condition, "" when none.
+func lastConditionMessage(r *fencingv1alpha1.FencingRequest) string {
+	msg, at := "", metav1.Time{}
+	for _, c := range r.Status.Conditions {
+		if !c.LastTransitionTime.Before(&at) {
+			msg, at = c.Message, c.LastTransitionTime
 		}
-		if err := check(fresh); err != nil {
-			return err
-		}
-		n := fresh.node.DeepCopy()
-		if !mutate(n) {
-			return nil
-		}
-		if status {
-			_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		} else {
-			_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
-		}
-		return err
-	})
-}
-
-// manualUnfence unfences as the controller's recover step does: the
-// conditions first (the attacher stops treating the node as cut off), then
-// the taints, then the request. Each node write re-decides on fresh data.
-func manualUnfence(ctx context.Context, c Clients, o UnfenceOptions, st *fenceState) (string, error) {
-	r := st.input.Request
-	prompt := fmt.Sprintf("Unfence node %s: set its fencing conditions False, remove Fenceline's taints (and the out-of-service taint FencingRequest %s added) and delete the request?", o.Node, r.Name)
-	if ok, err := o.Confirm(prompt); err != nil || !ok {
-		return "", errors.Join(ErrAborted, err)
 	}
-	msg := fmt.Sprintf("FencingRequest %s: unfenced by hand by %s", r.Name, o.Requester)
-	check := func(fresh *fenceState) error { return stillManualUnfence(fresh, r) }
-	now := metav1.NewTime(o.Now)
-	if err := writeNode(ctx, c, o, true, check, func(n *v1.Node) bool {
-		return nodefencing.ApplyNodeConditions(n, now, nodefencing.UnfencedConditions(msg)...)
-	}); err != nil {
-		return "", permissionHint(err, "update", "nodes/status")
-	}
-	if err := writeNode(ctx, c, o, false, check, func(n *v1.Node) bool { return nodefencing.StripFencingTaints(n, r) }); err != nil {
-		return "", permissionHint(err, "update", "nodes")
-	}
-	if err := deleteRequest(ctx, c, r); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("node %s unfenced: conditions False, taints removed, FencingRequest %s deleted", o.Node, r.Name), nil
-}
-
-// stillManualUnfence re-decides on fresh data: the same request is open and
-// the policy still says the node may be unfenced by hand.
-func stillManualUnfence(st *fenceState, r *fencingv1alpha1.FencingRequest) error {
-	// Conditions already False are written by a previous step of this
-	// unfence: the request is what still ties the node to the fence.
-	if cur := st.input.Request; cur == nil || cur.UID != r.UID {
-		return fmt.Errorf("FencingRequest %s changed while unfencing: nothing more written, look again with kubectl fenceline status", r.Name)
-	}
-	if d := nodefencing.Decide(st.input); d.Reason != nodefencing.ReasonManualUnfence {
-		return fmt.Errorf("the decision changed on fresh data (%s): %s", joinNonEmpty(" ", string(d.Step), d.Reason), d.Why)
-	}
-	return nil
+	return msg
 }
