@@ -28,6 +28,7 @@ func TestFencingAPI(t *testing.T) {
 	t.Run("level order", func(t *testing.T) { testLevelOrder(t, cs) })
 	t.Run("informer and lister", func(t *testing.T) { testLister(t, cs) })
 	t.Run("apply configuration", func(t *testing.T) { testApply(t, cs) })
+	t.Run("storm guard status", func(t *testing.T) { testStormGuardStatus(t, cs) })
 }
 
 // testValidObjects creates one object of each kind and checks the server

@@ -8,9 +8,9 @@ import (
 
 // +genclient
 // +genclient:nonNamespaced
-// +genclient:noStatus
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:resource:scope=Cluster,shortName=fp,categories=fenceline
+// +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Approval",type=string,JSONPath=`.spec.detection.approval`
 // +kubebuilder:printcolumn:name="Storage Fence",type=string,JSONPath=`.spec.storageFence`
 // +kubebuilder:printcolumn:name="Max Concurrent",type=integer,JSONPath=`.spec.stormGuard.maxConcurrentFencing`
@@ -31,6 +31,48 @@ type FencePolicy struct {
 
 	// +required
 	Spec FencePolicySpec `json:"spec"`
+	// Status is the node-fencing controller's memory of the policy.
+	// +optional
+	Status FencePolicyStatus `json:"status,omitempty"`
+}
+
+// FencePolicyStatus is written by the node-fencing controller only.
+type FencePolicyStatus struct {
+	// StormGuard is the storm guard's rate bucket and storm state, kept
+	// here so that a restarted or newly elected controller is never more
+	// permissive than the one before it. Absent: no fence was ever admitted
+	// under the policy (the state is written before an admission takes
+	// effect).
+	// +optional
+	StormGuard *StormGuardStatus `json:"stormGuard,omitempty"`
+}
+
+// StormGuardStatus is the storm guard's state as of UpdateTime. Its times
+// are the clock of the controller that wrote them; a controller that
+// restores them compares them only with one another, never with its own
+// clock: it credits no refill and no cooldown for the time between the
+// write and its restore.
+type StormGuardStatus struct {
+	// Tokens is the content of the rate bucket at BucketTime, rounded down
+	// to a thousandth of a token.
+	// +optional
+	Tokens *resource.Quantity `json:"tokens,omitempty"`
+	// BucketTime is when the bucket held Tokens.
+	// +optional
+	BucketTime *metav1.MicroTime `json:"bucketTime,omitempty"`
+	// StormActive: the last admission decision saw more nodes unhealthy
+	// than maxUnhealthy allows; StormStartTime is when that storm began.
+	// +optional
+	StormActive bool `json:"stormActive,omitempty"`
+	// +optional
+	StormStartTime *metav1.MicroTime `json:"stormStartTime,omitempty"`
+	// LastStormEndTime is when the last storm ended; the cooldown runs
+	// from it.
+	// +optional
+	LastStormEndTime *metav1.MicroTime `json:"lastStormEndTime,omitempty"`
+	// UpdateTime is when this state was written.
+	// +optional
+	UpdateTime *metav1.MicroTime `json:"updateTime,omitempty"`
 }
 
 // FencePolicySpec is the when, the order and the limits of fencing.

@@ -85,14 +85,18 @@ func (c *Controller) refused(ctx context.Context, in Input, g stormguard.Decisio
 }
 
 // guard runs the storm guard for the input's node and keeps the policy's
-// bucket and storm state.
+// bucket and storm state, in memory and, before a decision that changes
+// them takes effect, in the policy's status (a restart restores it).
 func (c *Controller) guard(ctx context.Context, in Input) (stormguard.Decision, error) {
 	pol, qps, burst := GuardPolicy(in.Policy)
 	nodes, err := c.stormView(ctx, in, pol.Zones.ZoneLabel)
 	if err != nil {
 		return stormguard.Decision{}, err
 	}
-	st := c.guards[in.Policy.Name]
+	st, err := c.loadGuard(ctx, in.Policy, pol.Cooldown, in.Now)
+	if err != nil {
+		return stormguard.Decision{}, err
+	}
 	st.bucket.QPS, st.bucket.Burst = qps, burst
 	zone := ""
 	if in.Node != nil {
@@ -103,7 +107,13 @@ func (c *Controller) guard(ctx context.Context, in Input) (stormguard.Decision, 
 		Attempts:  int(in.Request.Status.FailedRounds),
 		Nodes:     nodes, Policy: pol, Bucket: st.bucket, Storm: st.storm, Now: in.Now,
 	})
-	c.guards[in.Policy.Name] = guardState{bucket: g.NewBucket, storm: g.NewStorm}
+	next := guardState{bucket: g.NewBucket, storm: g.NewStorm}
+	if stormguard.MustSave(g, st.storm) {
+		if err := c.saveGuard(ctx, in.Policy, next, in.Now); err != nil {
+			return stormguard.Decision{}, err
+		}
+	}
+	c.guards[in.Policy.Name] = next
 	return g, nil
 }
 

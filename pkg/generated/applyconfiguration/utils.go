@@ -34,6 +34,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.FencePolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FencePolicySpec"):
 		return &fencingv1alpha1.FencePolicySpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FencePolicyStatus"):
+		return &fencingv1alpha1.FencePolicyStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FenceRate"):
 		return &fencingv1alpha1.FenceRateApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FenceRecovery"):
@@ -62,6 +64,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.StorageFenceStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StormGuard"):
 		return &fencingv1alpha1.StormGuardApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("StormGuardStatus"):
+		return &fencingv1alpha1.StormGuardStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("UnhealthyCondition"):
 		return &fencingv1alpha1.UnhealthyConditionApplyConfiguration{}
 

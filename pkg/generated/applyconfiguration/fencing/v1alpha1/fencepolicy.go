@@ -24,6 +24,8 @@ type FencePolicyApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	Spec                             *FencePolicySpecApplyConfiguration `json:"spec,omitempty"`
+	// Status is the node-fencing controller's memory of the policy.
+	Status *FencePolicyStatusApplyConfiguration `json:"status,omitempty"`
 }
 
 // FencePolicy constructs a declarative configuration of the FencePolicy type for use with
@@ -201,6 +203,14 @@ func (b *FencePolicyApplyConfiguration) ensureObjectMetaApplyConfigurationExists
 // If called multiple times, the Spec field is set to the value of the last call.
 func (b *FencePolicyApplyConfiguration) WithSpec(value *FencePolicySpecApplyConfiguration) *FencePolicyApplyConfiguration {
 	b.Spec = value
+	return b
+}
+
+// WithStatus sets the Status field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Status field is set to the value of the last call.
+func (b *FencePolicyApplyConfiguration) WithStatus(value *FencePolicyStatusApplyConfiguration) *FencePolicyApplyConfiguration {
+	b.Status = value
 	return b
 }
 

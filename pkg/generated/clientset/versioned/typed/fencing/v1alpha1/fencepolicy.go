@@ -24,6 +24,8 @@ type FencePoliciesGetter interface {
 type FencePolicyInterface interface {
 	Create(ctx context.Context, fencePolicy *fencingv1alpha1.FencePolicy, opts v1.CreateOptions) (*fencingv1alpha1.FencePolicy, error)
 	Update(ctx context.Context, fencePolicy *fencingv1alpha1.FencePolicy, opts v1.UpdateOptions) (*fencingv1alpha1.FencePolicy, error)
+	// Add a +genclient:noStatus comment above the type to avoid generating UpdateStatus().
+	UpdateStatus(ctx context.Context, fencePolicy *fencingv1alpha1.FencePolicy, opts v1.UpdateOptions) (*fencingv1alpha1.FencePolicy, error)
 	Delete(ctx context.Context, name string, opts v1.DeleteOptions) error
 	DeleteCollection(ctx context.Context, opts v1.DeleteOptions, listOpts v1.ListOptions) error
 	Get(ctx context.Context, name string, opts v1.GetOptions) (*fencingv1alpha1.FencePolicy, error)
@@ -31,6 +33,8 @@ type FencePolicyInterface interface {
 	Watch(ctx context.Context, opts v1.ListOptions) (watch.Interface, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts v1.PatchOptions, subresources ...string) (result *fencingv1alpha1.FencePolicy, err error)
 	Apply(ctx context.Context, fencePolicy *applyconfigurationfencingv1alpha1.FencePolicyApplyConfiguration, opts v1.ApplyOptions) (result *fencingv1alpha1.FencePolicy, err error)
+	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
+	ApplyStatus(ctx context.Context, fencePolicy *applyconfigurationfencingv1alpha1.FencePolicyApplyConfiguration, opts v1.ApplyOptions) (result *fencingv1alpha1.FencePolicy, err error)
 	FencePolicyExpansion
 }
 
