@@ -101,7 +101,9 @@ func TestAskProperties(t *testing.T) {
 		in := randomAskInput(r)
 		got := Decide(in)
 		steps[got.Step]++
-		fail := func(why string) { t.Fatalf("case %d: %s\n%s\nfailed %+v\ndecision %+v", i, why, describeInput(in), in.Failed, got) }
+		fail := func(why string) {
+			t.Fatalf("case %d: %s\n%s\nfailed %+v\ndecision %+v", i, why, describeInput(in), in.Failed, got)
+		}
 		if msg := brokenInvariant(in, got); msg != "" {
 			fail(msg)
 		}
