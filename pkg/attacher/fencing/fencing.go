@@ -94,9 +94,9 @@ type Decision struct {
 //     refused on the safe-detach path, where the fence is the only
 //     protection; plain for a gone Node or a volume still in use, as
 //     upstream.
-//   - No reason, a driver that can fence, cached inputs: confirm on fresh
-//     inputs first. No reason on fresh inputs (or a driver that cannot
-//     fence): plain.
+//   - No reason (or only a volume in use), a driver that can fence, cached
+//     inputs: confirm on fresh inputs first. No reason on fresh inputs (or
+//     a driver that cannot fence): plain.
 //   - Blind (no right to read Nodes or CSIDrivers): plain, exactly as
 //     upstream, unless a fence was recorded or intended on the
 //     VolumeAttachment. The attacher then tells fenceline-controller it
@@ -120,7 +120,10 @@ func Decide(in Input) Decision {
 		reason = cutoff.DetachReason(cutoff.DetachInput{Node: in.Node, SafeDetach: cutoff.SafeDetachEnabled(in.Driver), Intent: in.Intent, Volume: in.Volume})
 	}
 	switch {
-	case reason == cutoff.ReasonNone && in.DriverCanFence && !in.Fresh:
+	case (reason == cutoff.ReasonNone || reason == cutoff.ReasonInUse) && in.DriverCanFence && !in.Fresh:
+		// A cached node that still lists the volume in use may only lag
+		// behind the kubelet's report that it unmounted it (which is what
+		// let the attach/detach controller detach): confirm that one too.
 		return Decision{Action: ActionConfirm}
 	case reason == cutoff.ReasonNone:
 		return Decision{Action: ActionPlain}

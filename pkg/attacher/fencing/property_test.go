@@ -39,8 +39,15 @@ func randomNode(r *rand.Rand) *v1.Node {
 	case 1:
 		opts = append(opts, testobj.Condition(names.FencingCompleteCondition, v1.ConditionFalse))
 	}
+	if r.IntN(4) == 0 {
+		opts = append(opts, testobj.VolumesInUse(propVolume))
+	}
 	return node(opts...)
 }
+
+// propVolume is the detached volume's name in node status in the property
+// tests.
+const propVolume v1.UniqueVolumeName = "kubernetes.io/csi/mock.fenceline.io^vol-1"
 
 // describe prints what the decision reads of a node.
 func describe(n *v1.Node) string {
@@ -65,11 +72,28 @@ func randomInput(r *rand.Rand) Input {
 	default:
 		in.Driver = csiDriver("true")
 	}
+	reasons := []cutoff.Reason{cutoff.ReasonOutOfService, cutoff.ReasonSafeDetach, cutoff.ReasonForceEviction, cutoff.ReasonFenced, cutoff.ReasonNodeGone, ReasonUnreadableRecord}
 	if r.IntN(4) == 0 {
-		reasons := []cutoff.Reason{cutoff.ReasonOutOfService, cutoff.ReasonSafeDetach, cutoff.ReasonForceEviction, cutoff.ReasonFenced, cutoff.ReasonNodeGone, ReasonUnreadableRecord}
 		in.Record = &Record{Reason: reasons[r.IntN(len(reasons))], NodeID: []string{"", "old-id", "node-a"}[r.IntN(3)]}
 	}
+	if r.IntN(4) == 0 {
+		in.Intent = &Record{Reason: reasons[r.IntN(len(reasons))], By: cutoff.ByControllerPrefix + "podgc"}
+	}
+	if r.IntN(2) == 0 {
+		in.Volume = propVolume
+	}
 	return in
+}
+
+// detachReason is the reason Decide must find for in (no record).
+func detachReason(in Input) cutoff.Reason {
+	if in.Blind {
+		if in.Intent == nil {
+			return cutoff.ReasonNone
+		}
+		return in.Intent.Reason
+	}
+	return cutoff.DetachReason(cutoff.DetachInput{Node: in.Node, SafeDetach: cutoff.SafeDetachEnabled(in.Driver), Intent: in.Intent, Volume: in.Volume})
 }
 
 // TestDecideProperties checks Decide over random inputs against the rules
@@ -95,7 +119,8 @@ func TestDecideProperties(t *testing.T) {
 			t.Fatalf("case %d: %s\ninput record %+v node %s CSIDriver %v (safe detach %v) canFence %v fresh %v blind %v\ndecision %+v",
 				i, why, in.Record, describe(in.Node), in.Driver != nil, cutoff.SafeDetachEnabled(in.Driver), in.DriverCanFence, in.Fresh, in.Blind, got)
 		}
-		reason := cutoff.NodeReason(in.Node, cutoff.SafeDetachEnabled(in.Driver))
+		reason := detachReason(in)
+		confirmable := reason == cutoff.ReasonNone || reason == cutoff.ReasonInUse
 		switch {
 		case in.Record != nil:
 			want := ActionRefuse
@@ -105,11 +130,11 @@ func TestDecideProperties(t *testing.T) {
 			if got.Action != want || got.Reason != in.Record.Reason || got.WriteRecord || got.Unsupported {
 				fail(fmt.Sprintf("a recorded fence (%s) must give %s with the record's reason and no new record", in.Record.Reason, want))
 			}
-		case in.Blind:
+		case in.Blind && in.Intent == nil:
 			if got.Action != ActionPlain || got.WriteRecord {
-				fail("a blind attacher without a record detaches as upstream")
+				fail("a blind attacher without a record or intent detaches as upstream")
 			}
-		case reason != cutoff.ReasonNone && in.DriverCanFence:
+		case reason != cutoff.ReasonNone && in.DriverCanFence && !(confirmable && !in.Fresh):
 			if got.Action != ActionFenced || !got.WriteRecord || got.Reason != reason {
 				fail(fmt.Sprintf("node cut off (%s), driver can fence: want fenced, recorded first", reason))
 			}
@@ -121,8 +146,11 @@ func TestDecideProperties(t *testing.T) {
 		if got.Action == ActionPlain && in.DriverCanFence && !in.Blind && !in.Fresh {
 			fail("plain detach by a fence-capable driver decided on cached inputs")
 		}
-		if got.Action == ActionPlain && in.DriverCanFence && (in.Record != nil || (!in.Blind && reason != cutoff.ReasonNone)) {
-			fail("plain detach although a fence is recorded or the node is cut off and the driver fences")
+		if got.Action == ActionPlain && in.DriverCanFence && (in.Record != nil || reason != cutoff.ReasonNone) {
+			fail("plain detach although a fence is recorded or intended, or the node is cut off, and the driver fences")
+		}
+		if in.Intent != nil && in.Record == nil && in.DriverCanFence && got.Action != ActionFenced {
+			fail("a controller's fence intent must give a fenced detach with a driver that fences")
 		}
 		if got.WriteRecord && (got.Action != ActionFenced || in.Record != nil || got.Reason == cutoff.ReasonNone) {
 			fail("a record is written only for a new fenced decision with a reason")
@@ -136,7 +164,11 @@ func TestDecideProperties(t *testing.T) {
 		if got.Action == ActionConfirm {
 			fresh := in
 			fresh.Fresh = true
-			if again := Decide(fresh); again.Action != ActionPlain || again.WriteRecord {
+			again := Decide(fresh)
+			switch {
+			case reason == cutoff.ReasonInUse && (again.Action != ActionFenced || again.Reason != cutoff.ReasonInUse):
+				fail(fmt.Sprintf("a volume still in use on the fresh node: %+v, want fenced (in-use)", again))
+			case reason == cutoff.ReasonNone && (again.Action != ActionPlain || again.WriteRecord):
 				fail(fmt.Sprintf("confirmed on the same inputs read fresh: %+v, want plain", again))
 			}
 		}
