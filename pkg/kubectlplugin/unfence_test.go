@@ -149,7 +149,7 @@ func TestUnfenceOpenRequest(t *testing.T) {
 		{unfenceCase: unfenceCase{name: "manual unfence, node not back: the ask waits for it", confirm: true, wantWrite: "patch fencingrequests"}, phase: fencingv1alpha1.FencingPhaseFenced, policy: "Manual", boot: "boot-1"},
 		{unfenceCase: unfenceCase{name: "manual unfence, back with a new boot: ask", confirm: true, wantWrite: "patch fencingrequests"}, phase: fencingv1alpha1.FencingPhaseRecovering, policy: "Manual", boot: "boot-2", back: true},
 		{unfenceCase: unfenceCase{name: "manual unfence, volume attachments left: the ask waits for them", confirm: true, wantWrite: "patch fencingrequests"}, phase: fencingv1alpha1.FencingPhaseRecovering, policy: "Manual", boot: "boot-2", back: true, vas: 1},
-		{unfenceCase: unfenceCase{name: "manual unfence, Ready with the fenced boot ID: refused", confirm: true, verified: "Rebooted", wantErr: "(FencingRequest n-abcde, Fenced (SameBootID))"}, phase: fencingv1alpha1.FencingPhaseFenced, policy: "Manual", boot: "boot-1", back: true},
+		{unfenceCase: unfenceCase{name: "manual unfence, Ready with the fenced boot ID again: refused", confirm: true, verified: "Rebooted", wantErr: "(FencingRequest n-abcde, Recovering (SameBootID))"}, phase: fencingv1alpha1.FencingPhaseRecovering, policy: "Manual", boot: "boot-1", back: true},
 		{unfenceCase: unfenceCase{name: "no boot ID now, nothing verified: refused", confirm: true, wantErr: "(BootIDUnknown)"}, phase: fencingv1alpha1.FencingPhaseFenced, boot: "", back: true},
 		{unfenceCase: unfenceCase{name: "no boot ID now, verified rebooted: ask", confirm: true, verified: "Rebooted", wantWrite: "patch fencingrequests", wantVerified: "Rebooted"}, phase: fencingv1alpha1.FencingPhaseFenced, boot: "", back: true},
 	} {
