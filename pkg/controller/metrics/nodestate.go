@@ -45,7 +45,7 @@ func newNodeState() nodeState {
 			Namespace: "fenceline",
 			Subsystem: "node_fencing",
 			Name:      "failed",
-			Help:      "1 while a Failed FencingRequest of the node's current boot blocks any new request for it (delete the request to try again); no series otherwise.",
+			Help:      "1 while a Failed FencingRequest of the node's current boot blocks any new request for it, or while the marks a Failed or deleted request left keep the node unschedulable; no series otherwise.",
 		}, []string{"node"}),
 		QuarantinedSince: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "fenceline",
@@ -85,8 +85,9 @@ func (s nodeState) collectors() []prometheus.Collector {
 }
 
 // SetNodeFencing records a node's fencing state as its latest sync saw it:
-// fenced since fencedSince (zero: not fenced), and whether a Failed request
-// blocks it.
+// fenced since fencedSince (zero: not fenced), and whether its fencing
+// failed: a Failed request blocks it, or a Failed or deleted request's marks
+// are left on it.
 func (m *Metrics) SetNodeFencing(node string, fencedSince time.Time, failed bool) {
 	if m == nil {
 		return
