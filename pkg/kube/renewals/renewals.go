@@ -9,9 +9,11 @@
 //
 // The observed time is never earlier than the real renewal (the observer
 // sees a write after it happens), and later by the observer's watch delay.
-// That errs towards a node looking alive, the safe side for detection; a
+// That errs towards a node looking alive, the safe side for detection. A
 // heartbeat's freshness (evidence to act on) can outlast the real one by
-// the same delay, which its readers bound with fresh reads at write time.
+// the same delay: a fresh read at write time catches a renewal the watch
+// has not delivered, not the delay of one it did. The heartbeat's
+// leaseDurationSeconds is the bound, and it must leave room for that delay.
 package renewals
 
 import (
