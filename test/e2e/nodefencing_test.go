@@ -69,6 +69,7 @@ func TestNodeFencingFailover(t *testing.T) {
 	if n := len(mustRequests(t, s, nodeA)); n != 1 {
 		t.Fatalf("%d FencingRequests for %s, want exactly 1 (no duplicate)", n, nodeA)
 	}
+	s.assertNoLieWarning(nodeA)
 }
 
 // fenceAndMove stops node's heartbeats while db-0 writes there, waits for

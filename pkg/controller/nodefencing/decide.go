@@ -92,7 +92,10 @@ type Input struct {
 	Failed *fencingv1alpha1.FencingRequest
 	// VolumeAttachments counts the VolumeAttachments for the node.
 	VolumeAttachments int
-	Now               time.Time
+	// Signs are the node's writes the controller observed since it saw
+	// the request Fenced (JudgeFence).
+	Signs LifeSigns
+	Now   time.Time
 }
 
 // Decision is the outcome of Decide.
@@ -264,7 +267,7 @@ func decideFencing(in Input) Decision {
 		return Decision{Step: StepFenced, Level: level, Reason: fmt.Sprintf("Level%dVerified", level), Why: fmt.Sprintf("every fence class of level %d read the power back Off", level)}
 	}
 	if max := MaxAttempts(in.Policy); int(r.Status.FailedRounds) >= max {
-		return Decision{Step: StepFail, Reason: "MaxAttemptsReached", Why: fmt.Sprintf("%d rounds through every level failed, maxAttempts is %d; the node is not known to be off and nothing is recovered", r.Status.FailedRounds, max)}
+		return Decision{Step: StepFail, Reason: "MaxAttemptsReached", Why: fmt.Sprintf("%d rounds through every level failed, maxAttempts is %d; last: %s; the node is not known to be off and nothing is recovered", r.Status.FailedRounds, max, LastFailure(r.Status.Attempts))}
 	}
 	if in.Policy == nil {
 		return Decision{Reason: ReasonInvalidPolicy, Why: "the request's FencePolicy is gone: no level can be proven, the node stays fencing"}
@@ -281,8 +284,10 @@ func decideFenced(in Input, node *v1.Node) Decision {
 	if AppliesOutOfService(in.Policy) && !nodeutil.HasTaint(node, outOfServiceTaint.Key) && !OwnsOutOfService(node, r) {
 		return Decision{Step: StepOutOfService, Reason: "Fenced", Why: "the node is fenced (power read back Off): its pods and volumes may go"}
 	}
-	if !nodeutil.IsReady(node) {
-		return Decision{Reason: ReasonNodeDown, Why: "the node is fenced and not Ready"}
+	// Not Ready, Ready only as reported before the fence, or alive with the
+	// fenced boot ID (a lying fence): JudgeFence, on observed changes.
+	if d, hold := fencedNode(in, node); hold {
+		return d
 	}
 	ok, reason, why := rebooted(r.Status.BootIDAtFence, node.Status.NodeInfo.BootID, AskOf(r.Annotations))
 	if !ok {

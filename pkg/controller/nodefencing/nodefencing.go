@@ -82,6 +82,8 @@ type Controller struct {
 	// renewals is when each node Lease was seen renewed, on the
 	// controller's clock (detect.Renewal).
 	renewals *renewals.Tracker
+	// life counts the signs of life of fenced nodes (JudgeFence).
+	life *lifeWatch
 
 	// admitMu serialises admissions, so that two workers never both see a
 	// free concurrency slot; guards holds each policy's storm-guard state.
@@ -127,6 +129,9 @@ func New(cfg Config) (*Controller, error) {
 	c.renewals = renewals.NewTracker(func() time.Time { return c.now() })
 	if _, err := leaseInf.Informer().AddEventHandler(c.renewals); err != nil {
 		return nil, fmt.Errorf("adding node Lease renewal handler: %w", err)
+	}
+	if err := c.watchLife(leaseInf.Informer(), cfg.Informers.Core().V1().Nodes().Informer()); err != nil {
+		return nil, err
 	}
 	return c, c.addHandlers(vaInf, reqInf)
 }
@@ -216,6 +221,9 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if err := c.cancelDuplicates(ctx, nodeName, in.Request); err != nil {
 		return 0, err
 	}
+	if err := c.reportLie(ctx, in); err != nil {
+		return 0, err
+	}
 	d := Decide(in)
 	return c.act(ctx, in, d)
 }
@@ -267,6 +275,7 @@ func (c *Controller) gather(nodeName string, fresh *v1.Node) (Input, error) {
 		return in, err
 	}
 	in.SetRequests(reqs)
+	in.Signs = c.life.signs(nodeName, in.Request, in.Lease, in.Node)
 	vas, err := nodeutil.VAsOnNode(c.vas, nodeName)
 	if err != nil {
 		return in, err

@@ -496,12 +496,17 @@ func TestSyncSameBootIDStaysFenced(t *testing.T) {
 	e := newEnv(t, now, cluster(now, nil)...)
 	e.fenceToFenced()
 	e.comesBack("boot-1")
+	// One renewal and one Ready report may have been sent before the
+	// power-off: a second renewal is what proves the node ran after it.
+	e.now = e.now.Add(10 * time.Second)
+	e.renewLease("n1")
 	for range 2 {
 		e.sync("n1")
 		e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
 	}
-	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestRecovered, metav1.ConditionFalse, ReasonSameBootID)
-	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionTrue}, names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
+	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestRecovered, metav1.ConditionFalse, ReasonLyingFence)
+	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionTrue, names.LyingFenceCondition: v1.ConditionTrue},
+		names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
 }
 
 func TestSyncKeepsAHumansOutOfServiceTaint(t *testing.T) {
