@@ -113,8 +113,17 @@ func (d *Device) act(ctx context.Context, action string) error {
 	if r.code != 0 {
 		return d.fail(action, r, "")
 	}
+	if action == "off" && bytes.Contains(r.stdout, alreadyOff) {
+		// fencing.py read the device off and sent nothing; a device that
+		// reads off wrongly is not powered off this way (see the docs).
+		klog.FromContext(ctx).V(2).Info("Fence agent sent no off: its device already reads off", "agent", d.cfg.Agent, "address", d.cfg.Address)
+	}
 	return nil
 }
+
+// alreadyOff is what fencing.py prints when it skips an off because its
+// status already reads off.
+var alreadyOff = []byte("Success: Already OFF")
 
 // result is one finished agent run.
 type result struct {
