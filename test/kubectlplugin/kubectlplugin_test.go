@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/cutoff"
 	fencingclient "fenceline.io/fenceline/pkg/generated/clientset/versioned"
 	"fenceline.io/fenceline/pkg/names"
@@ -52,29 +54,50 @@ func TestPluginGolden(t *testing.T) {
 	_, nobody := c.ServiceAccountConfig(t, "ops", "nobody")
 	_, reader := c.ServiceAccountConfig(t, "ops", "reader")
 	s.grantFenceReads("ops", "reader")
+	// An operator with the rights the plugin's docs list for fence and
+	// unfence, none on Nodes: the asks need none.
+	_, operator := c.ServiceAccountConfig(t, "ops", "operator")
+	s.grantFenceAsks("ops", "operator")
 
-	for _, step := range []struct {
+	type step struct {
 		golden     string
 		kubeconfig string
 		args       []string
-	}{
-		{"status.golden", admin, []string{"status"}},
-		{"explain-dead.golden", admin, []string{"explain", "dead"}},
-		{"explain-quarantined.golden", admin, []string{"explain", "quarantined"}},
-		{"fence-live.golden", admin, []string{"fence", "live", "--yes", "--requester", "alice"}},
-		{"fence-live-again.golden", admin, []string{"fence", "live", "--yes"}},
-		{"fence-unknown.golden", admin, []string{"fence", "ghost", "--yes"}},
-		{"unfence-dead.golden", admin, []string{"unfence", "dead", "--yes"}},
-		{"unfence-live.golden", admin, []string{"unfence", "live", "--yes"}},
-		{"explain-back.golden", admin, []string{"explain", "back"}},
-		{"unfence-back.golden", admin, []string{"unfence", "back", "--yes", "--requester", "alice"}},
-		{"status-json.golden", admin, []string{"status", "-o", "json"}},
-		{"status-no-rights.golden", nobody, []string{"status"}},
-		{"fence-no-create.golden", reader, []string{"fence", "live", "--yes"}},
-	} {
-		out := runPlugin(t, ctx, bin, step.kubeconfig, step.args...)
-		compare(t, step.golden, normalize(out, !slices.Contains(step.args, "-o")))
 	}
+	runSteps := func(steps ...step) {
+		for _, st := range steps {
+			out := runPlugin(t, ctx, bin, st.kubeconfig, st.args...)
+			compare(t, st.golden, normalize(out, !slices.Contains(st.args, "-o")))
+		}
+	}
+	runSteps(
+		step{"status.golden", admin, []string{"status"}},
+		step{"explain-dead.golden", admin, []string{"explain", "dead"}},
+		step{"explain-quarantined.golden", admin, []string{"explain", "quarantined"}},
+		step{"fence-live.golden", admin, []string{"fence", "live", "--yes", "--requester", "alice", "--wait=false"}},
+		step{"fence-live-again.golden", admin, []string{"fence", "live", "--yes"}},
+		step{"fence-unknown.golden", admin, []string{"fence", "ghost", "--yes"}},
+		step{"fence-kept.golden", admin, []string{"fence", "kept", "--yes"}},
+		step{"unfence-dead.golden", admin, []string{"unfence", "dead", "--yes"}},
+		step{"unfence-kept.golden", admin, []string{"unfence", "kept", "--yes"}},
+		step{"explain-back.golden", admin, []string{"explain", "back"}},
+	)
+	// The asks of unfence are carried out by node-fencing: the plugin
+	// waits for it.
+	stop := s.runNodeFencing("live", "back", "kept")
+	runSteps(
+		step{"unfence-live.golden", operator, []string{"unfence", "live", "--yes", "--timeout", "1m"}},
+		step{"unfence-back.golden", operator, []string{"unfence", "back", "--yes", "--requester", "alice", "--timeout", "1m"}},
+	)
+	// node-fencing notes on dead-req why the fenced node stays fenced: wait
+	// for it, so that the status below does not depend on timing.
+	s.waitRequestCondition("dead-req", fencingv1alpha1.FencingRequestRecovered)
+	stop()
+	runSteps(
+		step{"status-json.golden", admin, []string{"status", "-o", "json"}},
+		step{"status-no-rights.golden", nobody, []string{"status"}},
+		step{"fence-no-create.golden", reader, []string{"fence", "live", "--yes"}},
+	)
 	checkWrites(t, ctx, c.Client(), fences)
 }
 
@@ -181,18 +204,26 @@ func compare(t *testing.T, name, got string) {
 	}
 }
 
-// checkWrites checks, beside the golden output, what the writes did: the
-// fence of live was created and cancelled, and back was unfenced (its
-// fencing conditions False, no fencing or out-of-service taint, its
-// request gone).
+// checkWrites checks, beside the golden output, what the asks did, as
+// node-fencing carried them out: live's manual request was cancelled and
+// back was unfenced (its fencing conditions False, no fencing or
+// out-of-service taint, its request Recovered and carrying the ask).
 func checkWrites(t *testing.T, ctx context.Context, kube kubernetes.Interface, fences fencingclient.Interface) {
 	t.Helper()
 	reqs, err := fences.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reqs.Items) != 1 || reqs.Items[0].Name != "dead-req" {
-		t.Errorf("%d FencingRequests, want dead-req alone (live's cancelled, back-req deleted by the unfence)", len(reqs.Items))
+	phases := map[string]fencingv1alpha1.FencingPhase{}
+	for _, r := range reqs.Items {
+		phases[r.Spec.NodeName] = r.Status.Phase
+		if r.Spec.NodeName == "back" && r.Annotations[names.UnfenceAnnotation] != "user:alice" {
+			t.Errorf("back-req annotations %v, want the ask of user:alice", r.Annotations)
+		}
+	}
+	want := map[string]fencingv1alpha1.FencingPhase{"dead": fencingv1alpha1.FencingPhaseFenced, "live": fencingv1alpha1.FencingPhaseCancelled, "back": fencingv1alpha1.FencingPhaseRecovered}
+	if len(reqs.Items) != len(want) || !maps.Equal(phases, want) {
+		t.Errorf("FencingRequests by node and phase: %v, want %v", phases, want)
 	}
 	back, err := kube.CoreV1().Nodes().Get(ctx, "back", metav1.GetOptions{})
 	if err != nil {

@@ -2,6 +2,7 @@ package kubectlplugin
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/attacher/fencing"
+	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
 	"fenceline.io/fenceline/pkg/cutoff"
 	fencingclient "fenceline.io/fenceline/pkg/generated/clientset/versioned"
 	"fenceline.io/fenceline/pkg/names"
@@ -31,6 +33,7 @@ const driver = "block.csi.example.com"
 //     being detached with a fence record;
 //   - node "quarantined": NotReady, quarantined, its pod q-0 terminating;
 //   - node "live": Ready, with the VolumeAttachment va-live;
+//   - node "kept": Ready, labelled out of fencing;
 //   - node "back": back with a new boot ID after FencingRequest back-req,
 //     Recovering under FencePolicy manual, which unfences by hand;
 //   - the safe-detach driver, served by a fence-capable attacher, and one
@@ -66,6 +69,7 @@ func (s *scene) write() {
 	s.node(testobj.Node("quarantined", testobj.NotReadySince(s.at(-2*time.Minute).Time),
 		testobj.TaintAt(names.QuarantineTaint, v1.TaintEffectNoSchedule, s.at(-80*time.Second).Time)))
 	s.node(testobj.Node("live", testobj.ReadySince(s.at(-time.Hour).Time)))
+	s.node(testobj.Node("kept", testobj.ReadySince(s.at(-time.Hour).Time), testobj.Label(detect.ExcludeLabel, "")))
 	back, err := s.fences.FencingV1alpha1().FencingRequests().Get(s.ctx, "back-req", metav1.GetOptions{})
 	s.must(err, "reading back-req")
 	s.node(testobj.Node("back", testobj.ReadySince(s.at(-time.Minute).Time), testobj.BootID("boot-2"), testobj.Label("fencing", "manual"),
@@ -91,6 +95,7 @@ func (s *scene) write() {
 	s.nodeLease("dead", s.at(-5*time.Minute).Time)
 	s.nodeLease("quarantined", s.at(-2*time.Minute).Time)
 	s.nodeLease("live", s.start)
+	s.nodeLease("kept", s.start)
 	s.nodeLease("back", s.start)
 
 	s.volume("db", "web-0", "dead", "pv-dead")
@@ -207,25 +212,37 @@ func (s *scene) event() {
 	s.must(err, "creating an Event")
 }
 
-// grantFenceReads lets the ServiceAccount read what fence reads (nodes,
-// VolumeAttachments, node Leases, the fencing kinds), and nothing more.
+// fenceReads are the rules to read what fence and unfence read (nodes,
+// VolumeAttachments, node Leases, the fencing kinds).
+var fenceReads = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"list"}},
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
+	{APIGroups: []string{names.APIGroup}, Resources: []string{"fencingrequests", "fencepolicies", "fenceclasses"}, Verbs: []string{"list"}},
+}
+
+// grantFenceReads lets the ServiceAccount read what fence reads, and
+// nothing more.
 func (s *scene) grantFenceReads(namespace, name string) {
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "fence-reader"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
-			{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"list"}},
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
-			{APIGroups: []string{names.APIGroup}, Resources: []string{"fencingrequests", "fencepolicies", "fenceclasses"}, Verbs: []string{"list"}},
-		},
-	}
-	_, err := s.kube.RbacV1().ClusterRoles().Create(s.ctx, role, metav1.CreateOptions{})
-	s.must(err, "creating ClusterRole fence-reader")
+	s.grant("fence-reader", namespace, name, fenceReads)
+}
+
+// grantFenceAsks gives the ServiceAccount the rights docs/kubectl-plugin.md
+// lists for fence and unfence of a node with a request: the reads, create
+// and patch on FencingRequests; no write on Nodes.
+func (s *scene) grantFenceAsks(namespace, name string) {
+	s.grant("fence-operator", namespace, name, append(slices.Clone(fenceReads),
+		rbacv1.PolicyRule{APIGroups: []string{names.APIGroup}, Resources: []string{"fencingrequests"}, Verbs: []string{"create", "patch"}}))
+}
+
+func (s *scene) grant(role, namespace, name string, rules []rbacv1.PolicyRule) {
+	_, err := s.kube.RbacV1().ClusterRoles().Create(s.ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules}, metav1.CreateOptions{})
+	s.must(err, "creating ClusterRole "+role)
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "fence-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
 	}
 	_, err = s.kube.RbacV1().ClusterRoleBindings().Create(s.ctx, binding, metav1.CreateOptions{})
-	s.must(err, "creating ClusterRoleBinding fence-reader")
+	s.must(err, "creating ClusterRoleBinding "+role)
 }
