@@ -80,14 +80,17 @@ func TestPluginGolden(t *testing.T) {
 		step{"fence-kept.golden", admin, []string{"fence", "kept", "--yes"}},
 		step{"unfence-dead.golden", admin, []string{"unfence", "dead", "--yes"}},
 		step{"unfence-kept.golden", admin, []string{"unfence", "kept", "--yes"}},
+		step{"unfence-orphan-unverified.golden", admin, []string{"unfence", "orphan", "--yes"}},
 		step{"explain-back.golden", admin, []string{"explain", "back"}},
 	)
 	// The asks of unfence are carried out by node-fencing: the plugin
 	// waits for it.
-	stop := s.runNodeFencing("live", "back", "kept")
+	stop := s.runNodeFencing("live", "back", "kept", "orphan", "quarantined")
 	runSteps(
 		step{"unfence-live.golden", operator, []string{"unfence", "live", "--yes", "--timeout", "1m"}},
 		step{"unfence-back.golden", operator, []string{"unfence", "back", "--yes", "--requester", "alice", "--timeout", "1m"}},
+		// The marks of a deleted request: the ask goes on the Node.
+		step{"unfence-orphan.golden", admin, []string{"unfence", "orphan", "--yes", "--requester", "alice", "--verified", "rebooted", "--timeout", "1m"}},
 	)
 	// node-fencing notes on dead-req why the fenced node stays fenced: wait
 	// for it, so that the status below does not depend on timing.
@@ -207,7 +210,8 @@ func compare(t *testing.T, name, got string) {
 // checkWrites checks, beside the golden output, what the asks did, as
 // node-fencing carried them out: live's manual request was cancelled and
 // back was unfenced (its fencing conditions False, no fencing or
-// out-of-service taint, its request Recovered and carrying the ask).
+// out-of-service taint, its request Recovered and carrying the ask), and
+// orphan's marks were cleared.
 func checkWrites(t *testing.T, ctx context.Context, kube kubernetes.Interface, fences fencingclient.Interface) {
 	t.Helper()
 	reqs, err := fences.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{})
@@ -225,14 +229,26 @@ func checkWrites(t *testing.T, ctx context.Context, kube kubernetes.Interface, f
 	if len(reqs.Items) != len(want) || !maps.Equal(phases, want) {
 		t.Errorf("FencingRequests by node and phase: %v, want %v", phases, want)
 	}
+	orphan, err := kube.CoreV1().Nodes().Get(ctx, "orphan", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fencingTaint(orphan) || orphan.Annotations[names.UnfenceAnnotation] != "" {
+		t.Errorf("node orphan after unfence: taints %v, annotations %v; want no fencing taint and the ask consumed", orphan.Spec.Taints, orphan.Annotations)
+	}
 	back, err := kube.CoreV1().Nodes().Get(ctx, "back", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fenced := slices.ContainsFunc(back.Spec.Taints, func(t v1.Taint) bool {
-		return t.Key == names.OutOfServiceTaint || t.Key == names.FencingRequiredTaint || t.Key == names.FencingTriagedTaint
-	})
-	if fenced || cutoff.FencingComplete(back) || back.Annotations[names.OutOfServiceOwnerAnnotation] != "" {
+	if fencingTaint(back) || cutoff.FencingComplete(back) || back.Annotations[names.OutOfServiceOwnerAnnotation] != "" {
 		t.Errorf("node back after unfence: taints %v, conditions %v, annotations %v; want it unfenced", back.Spec.Taints, back.Status.Conditions, back.Annotations)
 	}
+}
+
+// fencingTaint reports whether the node has a fencing or out-of-service
+// taint.
+func fencingTaint(n *v1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool {
+		return t.Key == names.OutOfServiceTaint || t.Key == names.FencingRequiredTaint || t.Key == names.FencingTriagedTaint
+	})
 }

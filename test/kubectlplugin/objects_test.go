@@ -34,6 +34,8 @@ const driver = "block.csi.example.com"
 //   - node "quarantined": NotReady, quarantined, its pod q-0 terminating;
 //   - node "live": Ready, with the VolumeAttachment va-live;
 //   - node "kept": Ready, labelled out of fencing;
+//   - node "orphan": back, still carrying the taints and conditions of a
+//     Failed FencingRequest that was deleted;
 //   - node "back": back with a new boot ID after FencingRequest back-req,
 //     Recovering under FencePolicy manual, which unfences by hand;
 //   - the safe-detach driver, served by a fence-capable attacher, and one
@@ -70,6 +72,11 @@ func (s *scene) write() {
 		testobj.TaintAt(names.QuarantineTaint, v1.TaintEffectNoSchedule, s.at(-80*time.Second).Time)))
 	s.node(testobj.Node("live", testobj.ReadySince(s.at(-time.Hour).Time)))
 	s.node(testobj.Node("kept", testobj.ReadySince(s.at(-time.Hour).Time), testobj.Label(detect.ExcludeLabel, "")))
+	s.node(testobj.Node("orphan", testobj.ReadySince(s.at(-time.Minute).Time),
+		testobj.TaintAt(names.FencingRequiredTaint, v1.TaintEffectNoSchedule, s.at(-20*time.Minute).Time),
+		testobj.TaintAt(names.FencingTriagedTaint, v1.TaintEffectPreferNoSchedule, s.at(-20*time.Minute).Time),
+		testobj.ConditionSince(names.FencingTriagedCondition, v1.ConditionTrue, s.at(-20*time.Minute).Time),
+		testobj.ConditionSince(names.FencingRequiredCondition, v1.ConditionTrue, s.at(-20*time.Minute).Time)))
 	back, err := s.fences.FencingV1alpha1().FencingRequests().Get(s.ctx, "back-req", metav1.GetOptions{})
 	s.must(err, "reading back-req")
 	s.node(testobj.Node("back", testobj.ReadySince(s.at(-time.Minute).Time), testobj.BootID("boot-2"), testobj.Label("fencing", "manual"),
@@ -96,6 +103,7 @@ func (s *scene) write() {
 	s.nodeLease("quarantined", s.at(-2*time.Minute).Time)
 	s.nodeLease("live", s.start)
 	s.nodeLease("kept", s.start)
+	s.nodeLease("orphan", s.start)
 	s.nodeLease("back", s.start)
 
 	s.volume("db", "web-0", "dead", "pv-dead")

@@ -166,8 +166,9 @@ func (c *Controller) addHandlers(vaInf, reqInf cache.SharedIndexInformer) error 
 }
 
 // nodeChanged filters the node updates that matter: readiness, boot ID,
-// labels (policy selection), taints, conditions and volumes in use. A
-// kubelet's heartbeat of an unchanged status is not one of them.
+// labels (policy selection), taints, conditions, volumes in use, and an
+// operator's unfence ask on the node. A kubelet's heartbeat of an unchanged
+// status is not one of them.
 func nodeChanged(old, cur *v1.Node) bool {
 	return nodeutil.IsReady(old) != nodeutil.IsReady(cur) ||
 		old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID ||
@@ -175,6 +176,7 @@ func nodeChanged(old, cur *v1.Node) bool {
 		len(old.Spec.Taints) != len(cur.Spec.Taints) ||
 		len(old.Status.VolumesInUse) != len(cur.Status.VolumesInUse) ||
 		old.Annotations[ownerAnnotation] != cur.Annotations[ownerAnnotation] ||
+		AskOf(old.Annotations) != AskOf(cur.Annotations) ||
 		!conditionsEqual(old.Status.Conditions, cur.Status.Conditions)
 }
 

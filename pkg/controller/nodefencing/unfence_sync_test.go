@@ -195,3 +195,26 @@ func findCondition(r *fencingv1alpha1.FencingRequest, typ string) *metav1.Condit
 	}
 	return nil
 }
+
+// An operator's ask on a Node is an update node-fencing looks at; another
+// annotation is not.
+func TestNodeChangedByAnAsk(t *testing.T) {
+	base := testobj.Node("n1")
+	for _, tc := range []struct {
+		name string
+		cur  *v1.Node
+		want bool
+	}{
+		{"unfence ask added", testobj.Node("n1", nodeAsked("user:ada", "")), true},
+		{"verification added to the ask", testobj.Node("n1", nodeAsked("user:ada", VerifiedRebooted)), true},
+		{"another annotation", testobj.Node("n1", testobj.Annotation("example.com/x", "y")), false},
+	} {
+		old := base
+		if tc.name == "verification added to the ask" {
+			old = testobj.Node("n1", nodeAsked("user:ada", ""))
+		}
+		if got := nodeChanged(old, tc.cur); got != tc.want {
+			t.Errorf("%s: nodeChanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
