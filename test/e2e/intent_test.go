@@ -36,20 +36,21 @@ func TestAttacherDownAcrossHeal(t *testing.T) {
 	t.Run("quarantine", func(t *testing.T) {
 		s := newScenario(t, world.Options{
 			ZombieWrites:   true,
+			HeldOpen:       true,
 			Driver:         world.DriverOptions{SafeDetach: true},
 			ControllerArgs: []string{"--quarantine-delay=2s"},
 		})
 		s.attacherDownAcrossHeal(func(string) {}, func(string) {})
 	})
 	t.Run("force-eviction", func(t *testing.T) {
-		s := newScenario(t, world.Options{ZombieWrites: true})
+		s := newScenario(t, world.Options{ZombieWrites: true, HeldOpen: true})
 		s.attacherDownAcrossHeal(func(node string) {
 			must(s.t, s.w.AddTaint(s.ctx, node, forceEvictionTaint))
 			s.timeline.Add(time.Now(), "force-eviction taint added to %s", node)
 		}, func(string) {})
 	})
 	t.Run("out-of-service removed after the return", func(t *testing.T) {
-		s := newScenario(t, world.Options{ZombieWrites: true})
+		s := newScenario(t, world.Options{ZombieWrites: true, HeldOpen: true})
 		s.attacherDownAcrossHeal(func(node string) {
 			must(s.t, s.w.AddTaint(s.ctx, node, world.OutOfServiceTaint))
 			s.timeline.Add(time.Now(), "out-of-service taint added to %s", node)
@@ -70,8 +71,9 @@ func (s *scenario) attacherDownAcrossHeal(cut, afterHeal func(node string)) {
 	t := s.t
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName
-	// The node keeps the volume staged after the heal, as when a process
-	// holds it open: its kubelet's clean-up fails.
+	// The node keeps the volume staged after the heal and a process holds
+	// it open and writes (world.Options.HeldOpen): its kubelet's clean-up
+	// fails.
 	must(t, s.w.SetDriverFaults(s.ctx, faults.FailNext("NodeUnpublishVolume", 1000, codes.Unavailable)))
 
 	s.t0 = time.Now()

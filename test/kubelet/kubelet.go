@@ -57,6 +57,12 @@ type Config struct {
 	// ZombieWrites keeps writing to published volumes while the node is
 	// powered off (partitioned from the API server but not from storage).
 	ZombieWrites bool
+	// HeldOpen models a process outside the pod's containers (a backup
+	// agent, a stuck I/O in the kernel) that holds a published volume open
+	// and keeps writing: the clean-up of a volume whose pod left stops its
+	// writer only once NodeUnpublishVolume succeeded, not before. The
+	// default is the kubelet's order: containers stopped, then unmounted.
+	HeldOpen bool
 	// ForceCleanup sends force=true on the clean-up of volumes that were in
 	// use before a reboot. The upstream kubelet never does, so the default
 	// is off and the driver must treat an unforced clean-up of a fenced

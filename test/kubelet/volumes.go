@@ -389,9 +389,8 @@ func attachedVA(index cache.Indexer, pv, node string) *storagev1.VolumeAttachmen
 // no force, unless Config.ForceCleanup asks for it after a reboot.
 func (k *Kubelet) unmount(ctx context.Context, v *volume) error {
 	k.mu.Lock()
-	if v.stopWriter != nil {
-		v.stopWriter()
-		v.stopWriter = nil
+	if !k.cfg.HeldOpen {
+		k.stopWriterLocked(v)
 	}
 	force := cleanupForce(v.rebooted, k.cfg.ForceCleanup)
 	k.mu.Unlock()
@@ -401,6 +400,9 @@ func (k *Kubelet) unmount(ctx context.Context, v *volume) error {
 	if _, err := k.node.NodeUnpublishVolume(ctx, unpub); err != nil {
 		return fmt.Errorf("NodeUnpublishVolume %s (force=%t): %w", v.handle, force, err)
 	}
+	k.mu.Lock()
+	k.stopWriterLocked(v)
+	k.mu.Unlock()
 	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: v.handle, StagingTargetPath: staging}
 	fence.SetForceUnstage(unstage, force)
 	if _, err := k.node.NodeUnstageVolume(ctx, unstage); err != nil {
@@ -450,6 +452,14 @@ func (k *Kubelet) startWriterLocked(v *volume) {
 			k.mu.Unlock()
 		}
 	}()
+}
+
+// stopWriterLocked stops the volume's writer, if it has one.
+func (k *Kubelet) stopWriterLocked(v *volume) {
+	if v.stopWriter != nil {
+		v.stopWriter()
+		v.stopWriter = nil
+	}
 }
 
 func (k *Kubelet) stopWritersLocked() {

@@ -86,6 +86,9 @@ type Options struct {
 	ControllerReplicas int
 	// ZombieWrites keeps a powered-off node's writers writing.
 	ZombieWrites bool
+	// HeldOpen keeps a volume's writer going until its NodeUnpublishVolume
+	// succeeds (kubelet.Config.HeldOpen): a process holds it open.
+	HeldOpen bool
 	// ForceCleanup makes the kubelet stand-ins send force=true on the
 	// clean-up after a reboot; the upstream kubelet never does.
 	ForceCleanup bool
@@ -223,6 +226,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 			DataDir:       filepath.Join(c.Dir(), "kubelet", n),
 			WriteInterval: opts.WriteInterval,
 			ZombieWrites:  opts.ZombieWrites,
+			HeldOpen:      opts.HeldOpen,
 			ForceCleanup:  opts.ForceCleanup,
 		})
 		if err != nil {
