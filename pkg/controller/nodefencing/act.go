@@ -13,7 +13,9 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -188,6 +190,12 @@ func (c *Controller) fail(ctx context.Context, in Input, d Decision) error {
 // one write, so that Fenceline later removes only a taint it added.
 func (c *Controller) outOfService(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
+	// Intent before cause: the attach/detach controller detaches every
+	// volume of the node the moment the taint lands, and the attacher may
+	// get to a detach only after the node was powered on and unfenced.
+	if err := c.recordIntents(ctx, in.Node); err != nil {
+		return err
+	}
 	check := c.recheck(ctx, r, StepOutOfService, false)
 	err := c.cfg.Actuator.UpdateNode(ctx, in.Node, "add out-of-service taint", check, func(n *v1.Node) bool {
 		for _, t := range n.Spec.Taints {
@@ -212,6 +220,16 @@ func (c *Controller) outOfService(ctx context.Context, in Input, d Decision) err
 	return c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
 		return setCondition(s, fencingv1alpha1.FencingRequestOutOfServiceApplied, metav1.ConditionTrue, "TaintAdded", "added "+outOfServiceTaint.ToString(), now)
 	})
+}
+
+// recordIntents writes the fenced intent on every VolumeAttachment of the
+// node before its out-of-service taint.
+func (c *Controller) recordIntents(ctx context.Context, node *v1.Node) error {
+	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
+	if err != nil {
+		return err
+	}
+	return c.cfg.Actuator.RecordIntent(ctx, actuator.Intent{Reason: cutoff.ReasonFenced, Controller: Name, Node: node, AllOfNode: true, Cached: vas})
 }
 
 // recovering notes that the node is back with a new boot ID.
@@ -333,7 +351,7 @@ func waitingCondition(p fencingv1alpha1.FencingPhase) string {
 
 func eventType(reason string) string {
 	switch reason {
-	case ReasonInvalidPolicy, ReasonSameBootID, ReasonUnknownBootID, ReasonExcluded:
+	case ReasonInvalidPolicy, ReasonSameBootID, ReasonUnknownBootID, ReasonExcluded, ReasonLyingFence:
 		return v1.EventTypeWarning
 	}
 	return v1.EventTypeNormal
