@@ -58,3 +58,18 @@ func withCause(cause, detail string) string {
 	}
 	return cause + ": " + detail
 }
+
+// timedOutMessage is the message of an attempt the level's timeout cut
+// short. It leads with the cause when the device gave a definite one
+// (credentials, certificate, system, configuration): the deadline is then
+// only how long it took to give up. Otherwise the deadline is the finding
+// (a device still powering off, or silent) and the cause is not guessed.
+func timedOutMessage(err error, last power.State, scrubbed error) string {
+	msg := fmt.Sprintf("the level's timeout ran out (last read: %s): %v", orUnknown(last), scrubbed)
+	switch devices.Reason(err) {
+	case devices.ReasonCredentialsRejected, devices.ReasonCredentialsMissing, devices.ReasonTLSNotTrusted,
+		devices.ReasonSystemNotFound, devices.ReasonInvalidConfiguration:
+		return Cause(err, last) + ": " + msg
+	}
+	return msg
+}

@@ -74,3 +74,22 @@ func TestAttemptNamesRejectedCredentials(t *testing.T) {
 		t.Fatalf("attempt %+v; want Failed with a message that starts with the rejected credentials", a)
 	}
 }
+
+func TestTimedOutMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		last      power.State
+		wantStart string
+	}{
+		{"rejected credentials lead", errors.Join(notVerified(fmt.Errorf("off: %w", redfish.ErrAuth)), context.DeadlineExceeded), "", "credentials rejected by the fence device: the level's timeout ran out (last read: Unknown)"},
+		{"a device still powering off: the deadline is the finding", errors.Join(errors.New("still Unknown after 5s"), context.DeadlineExceeded), power.StateUnknown, "the level's timeout ran out (last read: Unknown)"},
+		{"a device that kept the power on", errors.Join(errors.New("still On after 5s"), context.DeadlineExceeded), power.StateOn, "the level's timeout ran out (last read: On)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := timedOutMessage(tc.err, tc.last, tc.err); !strings.HasPrefix(got, tc.wantStart) {
+				t.Fatalf("timedOutMessage = %q, want it to start with %q", got, tc.wantStart)
+			}
+		})
+	}
+}

@@ -213,7 +213,7 @@ func (c *Controller) powerOff(lctx context.Context, p prepared) outcome {
 		o.message = fmt.Sprintf("power read back Off after %d power-off request(s)", res.Attempts)
 	case errors.Is(lctx.Err(), context.DeadlineExceeded):
 		o.result = fencingv1alpha1.FenceAttemptTimedOut
-		o.message = fmt.Sprintf("the level's timeout ran out (last read: %s): %v", res.Verified, devices.Scrub(err, p.Secret))
+		o.message = timedOutMessage(err, res.Verified, devices.Scrub(err, p.Secret))
 	case err == nil:
 		o.result = fencingv1alpha1.FenceAttemptFailed
 		o.message = fmt.Sprintf("power read back %s, not Off", res.Verified)
