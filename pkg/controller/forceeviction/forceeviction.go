@@ -3,10 +3,12 @@ package forceeviction
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
@@ -20,6 +22,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/podutil"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/renewals"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -43,6 +46,9 @@ type Controller struct {
 	vas        cache.Indexer
 	queue      *nodequeue.Queue
 	clock      *nodequeue.TaintClock
+	// renewed tells when each node Lease was seen renewed, on this
+	// controller's clock.
+	renewed *renewals.Tracker
 }
 
 // New wires the controller to the shared informers; leaseFactory must be
@@ -58,7 +64,10 @@ func New(f, leaseFactory informers.SharedInformerFactory, act *actuator.Actuator
 		return nil, err
 	}
 	leaseInf := leaseFactory.Coordination().V1().Leases()
-	leaseInf.Informer()
+	renewed := renewals.NewTracker(time.Now)
+	if _, err := leaseInf.Informer().AddEventHandler(renewed); err != nil {
+		return nil, fmt.Errorf("adding the Lease renewal tracker: %w", err)
+	}
 	c := &Controller{
 		act:        act,
 		readyGrace: readyGrace,
@@ -69,6 +78,7 @@ func New(f, leaseFactory informers.SharedInformerFactory, act *actuator.Actuator
 		pods:       podInf.GetIndexer(),
 		vas:        vaInf.GetIndexer(),
 		clock:      nodequeue.NewTaintClock(names.ForceEvictionTaint),
+		renewed:    renewed,
 	}
 	f.Core().V1().PersistentVolumeClaims().Informer()
 	c.queue = nodequeue.New(Name, c.sync)
@@ -97,13 +107,32 @@ func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, wo
 
 // lease returns the node's Lease from the cache, nil when there is none.
 func (c *Controller) lease(name string) (*coordinationv1.Lease, error) {
-	return nodeutil.LookupLease(c.leases, name)
+	l, err := nodeutil.LookupLease(c.leases, name)
+	return c.observed(l), err
+}
+
+// observed returns the Lease as this controller observed it: its renewTime
+// replaced by when the controller saw it change (renewals.Tracker), so that
+// KubeletLiveness judges the kubelet by this machine's clock, never by the
+// node's. A healthy node whose clock runs behind is not taken for dead; a
+// Lease first seen after a restart counts as renewed then (the safe side).
+// A Lease without renewTime stays without: no evidence of life.
+func (c *Controller) observed(l *coordinationv1.Lease) *coordinationv1.Lease {
+	if l == nil || l.Spec.RenewTime == nil {
+		return l
+	}
+	o := c.renewed.Observe(l)
+	out := l.DeepCopy()
+	at := metav1.NewMicroTime(o.ObservedAt)
+	out.Spec.RenewTime = &at
+	return out
 }
 
 // freshLease reads the node's Lease from the API server for a write-time
 // re-check.
 func (c *Controller) freshLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	return nodeutil.ReadLease(ctx, c.act.Client, name)
+	l, err := nodeutil.ReadLease(ctx, c.act.Client, name)
+	return c.observed(l), err
 }
 
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
