@@ -88,7 +88,7 @@ type scenario struct {
 
 const (
 	foreignRefused      = "a PV of another CSI driver is refused with a permanent attachError; upstream publishes its volume handle to its own driver"
-	detachFromPublished = "the detach targets the node ID recorded at attach time, the one that was published; upstream takes the current CSINode's, which after a re-install is a node that never had the volume"
+	detachFromPublished = "a fenced detach targets the node ID recorded at attach time, the one that was published (upstream takes the current CSINode's, which after a re-install is a node that never had the volume); a plain one, all this foreign driver gets, targets upstream's, so the calls are expected equal here"
 )
 
 const staleAttachError = "upstream may leave the attachError of the failed try next to attached=true: its next try can run on a cached copy without that error, and its status patch then does not clear it; fenceline-attacher's always does"
