@@ -76,6 +76,11 @@ type Input struct {
 	// the Lease's current renewal; the Lease's age counts from it, never
 	// from renewTime (the node's clock). Zero with a Lease counts as now.
 	LeaseObserved time.Time
+	// LeaseRenewed is true when that renewal was seen happen (a change the
+	// controller watched), false when it is only the first sight of the
+	// Lease since the controller started: a restart is no evidence that
+	// the node renewed.
+	LeaseRenewed bool
 	// Policy is the node's resolved FencePolicy (ResolvePolicy), nil when
 	// none; PolicyProblem says why it cannot be used ("" when it can).
 	Policy        *fencingv1alpha1.FencePolicy
@@ -249,11 +254,23 @@ func cancelAutomatic(in Input, node *v1.Node) (detect.Verdict, Decision, bool) {
 		return detect.Verdict{}, Decision{}, false
 	}
 	v := detect.Unhealthy(node, in.renewal(), DetectRules(in.Policy), in.Now)
-	if !v.Candidate {
-		return v, Decision{Step: StepCancel, Reason: ReasonNodeHealthy, Why: "the node is no longer a fencing candidate: " + v.Message}, true
+	switch {
+	case v.Candidate:
+		return v, Decision{}, false
+	case in.Lease != nil && !in.LeaseRenewed && !nodeutil.IsReady(node):
+		// A restarted controller starts each Lease's clock afresh, so the
+		// node is not a candidate again yet; but nothing showed it alive:
+		// the request waits, neither admitted nor cancelled, until the
+		// node is seen renewing (then it is cancelled) or stale again.
+		return v, Decision{Reason: ReasonAwaitingRenewal, RecheckAfter: v.RecheckAfter,
+			Why: "the node's Lease has not been seen renewed since this controller started, nor stale for its duration yet: " + v.Message}, true
 	}
-	return v, Decision{}, false
+	return v, Decision{Step: StepCancel, Reason: ReasonNodeHealthy, Why: "the node is no longer a fencing candidate: " + v.Message}, true
 }
+
+// ReasonAwaitingRenewal: an open request waits after a controller restart
+// until the node's Lease is seen renewed (cancel) or stale (go on).
+const ReasonAwaitingRenewal = "AwaitingLeaseObservation"
 
 // decideFencing: the fence agent works; a proven level or the last failed
 // round ends it.

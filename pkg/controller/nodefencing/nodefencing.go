@@ -271,7 +271,7 @@ func (c *Controller) gather(nodeName string, fresh *v1.Node) (Input, error) {
 	if in.Lease, err = c.lease(nodeName); err != nil {
 		return in, err
 	}
-	in.LeaseObserved = c.observed(in.Lease)
+	in.LeaseObserved, in.LeaseRenewed = c.observation(in.Lease)
 	reqs, err := c.requestsOf(nodeName)
 	if err != nil {
 		return in, err

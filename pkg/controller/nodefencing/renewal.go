@@ -21,8 +21,16 @@ func (in Input) renewal() detect.Renewal {
 // never makes a node look silent sooner (detection of a node that was
 // already silent starts over).
 func (c *Controller) observed(lease *coordinationv1.Lease) time.Time {
+	at, _ := c.observation(lease)
+	return at
+}
+
+// observation is observed, and whether that renewal was seen happen (a
+// change watched since the start, not a first sight after a restart).
+func (c *Controller) observation(lease *coordinationv1.Lease) (time.Time, bool) {
 	if lease == nil {
-		return time.Time{}
+		return time.Time{}, false
 	}
-	return c.renewals.Observe(lease).ObservedAt
+	o := c.renewals.Observe(lease)
+	return o.ObservedAt, o.Renewed
 }

@@ -15,7 +15,7 @@ import (
 // as the decision tables assume.
 func seenAtRenewal(in Input) Input {
 	if in.Lease != nil && in.Lease.Spec.RenewTime != nil && in.LeaseObserved.IsZero() {
-		in.LeaseObserved = in.Lease.Spec.RenewTime.Time
+		in.LeaseObserved, in.LeaseRenewed = in.Lease.Spec.RenewTime.Time, true
 	}
 	return in
 }

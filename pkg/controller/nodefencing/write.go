@@ -213,7 +213,7 @@ func (c *Controller) freshInput(ctx context.Context, nodeName string, node *v1.N
 	if in.Lease, err = c.freshLease(ctx, nodeName); err != nil {
 		return in, err
 	}
-	in.LeaseObserved = c.observed(in.Lease)
+	in.LeaseObserved, in.LeaseRenewed = c.observation(in.Lease)
 	if err := c.freshRequest(ctx, &in, nodeName, r); err != nil {
 		return in, err
 	}
