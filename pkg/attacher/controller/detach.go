@@ -170,16 +170,10 @@ func (c *Controller) writeRecord(ctx context.Context, va *storagev1.VolumeAttach
 // writeFenceAnnotation saves rec under key on the VolumeAttachment and
 // remembers it for the life of the process.
 func (c *Controller) writeFenceAnnotation(ctx context.Context, va *storagev1.VolumeAttachment, key string, rec fencing.Record) (*storagev1.VolumeAttachment, error) {
-	clone := va.DeepCopy()
-	if clone.Annotations == nil {
-		clone.Annotations = map[string]string{}
-	}
-	clone.Annotations[key] = rec.Encode()
-	out, err := c.patchVAWith(ctx, c.cfg.RecordClient, va, clone, false)
+	out, err := c.writeFenceAnnotationRaw(ctx, va, key, rec.Encode())
 	if err != nil {
 		return va, err
 	}
-	c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
 	c.track.remember(out)
 	return out, nil
 }

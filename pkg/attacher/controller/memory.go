@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/fencing"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -79,7 +80,7 @@ func (c *Controller) restoreFences(ctx context.Context, va *storagev1.VolumeAtta
 	logger := klog.FromContext(ctx)
 	c.track.remember(va)
 	for key, raw := range c.track.removedFences(va) {
-		rec, err := fencing.DecodeRecord(raw)
+		rec, err := cutoff.DecodeRecord(raw)
 		if err != nil {
 			logger.Error(err, "Remembered fence annotation is unreadable; writing it back as it was", "annotation", key)
 		}
@@ -105,7 +106,9 @@ func (c *Controller) restoreFences(ctx context.Context, va *storagev1.VolumeAtta
 	return va, known, nil
 }
 
-// writeFenceAnnotationRaw writes an annotation value back exactly as it was.
+// writeFenceAnnotationRaw writes an annotation value exactly as given
+// (a remembered one goes back unchanged, even if unreadable) through the
+// record client, and marks the replaced version stale.
 func (c *Controller) writeFenceAnnotationRaw(ctx context.Context, va *storagev1.VolumeAttachment, key, raw string) (*storagev1.VolumeAttachment, error) {
 	clone := va.DeepCopy()
 	if clone.Annotations == nil {

@@ -34,9 +34,6 @@ func RecordOf(va *storagev1.VolumeAttachment) (*Record, error) {
 	return cutoff.RecordOn(va, names.FenceRecordAnnotation)
 }
 
-// DecodeRecord parses an annotation value (see cutoff.DecodeRecord).
-func DecodeRecord(raw string) (Record, error) { return cutoff.DecodeRecord(raw) }
-
 // IntentOf returns the fence intent a controller saved on va, or nil.
 func IntentOf(va *storagev1.VolumeAttachment) (*Record, error) {
 	return cutoff.IntentOf(va)
