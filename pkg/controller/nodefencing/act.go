@@ -265,7 +265,14 @@ func (c *Controller) cancel(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
 	if node := liveNode(in); node != nil {
 		check := c.recheck(ctx, r, StepCancel, false)
-		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingTriagedCondition, v1.ConditionFalse, d.Reason, d.Why)); err != nil {
+		// An admission cut short by the cancel (FencingRequired written,
+		// its taint refused on fresh data) must not leave the node marked
+		// as about to be fenced.
+		what := "set conditions " + names.FencingTriagedCondition + "=False (and " + names.FencingRequiredCondition + "=False if True)"
+		err := c.cfg.Actuator.UpdateNodeStatus(ctx, node, what, check, func(n *v1.Node) bool {
+			return ApplyNodeConditions(n, metav1.NewTime(c.now()), CancelledConditions(n, d.Reason, d.Why)...)
+		})
+		if err != nil {
 			return err
 		}
 		if err := c.removeTaints(ctx, node, r, check, "cancel"); err != nil {
@@ -276,6 +283,17 @@ func (c *Controller) cancel(ctx context.Context, in Input, d Decision) error {
 		s.CompletionTime = &now
 		setCondition(s, fencingv1alpha1.FencingRequestTriaged, metav1.ConditionFalse, d.Reason, d.Why, now)
 	}, phases(fencingv1alpha1.FencingPhasePending, fencingv1alpha1.FencingPhaseTriaged), EventCancelled)
+}
+
+// CancelledConditions are the node conditions a cancelled request leaves:
+// FencingTriaged False and, when n carries FencingRequired True (an
+// admission that the cancel cut short), FencingRequired False too.
+func CancelledConditions(n *v1.Node, reason, why string) []v1.NodeCondition {
+	conds := []v1.NodeCondition{nodeCondition(names.FencingTriagedCondition, v1.ConditionFalse, reason, why)}
+	if c := nodeutil.Condition(n, names.FencingRequiredCondition); c != nil && c.Status == v1.ConditionTrue {
+		conds = append(conds, nodeCondition(names.FencingRequiredCondition, v1.ConditionFalse, reason, why))
+	}
+	return conds
 }
 
 // removeTaints removes Fenceline's fencing taints and, if this request

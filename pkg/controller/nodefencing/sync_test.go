@@ -667,6 +667,24 @@ func TestSyncCancelsWhenTheNodeComesBack(t *testing.T) {
 	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse})
 }
 
+// An admission cut short by the cancel (FencingRequired written, its
+// taint refused because the decision changed) leaves no FencingRequired
+// True behind.
+func TestSyncCancelClearsAnAdmissionCutShort(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	e.sync("n1")
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
+	e.updateNode("n1", func(n *v1.Node) {
+		ApplyNodeConditions(n, metav1.NewTime(e.now), nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "LeaseExpired", "approved"))
+	})
+	e.comesBack("boot-1")
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseCancelled)
+	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse, requiredCond: v1.ConditionFalse})
+}
+
 // A request in Fencing whose node came back is fenced anyway.
 func TestSyncFencingIsNotCancelled(t *testing.T) {
 	now := testobj.Epoch
