@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -65,6 +66,8 @@ type BMC struct {
 	timeline *Timeline
 	rail     *nodeRail
 	once     sync.Once
+	// readsOff is the ReadsOff last set by SetFaults.
+	readsOff atomic.Bool
 }
 
 // BMCOption configures StartBMC.
@@ -350,6 +353,10 @@ type BMCFaults struct {
 	// ServerError, Redfish only, makes the Reset action answer this HTTP
 	// status (such as 500) without acting.
 	ServerError int
+	// ReadsOff makes the BMC read Off whatever the power is (a stale or
+	// broken power sensor); with StaysOn it is the worst liar, which
+	// accepts a power-off, leaves the node running and reads Off.
+	ReadsOff bool
 }
 
 // SetFaults replaces the faults in force.
@@ -360,10 +367,18 @@ func (b *BMC) SetFaults(f BMCFaults) error {
 		}
 		return b.IPMI.SetFaults(ipmisim.Faults{
 			Latency: f.Latency, RejectAuth: f.RejectAuth, IgnorePowerDown: f.StaysOn,
-			PowerDownDelay: f.OffDelay, Unreachable: f.Unreachable,
+			PowerDownDelay: f.OffDelay, Unreachable: f.Unreachable, ReadsOff: f.ReadsOff,
 		})
 	}
 	s := b.Redfish
+	// Stale reads set directly on the simulator are left alone unless
+	// ReadsOff set them.
+	if f.ReadsOff {
+		s.SetStaleReads("Off", math.MaxInt)
+	} else if b.readsOff.Load() {
+		s.SetStaleReads("", 0)
+	}
+	b.readsOff.Store(f.ReadsOff)
 	s.SetLatency(f.Latency)
 	auth := 0
 	if f.RejectAuth {

@@ -1,0 +1,109 @@
+package world
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"fenceline.io/fenceline/pkg/names"
+)
+
+// SkewNodeLease makes node's kubelet renew its Lease with a clock off by
+// skew (negative: behind): see SkewLease.
+func (w *World) SkewNodeLease(ctx context.Context, node string, skew time.Duration) (stop func(), err error) {
+	if w.Kubelets[node] == nil {
+		return nil, fmt.Errorf("skewing the Lease of %q: not a node of this world", node)
+	}
+	return w.SkewLease(ctx, corev1.NamespaceNodeLease, node, skew)
+}
+
+// SkewAttacherHeartbeat makes fenceline-attacher renew its heartbeat Lease
+// with a clock off by skew: see SkewLease.
+func (w *World) SkewAttacherHeartbeat(ctx context.Context, skew time.Duration) (stop func(), err error) {
+	return w.SkewLease(ctx, Namespace, names.AttacherHeartbeatLeaseName(DriverName), skew)
+}
+
+// SkewLease plays the clock of Lease namespace/name's writer (KWOK for a
+// node's Lease, fenceline-attacher for its heartbeat) running off by skew:
+// each renewal the writer makes is followed at once by a rewrite of its
+// renewTime to renewTime+skew. Only a renewal seen happen is rewritten,
+// with the renewal's resourceVersion (a newer renewal wins), so a writer
+// that stops (a cut node, a killed attacher) leaves its Lease to go stale
+// exactly as it would: the skew never renews anything by itself. The
+// readers see every renewal twice, once with each clock. stop ends it and
+// waits for the rewrites to end.
+func (w *World) SkewLease(ctx context.Context, namespace, name string, skew time.Duration) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := informers.NewSharedInformerFactoryWithOptions(w.Cluster.Client(), 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
+	s := &leaseSkewer{ctx: ctx, w: w, skew: skew}
+	_, err = f.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		// A Lease found in the first list was not seen renewed: only one
+		// created later (a restarted attacher's) is a renewal.
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				s.renewed(nil, obj)
+			}
+		},
+		UpdateFunc: s.renewed,
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watching Lease %s/%s: %w", namespace, name, err)
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return func() { cancel(); f.Shutdown(); s.wg.Wait() }, nil
+}
+
+// leaseSkewer rewrites the renewals of one Lease with a skewed clock.
+type leaseSkewer struct {
+	ctx  context.Context
+	w    *World
+	skew time.Duration
+	wg   sync.WaitGroup
+
+	mu sync.Mutex
+	// written is the renewTime of the skewer's own last rewrite, so that
+	// its own update is not taken for a renewal.
+	written time.Time
+}
+
+// renewed rewrites the renewal in cur unless it is the skewer's own
+// rewrite or no renewal at all (a re-list delivering what was seen).
+func (s *leaseSkewer) renewed(old, cur any) {
+	l, ok := cur.(*coordinationv1.Lease)
+	if !ok || l.Spec.RenewTime == nil {
+		return
+	}
+	if prev, ok := old.(*coordinationv1.Lease); ok && prev.ResourceVersion == l.ResourceVersion {
+		return
+	}
+	s.mu.Lock()
+	own := l.Spec.RenewTime.Time.Equal(s.written)
+	s.mu.Unlock()
+	if own {
+		return
+	}
+	next := l.DeepCopy()
+	at := metav1.NewMicroTime(l.Spec.RenewTime.Add(s.skew))
+	next.Spec.RenewTime = &at
+	s.wg.Add(1)
+	defer s.wg.Done()
+	s.mu.Lock()
+	s.written = at.Time
+	s.mu.Unlock()
+	// A conflict means the writer renewed again: that renewal's event
+	// comes next and is rewritten in its turn.
+	_, _ = s.w.Cluster.Client().CoordinationV1().Leases(l.Namespace).Update(s.ctx, next, metav1.UpdateOptions{})
+}
