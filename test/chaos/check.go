@@ -25,6 +25,15 @@ type Facts struct {
 	Deletions []PodDeletion
 	// Power holds each BMC's power log by node; nil without BMCs.
 	Power map[string][]world.PowerChange
+	// PowerCommands holds the power commands each BMC received, by node.
+	PowerCommands map[string][]world.PowerCommand
+	// LyingBMC holds, for the node whose BMC lied (BMCReadsOffWhileOn),
+	// when: meanwhile its BMC accepted a power-off, left the node running
+	// and read Off.
+	LyingBMC map[string]Lie
+	// Skews holds how far off each skewed node's clock ran, for the
+	// findings' details.
+	Skews map[string]time.Duration
 	// Failed holds the nodes the episode cut off (power or partition).
 	Failed map[string]bool
 	// UpstreamTaintEviction is true when kube-controller-manager's
@@ -84,6 +93,10 @@ const (
 	RuleHealthyNodeFenced         = "healthy-node-powered-off"
 	RuleOperatorTaintRemoved      = "operator-out-of-service-taint-removed"
 	RuleStormGuardConcurrency     = "storm-guard-max-concurrent-fencing"
+	// RuleLyingFenceNotCaught: a node taken for fenced on its lying BMC's
+	// read-back Off (it never stopped) came back with the boot ID it had,
+	// and node fencing never marked it LyingFence.
+	RuleLyingFenceNotCaught = "lying-fence-not-caught"
 	// RuleUpstreamEvictedReplacement: kube-controller-manager's
 	// taint-eviction-controller deleted, by name, the replacement of a pod
 	// it had queued for eviction on the failed node (it deletes without a
@@ -110,8 +123,9 @@ const (
 //  3. with node fencing, FencingComplete turns True and the out-of-service
 //     taint appears only while the node's BMC last cut its power (a
 //     verified Off, not a promise);
-//  4. nothing is deleted from, and no power cut made to, a node the
-//     episode did not fail;
+//  4. nothing is deleted from, no power-off command sent to, no power
+//     cut made to, and no fencing decided for a node the episode did not
+//     fail (checkHealthyNodes), whatever its clock says;
 //  5. the operator's out-of-service taint is removed only by the operator,
 //     and no more nodes are fencing at once than the storm guard allows.
 //
@@ -130,16 +144,7 @@ func Check(f Facts) []Finding {
 	}
 	out = append(out, checkDeletions(f, byNode)...)
 	out = append(out, checkFencingComplete(f, byNode)...)
-	for node, log := range f.Power {
-		if f.Failed[node] {
-			continue
-		}
-		for _, c := range log {
-			if !c.On {
-				out = append(out, Finding{Rule: RuleHealthyNodeFenced, Detail: fmt.Sprintf("the BMC of %s, a node the episode never failed, cut its power at %s", node, clock(c.Time))})
-			}
-		}
-	}
+	out = append(out, checkHealthyNodes(f, byNode)...)
 	out = append(out, checkOperatorTaints(f, byNode)...)
 	out = append(out, checkConcurrentFencing(f)...)
 	return out
@@ -180,25 +185,15 @@ func checkConcurrentFencing(f Facts) []Finding {
 	return out
 }
 
+// checkDeletions judges the pods deleted from the nodes the episode
+// failed (checkHealthyDeletions judges the others).
 func checkDeletions(f Facts, byNode map[string][]NodeState) []Finding {
 	var out []Finding
 	for _, d := range f.Deletions {
-		if d.Node == "" {
+		if d.Node == "" || !f.Failed[d.Node] {
 			continue
 		}
 		pod := d.Namespace + "/" + d.Name
-		if !f.Failed[d.Node] && f.UpstreamTaintEviction && d.Disruption == "DeletionByTaintManager" {
-			out = append(out, Finding{Rule: RuleUpstreamEvictedReplacement, Upstream: true, Detail: fmt.Sprintf("pod %s deleted from %s, a node the episode never failed, by kube-controller-manager's taint eviction (rv %d, seen %s)", pod, d.Node, d.RV, clock(d.Seen))})
-			continue
-		}
-		if !f.Failed[d.Node] && d.Disruption == "" {
-			out = append(out, Finding{Rule: RuleUnmarkedDeletion, Upstream: true, Detail: fmt.Sprintf("pod %s deleted from %s, a node the episode never failed, without a DisruptionTarget condition: not by Fenceline (rv %d, seen %s)", pod, d.Node, d.RV, clock(d.Seen))})
-			continue
-		}
-		if !f.Failed[d.Node] {
-			out = append(out, Finding{Rule: RuleHealthyNodePodDeleted, Detail: fmt.Sprintf("pod %s deleted from %s, a node the episode never failed (rv %d, seen %s)", pod, d.Node, d.RV, clock(d.Seen))})
-			continue
-		}
 		s, ok := stateAt(byNode[d.Node], d)
 		if !ok {
 			out = append(out, Finding{Rule: RuleForceDeleteWithoutTrigger, Detail: fmt.Sprintf("pod %s deleted from %s before any recorded state of the node", pod, d.Node)})
@@ -232,25 +227,45 @@ func stateAt(states []NodeState, d PodDeletion) (NodeState, bool) {
 // checkFencingComplete judges, in node-fencing episodes (where nodes have
 // BMCs and no operator taints anything), each node's turn to
 // FencingComplete=True and each appearance of the out-of-service taint:
-// both only while the node's BMC last cut its power.
+// both only while the node's BMC last cut its power, or while its BMC
+// lied (it read Off for a node that ran on): then the lie must be caught
+// once the node is back (LyingFence).
 func checkFencingComplete(f Facts, byNode map[string][]NodeState) []Finding {
 	if f.Power == nil {
 		return nil
 	}
 	var out []Finding
 	for node, states := range byNode {
-		fenced, oos := false, false
+		fenced, oos, lied, caught := false, false, false, false
 		for _, s := range states {
-			if s.FencingComplete && !fenced && !offAround(f.Power[node], s.Seen) {
+			verified := offAround(f.Power[node], s.Seen)
+			turned := (s.FencingComplete && !fenced) || (s.OutOfService != nil && !oos)
+			if turned && !verified && lyingAt(f.LyingBMC, node, s.Seen) {
+				// Fenced on the lie's read-back Off: nothing above the
+				// BMC can tell at the fence.
+				verified, lied = true, true
+			}
+			if s.FencingComplete && !fenced && !verified {
 				out = append(out, Finding{Rule: RuleFencedWithoutVerifiedOff, Detail: fmt.Sprintf("%s turned FencingComplete=True (rv %d, seen %s) while its BMC had not cut its power (power log %v)", node, s.RV, clock(s.Seen), f.Power[node])})
 			}
-			if s.OutOfService != nil && !oos && !offAround(f.Power[node], s.Seen) {
+			if s.OutOfService != nil && !oos && !verified {
 				out = append(out, Finding{Rule: RuleOutOfServiceBeforeOff, Detail: fmt.Sprintf("%s got the out-of-service taint (rv %d, seen %s) while its BMC had not cut its power (power log %v)", node, s.RV, clock(s.Seen), f.Power[node])})
 			}
 			fenced, oos = s.FencingComplete, s.OutOfService != nil
+			caught = caught || (lied && s.LyingFence)
+		}
+		if lied && !caught {
+			out = append(out, Finding{Rule: RuleLyingFenceNotCaught, Detail: fmt.Sprintf("%s was fenced on the read-back Off of a BMC that lied (from %s) and never marked LyingFence (power log %v)", node, clock(f.LyingBMC[node].From), f.Power[node])})
 		}
 	}
 	return out
+}
+
+// lyingAt reports whether node's BMC was lying at t (a write seen at t
+// was decided on a read-back before it), or up to powerRace before.
+func lyingAt(lying map[string]Lie, node string, t time.Time) bool {
+	l, ok := lying[node]
+	return ok && (l.covers(t) || l.covers(t.Add(-powerRace)))
 }
 
 // powerRace is how long before a write was seen its decision may have

@@ -114,6 +114,39 @@ func (f *facts) requestGone(name, node string) *facts {
 	return f
 }
 
+// failed adds node to the nodes the episode failed (two-node failures).
+func (f *facts) failed(node string) *facts {
+	f.Failed[node] = true
+	return f
+}
+
+// skewed records that node's clock ran off by d.
+func (f *facts) skewed(node string, d time.Duration) *facts {
+	if f.Skews == nil {
+		f.Skews = map[string]time.Duration{}
+	}
+	f.Skews[node] = d
+	return f
+}
+
+// command records a power command node's BMC received.
+func (f *facts) command(node, action string, ok bool) *facts {
+	if f.PowerCommands == nil {
+		f.PowerCommands = map[string][]world.PowerCommand{}
+	}
+	f.PowerCommands[node] = append(f.PowerCommands[node], world.PowerCommand{Action: action, OK: ok})
+	return f
+}
+
+// lies makes node's BMC lie from the next step on.
+func (f *facts) lies(node string) *facts {
+	if f.LyingBMC == nil {
+		f.LyingBMC = map[string]Lie{}
+	}
+	f.LyingBMC[node] = Lie{From: t0.Add(time.Duration(f.rv+1) * time.Second)}
+	return f
+}
+
 func (f *facts) limit(n int) *facts {
 	f.MaxConcurrentFencing = n
 	return f
@@ -122,6 +155,7 @@ func (f *facts) limit(n int) *facts {
 func outOfService(v string) func(*NodeState) { return func(s *NodeState) { s.OutOfService = &v } }
 func fencingComplete(s *NodeState)           { s.FencingComplete = true }
 func quarantined(s *NodeState)               { s.Quarantined = true }
+func lyingFence(s *NodeState)                { s.LyingFence = true }
 
 func TestCheck(t *testing.T) {
 	operator := world.OutOfServiceTaint.Value
@@ -205,6 +239,72 @@ func TestCheck(t *testing.T) {
 			rules: []string{RuleHealthyNodeFenced},
 		},
 		{
+			name:  "a healthy node whose clock runs 30 s behind, powered off",
+			f:     newFacts().skewed("b", -30*time.Second).power("b", false),
+			rules: []string{RuleHealthyNodeFenced},
+		},
+		{
+			name:  "a power-off command to a healthy node's BMC, refused: the decision is the violation",
+			f:     newFacts().skewed("b", -30*time.Second).command("b", "ForceOff", false),
+			rules: []string{RuleHealthyNodePowerCommand},
+		},
+		{
+			name:  "an IPMI power down accepted by a healthy node's lying BMC (no power change logged)",
+			f:     newFacts().command("b", "power down", true),
+			rules: []string{RuleHealthyNodePowerCommand},
+		},
+		{
+			name: "a power-on of a healthy node's BMC, and a power-off of the failed node's: clean",
+			f:    newFacts().command("b", "On", true).command("b", "power up", true).command("a", "ForceOff", true),
+		},
+		{
+			name:  "a healthy node fencing: its request reached Fencing, nothing powered off yet",
+			f:     newFacts().request("r1", "b", fencingv1alpha1.FencingPhaseTriaged).request("r1", "b", fencingv1alpha1.FencingPhaseFencing).request("r1", "b", fencingv1alpha1.FencingPhaseFenced),
+			rules: []string{RuleHealthyNodeFencing},
+		},
+		{
+			name: "a healthy node triaged and cancelled: clean",
+			f:    newFacts().request("r1", "b", fencingv1alpha1.FencingPhaseTriaged).requestGone("r1", "b"),
+		},
+		{
+			name:  "a healthy node marked FencingComplete and out of service, reported once",
+			f:     newFacts().noBMCs().node("b", corev1.ConditionTrue, fencingComplete, outOfService("fenced")).node("b", corev1.ConditionTrue, fencingComplete),
+			rules: []string{RuleHealthyNodeFencing},
+		},
+		{
+			name:  "a pod of a healthy node with a skewed clock deleted by Fenceline",
+			f:     newFacts().skewed("b", 30*time.Second).deletedBy("b", "fenceline"),
+			rules: []string{RuleHealthyNodePodDeleted},
+		},
+		{
+			name: "fenced on a lying BMC's read-back Off, the lie caught once the node is back",
+			f: newFacts().node("a", corev1.ConditionUnknown).lies("a").
+				node("a", corev1.ConditionUnknown, fencingComplete, outOfService("fenced")).deleted("a").
+				node("a", corev1.ConditionTrue, fencingComplete, outOfService("fenced"), lyingFence),
+		},
+		{
+			name: "fenced on a lying BMC's read-back Off, never caught",
+			f: newFacts().node("a", corev1.ConditionUnknown).lies("a").
+				node("a", corev1.ConditionUnknown, fencingComplete, outOfService("fenced")).
+				node("a", corev1.ConditionTrue, fencingComplete, outOfService("fenced")),
+			rules: []string{RuleLyingFenceNotCaught},
+		},
+		{
+			name: "fenced after its BMC was honest again, with no power cut: a fence without an Off",
+			f: func() *facts {
+				f := newFacts().node("a", corev1.ConditionUnknown).lies("a")
+				f.LyingBMC["a"] = Lie{From: f.LyingBMC["a"].From, Until: f.LyingBMC["a"].From.Add(time.Second)}
+				return f.node("a", corev1.ConditionUnknown).node("a", corev1.ConditionUnknown).node("a", corev1.ConditionUnknown).node("a", corev1.ConditionUnknown, fencingComplete)
+			}(),
+			rules: []string{RuleFencedWithoutVerifiedOff},
+		},
+		{
+			name: "fenced before its BMC began to lie: a fence without an Off",
+			f: newFacts().node("a", corev1.ConditionUnknown, fencingComplete).lies("a").
+				node("a", corev1.ConditionUnknown, fencingComplete),
+			rules: []string{RuleFencedWithoutVerifiedOff},
+		},
+		{
 			name: "the operator's taint removed by someone else",
 			f: newFacts().noBMCs().operatorAdded("a").node("a", corev1.ConditionUnknown, outOfService(operator)).
 				node("a", corev1.ConditionUnknown),
@@ -226,19 +326,19 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "two nodes fenced one after the other: within the storm guard",
-			f: newFacts().limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseTriaged).
+			f: newFacts().failed("c").limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseTriaged).
 				request("r1", "a", fencingv1alpha1.FencingPhaseFenced).request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
 		},
 		{
 			name: "two nodes fencing at once beyond maxConcurrentFencing 1, reported once",
-			f: newFacts().limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseFencing).
+			f: newFacts().failed("c").limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseFencing).
 				request("r2", "c", fencingv1alpha1.FencingPhaseFencing).request("r1", "a", fencingv1alpha1.FencingPhaseFenced),
 			rules: []string{RuleStormGuardConcurrency},
 		},
 		{
 			name: "recorded out of order: the resourceVersions decide",
 			f: func() *facts {
-				f := newFacts().limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).
+				f := newFacts().failed("c").limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).
 					request("r1", "a", fencingv1alpha1.FencingPhaseFenced).request("r2", "c", fencingv1alpha1.FencingPhaseFencing)
 				f.Requests[1], f.Requests[2] = f.Requests[2], f.Requests[1]
 				return f
@@ -246,16 +346,16 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "a deleted request no longer counts",
-			f: newFacts().limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).requestGone("r1", "a").
+			f: newFacts().failed("c").limit(1).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).requestGone("r1", "a").
 				request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
 		},
 		{
 			name: "two at once within maxConcurrentFencing 2",
-			f:    newFacts().limit(2).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
+			f:    newFacts().failed("c").limit(2).request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
 		},
 		{
 			name: "not judged without a limit (no node fencing)",
-			f:    newFacts().request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
+			f:    newFacts().failed("c").request("r1", "a", fencingv1alpha1.FencingPhaseFencing).request("r2", "c", fencingv1alpha1.FencingPhaseFencing),
 		},
 		{
 			name: "never two writers, over the audit log",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ func (e *episode) restore() (time.Time, error) {
 	at := time.Now()
 	e.timeline.Add(at, "restore: faults off, failed nodes back")
 	errs := []error{e.w.SetDriverFaults(e.ctx)}
+	e.endLies()
 	if e.fencing != nil {
 		for _, b := range e.fencing.BMCs {
 			errs = append(errs, b.SetFaults(world.BMCFaults{}))
@@ -103,6 +105,11 @@ func (e *episode) unsettled(ctx context.Context, restored time.Time) error {
 		if readyOf(&n) != corev1.ConditionTrue {
 			what = append(what, "node "+n.Name+" not Ready")
 		}
+		if e.caughtLiar(&n) {
+			// Fenced on a lie and caught: it stays fenced on purpose
+			// (nothing is unfenced automatically).
+			continue
+		}
 		for _, t := range n.Spec.Taints {
 			if strings.HasPrefix(t.Key, names.Domain+"/") || t.Key == names.OutOfServiceTaint {
 				what = append(what, fmt.Sprintf("node %s tainted %s", n.Name, t.Key))
@@ -140,11 +147,15 @@ func (e *episode) facts() (Facts, error) {
 		f.Requests = e.history.Requests()
 		f.MaxConcurrentFencing = maxConcurrentFencing
 		f.Power = map[string][]world.PowerChange{}
+		f.PowerCommands = map[string][]world.PowerCommand{}
 		for n, b := range e.fencing.BMCs {
 			f.Power[n] = b.PowerLog()
+			f.PowerCommands[n] = b.PowerCommands()
 		}
 	}
+	f.Skews = maps.Clone(e.skewed)
 	e.mu.Lock()
+	f.LyingBMC = maps.Clone(e.lies)
 	for n, r := range e.operatorRemovals {
 		f.OperatorTaintRemovals[n] = slices.Clone(r)
 	}

@@ -52,6 +52,12 @@ type Result struct {
 	// Judged says how much history the checker read, so that a pass is
 	// seen not to be vacuous.
 	Judged string
+	// Edits is what became of the annotations a third party removed
+	// (EditFenceAnnotations); LiesBelieved and LiesCaught count the nodes
+	// fenced on a lying BMC's read-back Off, and those node fencing then
+	// marked LyingFence.
+	Edits                    EditOutcome
+	LiesBelieved, LiesCaught int
 }
 
 // episode is one running episode.
@@ -81,6 +87,17 @@ type episode struct {
 	// maybe empty, for every node the operator ever tainted).
 	operatorTainted  map[string]bool
 	operatorRemovals map[string][]uint64
+	// lies are the BMCs that lied, by node; edits what became of a third
+	// party's edits; findings the violations found while the episode ran
+	// (not from the facts).
+	lies     map[string]Lie
+	edits    EditOutcome
+	findings []Finding
+
+	// skewed holds the skewed nodes' clock offsets; bg the background
+	// work Run waits for before it gathers the facts.
+	skewed map[string]time.Duration
+	bg     sync.WaitGroup
 }
 
 const namespace = "chaos"
@@ -93,7 +110,8 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), episodeTimeout)
 	defer cancel()
 	e := &episode{t: t, ctx: ctx, p: p, timeline: &world.Timeline{}, handles: map[string]string{},
-		operatorTainted: map[string]bool{}, operatorRemovals: map[string][]uint64{}, retired: map[*cluster.Process]bool{}}
+		operatorTainted: map[string]bool{}, operatorRemovals: map[string][]uint64{}, retired: map[*cluster.Process]bool{},
+		lies: map[string]Lie{}, skewed: map[string]time.Duration{}}
 	if err := e.setUp(); err != nil {
 		return res, fmt.Errorf("setting up: %w", err)
 	}
@@ -127,6 +145,7 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	conv, convErr := e.converge(restored)
 	close(stopOperator)
 	errs = append(errs, <-operatorDone)
+	e.bg.Wait()
 	res.Converged = conv
 	if convErr != nil {
 		res.Findings = append(res.Findings, Finding{Rule: "convergence", Detail: convErr.Error()})
@@ -135,6 +154,11 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	e.mu.Lock()
+	res.Findings = append(res.Findings, e.findings...)
+	res.Edits = e.edits
+	e.mu.Unlock()
+	res.LiesBelieved, res.LiesCaught = lieOutcome(facts)
 	for _, f := range Check(facts) {
 		if f.Upstream {
 			res.Upstream = append(res.Upstream, f)
@@ -244,7 +268,7 @@ func (e *episode) setUp() error {
 		e.failed = append(e.failed, second)
 	}
 	e.timeline.Add(time.Now(), "workload running on %v; failing %v", on, e.failed)
-	return nil
+	return e.startSkews(on)
 }
 
 // waitWrite waits for an accepted write from node's stand-in after after.
@@ -424,69 +448,6 @@ const (
 	flapDown = 6 * time.Second
 	flapUp   = 3 * time.Second
 )
-
-// operate is the operator of an Operator episode: a failed node seen not
-// Ready while it is down gets the out-of-service taint; once it is back
-// and Ready the operator removes it.
-func (e *episode) operate(stop <-chan struct{}) error {
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return nil
-		case <-e.ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		for _, n := range e.failed {
-			if err := e.operateNode(n); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-func (e *episode) operateNode(n string) error {
-	node, err := e.w.Cluster.Client().CoreV1().Nodes().Get(e.ctx, n, metav1.GetOptions{})
-	if err != nil {
-		return nil //nolint:nilerr // the API server may be restarting: look again
-	}
-	ready := readyOf(node) == corev1.ConditionTrue
-	down := !e.w.Kubelets[n].Powered() // off or partitioned
-	tainted := false
-	for _, t := range node.Spec.Taints {
-		tainted = tainted || (t.Key == world.OutOfServiceTaint.Key && t.Value == world.OutOfServiceTaint.Value)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case !ready && down && !tainted:
-		if e.operatorTainted[n] {
-			// Added and gone without the operator: Check reports it;
-			// adding it again would hide it.
-			return nil
-		}
-		if err := e.w.AddTaint(e.ctx, n, world.OutOfServiceTaint); err != nil {
-			return nil //nolint:nilerr // retried on the next tick
-		}
-		e.operatorTainted[n] = true
-		e.operatorRemovals[n] = append(e.operatorRemovals[n], []uint64{}...)
-		e.timeline.Add(time.Now(), "operator: out-of-service taint on %s", n)
-	case ready && !down && tainted:
-		// The update's own answer gives the removal's exact
-		// resourceVersion, which Check orders the node's history by.
-		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == world.OutOfServiceTaint.Key })
-		after, err := e.w.Cluster.Client().CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{})
-		if err != nil {
-			return nil //nolint:nilerr // a conflict or a restarting API server: retried on the next tick
-		}
-		e.operatorTainted[n] = false
-		e.operatorRemovals[n] = append(e.operatorRemovals[n], rv(after.ResourceVersion))
-		e.timeline.Add(time.Now(), "operator: out-of-service taint off %s", n)
-	}
-	return nil
-}
 
 func readyOf(n *corev1.Node) corev1.ConditionStatus {
 	for _, c := range n.Status.Conditions {

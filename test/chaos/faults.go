@@ -37,6 +37,11 @@ func (e *episode) inject(f Fault) error {
 	switch f.Kind {
 	case BMCLatency, BMCUnreachable, PauseController, AttacherDown:
 		return e.injectLasting(f)
+	case EditFenceAnnotations:
+		e.startEdit()
+		return nil
+	case BMCReadsOffWhileOn:
+		return e.lie()
 	}
 	// The others are quick; the kills among them hold procMu so that
 	// supervise never restarts a process the fault is replacing.
@@ -110,17 +115,18 @@ func (e *episode) attacherDown(d time.Duration) error {
 	return errors.Join(waitErr, e.w.StartAttacher())
 }
 
-// bmcFault puts faults on bmcs for d, then makes them honest again.
+// bmcFault puts faults on bmcs for d, then makes them honest again, but
+// for a lie (BMCReadsOffWhileOn), which lasts until the restore.
 func (e *episode) bmcFault(d time.Duration, bmcs map[string]*world.BMC, f world.BMCFaults) error {
 	var errs []error
-	for _, b := range bmcs {
-		errs = append(errs, b.SetFaults(f))
+	for n, b := range bmcs {
+		errs = append(errs, b.SetFaults(e.withLie(n, f)))
 	}
 	if err := e.sleepUntil(time.Now().Add(d)); err != nil {
 		return err
 	}
-	for _, b := range bmcs {
-		errs = append(errs, b.SetFaults(world.BMCFaults{}))
+	for n, b := range bmcs {
+		errs = append(errs, b.SetFaults(e.withLie(n, world.BMCFaults{})))
 	}
 	return errors.Join(errs...)
 }

@@ -29,6 +29,9 @@ type NodeState struct {
 	Quarantined     bool
 	ForceEvicted    bool
 	FencingComplete bool
+	// LyingFence is node fencing's mark of a node fenced on a lie: it was
+	// seen alive with the boot ID it had when fenced.
+	LyingFence bool
 }
 
 // Triggered reports whether the node carried a trigger for a force
@@ -127,6 +130,8 @@ func (h *History) node(obj any) {
 			s.Ready = c.Status
 		case names.FencingCompleteCondition:
 			s.FencingComplete = c.Status == corev1.ConditionTrue
+		case names.LyingFenceCondition:
+			s.LyingFence = c.Status == corev1.ConditionTrue
 		}
 	}
 	for _, t := range n.Spec.Taints {

@@ -88,6 +88,17 @@ const (
 	// a pod that is rescheduled or pulls its image: others act meanwhile
 	// (widened draws only).
 	AttacherDown FaultKind = "attacher-down"
+	// EditFenceAnnotations is a third party (an operator's kubectl, a
+	// backup restore) removing fenceline.io/fence and
+	// fenceline.io/fence-intent from every VolumeAttachment that carries
+	// them, the first time one does from At on: fenceline-attacher must
+	// write them back (adversarial draws only).
+	EditFenceAnnotations FaultKind = "edit-fence-annotations"
+	// BMCReadsOffWhileOn makes the failed node's BMC lie from At until the
+	// restore: it accepts a power-off, leaves the node running and reads
+	// Off. Drawn only where the node runs on (a partition) under node
+	// fencing (adversarial draws only).
+	BMCReadsOffWhileOn FaultKind = "bmc-reads-off-while-on"
 )
 
 // WidenedSeeds is the first seed whose plan draws from the widened fault
@@ -95,6 +106,43 @@ const (
 // 30 s. Seeds below it keep the plans they were recorded with, so that
 // the regression seeds still replay what they found.
 const WidenedSeeds = 1001
+
+// AdversarialSeeds is the first seed whose plan also draws from the
+// adversarial set: clocks off by 30 s (Plan.Skews), a third party editing
+// Fenceline's annotations on VolumeAttachments, a BMC that reads Off while
+// its node runs. Seeds below it draw exactly what they drew before it
+// existed, widened ones included.
+const AdversarialSeeds = 2001
+
+// SkewTarget is whose clock a Skew puts off.
+type SkewTarget string
+
+// The clocks a plan may skew.
+const (
+	// SkewFailedNode: the kubelet of the (first) node the episode fails
+	// renews its Lease with a skewed renewTime.
+	SkewFailedNode SkewTarget = "failed-node"
+	// SkewHealthyNode: a node the episode never fails (one that runs a
+	// pod of the workload when there is one) does.
+	SkewHealthyNode SkewTarget = "healthy-node"
+	// SkewAttacher: fenceline-attacher writes its heartbeat Lease with a
+	// skewed renewTime.
+	SkewAttacher SkewTarget = "attacher"
+)
+
+// nodeClockSkew is how far off a skewed clock runs: beyond every
+// staleness bound of the episodes (the 4 s node Lease, the 5 s
+// leaseStaleAfter of the fence policy).
+const nodeClockSkew = 30 * time.Second
+
+// Skew is a clock that runs off by By (negative: behind) for the whole
+// episode: every renewTime its writer puts on its Lease is off by By.
+type Skew struct {
+	Of SkewTarget
+	By time.Duration
+}
+
+func (s Skew) String() string { return fmt.Sprintf("%s%+ds", s.Of, int(s.By.Seconds())) }
 
 // Fault is one fault of an episode.
 type Fault struct {
@@ -144,6 +192,8 @@ type Plan struct {
 	// IPMI gives the nodes IPMI BMCs instead of Redfish ones.
 	IPMI   bool
 	Faults []Fault
+	// Skews are the clocks that run off (adversarial draws only).
+	Skews []Skew
 	// UpstreamAttacher runs upstream's csi-attacher in place of
 	// fenceline-attacher. Draw never sets it: the harness's own test
 	// does, to show that the checker catches what Fenceline prevents.
@@ -189,6 +239,13 @@ func Draw(seed uint64) Plan {
 		kinds = append(kinds, AttacherDown, AttacherDown)
 		maxFor = 30
 	}
+	adversarial := seed >= AdversarialSeeds
+	if adversarial {
+		kinds = append(kinds, EditFenceAnnotations)
+		if p.Recovery == NodeFencing && (p.Failure == PartitionHeals || p.Failure == Flapping) {
+			kinds = append(kinds, BMCReadsOffWhileOn, BMCReadsOffWhileOn)
+		}
+	}
 	for range r.IntN(4) {
 		f := Fault{At: time.Duration(r.Int64N(int64(faultWindow))).Truncate(100 * time.Millisecond), Kind: pick(r, kinds)}
 		switch f.Kind {
@@ -202,7 +259,27 @@ func Draw(seed uint64) Plan {
 		p.Faults = append(p.Faults, f)
 	}
 	slices.SortStableFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+	if adversarial {
+		// Drawn after everything else, so that the draws above stay
+		// what they were for every seed.
+		p.Skews = drawSkews(r)
+	}
 	return p
+}
+
+// drawSkews draws the clocks of an adversarial plan that run off: a node's
+// one time in two (the failed one or a healthy one), the attacher's one
+// time in four, each 30 s behind or ahead.
+func drawSkews(r *rand.Rand) []Skew {
+	var out []Skew
+	by := []time.Duration{-nodeClockSkew, nodeClockSkew}
+	if r.IntN(2) == 0 {
+		out = append(out, Skew{Of: pick(r, []SkewTarget{SkewFailedNode, SkewHealthyNode}), By: pick(r, by)})
+	}
+	if r.IntN(4) == 0 {
+		out = append(out, Skew{Of: SkewAttacher, By: pick(r, by)})
+	}
+	return out
 }
 
 func pick[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }
@@ -228,8 +305,17 @@ func (p Plan) String() string {
 	if p.Recovery == NodeFencing {
 		bmc = map[bool]string{false: " bmc=redfish", true: " bmc=ipmi"}[p.IPMI]
 	}
-	return fmt.Sprintf("seed=%d recovery=%s%s failure=%s sets=%s replicas=%d taint-eviction=%t faults=[%s]",
+	s := fmt.Sprintf("seed=%d recovery=%s%s failure=%s sets=%s replicas=%d taint-eviction=%t faults=[%s]",
 		p.Seed, p.Recovery, bmc, failure, strings.Join(sets, ","), p.Replicas, p.TaintEviction, strings.Join(faults, " "))
+	if len(p.Skews) > 0 {
+		// Only plans with skews say so: the others read as they always did.
+		skews := make([]string, 0, len(p.Skews))
+		for _, k := range p.Skews {
+			skews = append(skews, k.String())
+		}
+		s += fmt.Sprintf(" skews=[%s]", strings.Join(skews, " "))
+	}
+	return s
 }
 
 func accessModeShort(m corev1.PersistentVolumeAccessMode) string {

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -24,9 +26,16 @@ func TestDrawIsDeterministic(t *testing.T) {
 func TestDrawCoversAndIsConsistent(t *testing.T) {
 	failures, recoveries, kinds := map[Failure]bool{}, map[Recovery]bool{}, map[FaultKind]bool{}
 	rwx, ipmi, eviction := false, false, false
-	for seed := range uint64(2000) {
+	skews := map[SkewTarget]bool{}
+	for seed := range uint64(2 * AdversarialSeeds) {
 		p := Draw(seed)
 		failures[p.Failure], recoveries[p.Recovery] = true, true
+		for _, s := range p.Skews {
+			skews[s.Of] = true
+			if s.By != nodeClockSkew && s.By != -nodeClockSkew {
+				t.Fatalf("seed %d: skew %s, want 30 s either way", seed, s)
+			}
+		}
 		ipmi, eviction = ipmi || p.IPMI, eviction || p.TaintEviction
 		if len(p.Sets) == 0 || p.Sets[0].Mode != "ReadWriteOnce" {
 			t.Fatalf("seed %d: the first set must be ReadWriteOnce (the failover judged): %v", seed, p)
@@ -51,6 +60,12 @@ func TestDrawCoversAndIsConsistent(t *testing.T) {
 				if p.Replicas != 2 {
 					t.Fatalf("seed %d: leader fail-over with %d replica(s)", seed, p.Replicas)
 				}
+			case BMCReadsOffWhileOn:
+				// A lie matters only while the node runs on, and only a
+				// fence through the BMC hears it.
+				if p.Recovery != NodeFencing || (p.Failure != PartitionHeals && p.Failure != Flapping) {
+					t.Fatalf("seed %d: %s without node fencing of a node that runs on: %v", seed, f.Kind, p)
+				}
 			}
 		}
 	}
@@ -65,9 +80,15 @@ func TestDrawCoversAndIsConsistent(t *testing.T) {
 		}
 	}
 	for _, k := range []FaultKind{KillAttacher, KillController, KillFenceAgent, KillDriver, KillControllerManager, KillAPIServer,
-		LeaderFailover, DriverErrors, DriverLatency, DriverLostAnswers, BMCLatency, BMCUnreachable, PauseController, AttacherDown} {
+		LeaderFailover, DriverErrors, DriverLatency, DriverLostAnswers, BMCLatency, BMCUnreachable, PauseController, AttacherDown,
+		EditFenceAnnotations, BMCReadsOffWhileOn} {
 		if !kinds[k] {
 			t.Errorf("fault %s never drawn", k)
+		}
+	}
+	for _, s := range []SkewTarget{SkewFailedNode, SkewHealthyNode, SkewAttacher} {
+		if !skews[s] {
+			t.Errorf("skew of the %s never drawn", s)
 		}
 	}
 	if !rwx || !ipmi || !eviction {
@@ -114,5 +135,45 @@ func TestWidenedDrawKeepsRecordedSeeds(t *testing.T) {
 	}
 	if !long {
 		t.Errorf("no widened seed drew a fault lasting over 8 s")
+	}
+}
+
+// recordedPlans is the SHA-256 of the plans of seeds 0 to
+// AdversarialSeeds-1 (each Plan.String and HealAfter on a line) as they were
+// drawn before the adversarial draws existed: the seeds of the widened
+// 200-episode run (1001-1200) among them.
+const recordedPlans = "860ff841239ab0234930963da7e59c6e84304a36be7c5e4cf94ebaf611b40be2"
+
+// TestAdversarialDrawKeepsRecordedSeeds: every seed below AdversarialSeeds
+// draws exactly the plan it drew before (the digest of all of them), with
+// no skew and no adversarial fault; seeds from it draw each of them.
+func TestAdversarialDrawKeepsRecordedSeeds(t *testing.T) {
+	h := sha256.New()
+	for seed := range uint64(AdversarialSeeds) {
+		p := Draw(seed)
+		fmt.Fprintln(h, p.String(), p.HealAfter)
+		if len(p.Skews) > 0 {
+			t.Fatalf("seed %d below %d drew skews %v", seed, AdversarialSeeds, p.Skews)
+		}
+		for _, f := range p.Faults {
+			if f.Kind == EditFenceAnnotations || f.Kind == BMCReadsOffWhileOn {
+				t.Fatalf("seed %d below %d drew the adversarial fault %s", seed, AdversarialSeeds, f)
+			}
+		}
+	}
+	if got := fmt.Sprintf("%x", h.Sum(nil)); got != recordedPlans {
+		t.Fatalf("the plans of seeds below %d changed: digest %s, recorded %s", AdversarialSeeds, got, recordedPlans)
+	}
+	adversarial := 0
+	for seed := uint64(AdversarialSeeds); seed < AdversarialSeeds+200; seed++ {
+		p := Draw(seed)
+		if len(p.Skews) > 0 || slices.ContainsFunc(p.Faults, func(f Fault) bool {
+			return f.Kind == EditFenceAnnotations || f.Kind == BMCReadsOffWhileOn
+		}) {
+			adversarial++
+		}
+	}
+	if adversarial < 50 {
+		t.Errorf("only %d of 200 adversarial seeds drew a skew or an adversarial fault", adversarial)
 	}
 }

@@ -43,7 +43,45 @@ func Summary(results []Result, violations, broken int, wall time.Duration) strin
 		fmt.Fprintf(&b, "  %-12s %3d episodes, moved before the restore in %d: failover median %s max %s; converged median %s max %s\n",
 			rec, len(rs), moved, median(fo), maxOf(fo), median(conv), maxOf(conv))
 	}
+	if line := adversarialSummary(results); line != "" {
+		b.WriteString(line)
+	}
 	return b.String()
+}
+
+// adversarialSummary is the summary's line on the adversarial draws
+// (AdversarialSeeds), empty when no episode drew one: how many episodes
+// ran with skewed clocks, a third party's edits and a lying BMC, and what
+// became of the edits and the lies.
+func adversarialSummary(results []Result) string {
+	skews := map[SkewTarget]int{}
+	var edits EditOutcome
+	edited, lying, believed, caught := 0, 0, 0, 0
+	for _, r := range results {
+		for _, s := range r.Plan.Skews {
+			skews[s.Of]++
+		}
+		for _, f := range r.Plan.Faults {
+			switch f.Kind {
+			case EditFenceAnnotations:
+				edited++
+			case BMCReadsOffWhileOn:
+				lying++
+			}
+		}
+		edits.Removed += r.Edits.Removed
+		edits.Restored += r.Edits.Restored
+		edits.WithEvent += r.Edits.WithEvent
+		edits.Detached += r.Edits.Detached
+		edits.Inconclusive += r.Edits.Inconclusive
+		believed += r.LiesBelieved
+		caught += r.LiesCaught
+	}
+	if len(skews) == 0 && edited == 0 && lying == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  adversarial: skewed clocks %d failed node, %d healthy node, %d attacher; %d third-party edits: %d VolumeAttachments edited, %d written back (%d with the Event), %d detached first, %d not judged (attacher restarted); %d lying BMCs: %d nodes fenced on the lie, %d caught\n",
+		skews[SkewFailedNode], skews[SkewHealthyNode], skews[SkewAttacher], edited, edits.Removed, edits.Restored, edits.WithEvent, edits.Detached, edits.Inconclusive, lying, believed, caught)
 }
 
 func median(ds []time.Duration) string {
