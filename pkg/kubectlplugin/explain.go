@@ -288,7 +288,8 @@ func attacherEvidence(s *Snapshot) quarantine.Attachers {
 func attacherVerdict(s *Snapshot, node *v1.Node, va *storagev1.VolumeAttachment) Verdict {
 	v := Verdict{Controller: "attacher", Object: "volumeattachment/" + va.Name}
 	rec, recErr := fencing.RecordOf(va)
-	in := fencing.Input{Record: rec, Node: node, Driver: s.Driver(va.Spec.Attacher), Fresh: true}
+	intent, intentErr := fencing.IntentOf(va)
+	in := fencing.Input{Record: rec, Intent: intent, Node: node, Driver: s.Driver(va.Spec.Attacher), Fresh: true}
 	verdict := func(canFence bool) (string, string) {
 		in.DriverCanFence = canFence
 		d := fencing.Decide(in)
@@ -308,8 +309,10 @@ func attacherVerdict(s *Snapshot, node *v1.Node, va *storagev1.VolumeAttachment)
 		d, why := verdict(l.Annotations[names.HeartbeatUnpublishFenceAnnotation] == "true")
 		v.Decision, v.Why = prefix+d, orPlain(why)
 	}
-	if recErr != nil {
-		v.Why = joinNonEmpty("; ", v.Why, recErr.Error())
+	for _, err := range []error{recErr, intentErr} {
+		if err != nil {
+			v.Why = joinNonEmpty("; ", v.Why, err.Error())
+		}
 	}
 	return v
 }

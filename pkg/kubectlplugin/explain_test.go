@@ -12,6 +12,7 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -68,6 +69,12 @@ func TestExplain(t *testing.T) {
 		testobj.Pod("db", "run-0", testobj.OnNode("dead"), testobj.Claim("data", "data-web-0")),
 		testobj.Pod("db", "run-1", testobj.OnNode("unreachable"), testobj.Claim("data", "data-web-0")))
 
+	// A Ready node whose attachment carries a controller's fence intent:
+	// the attacher fences it whatever the node looks like.
+	iva := testobj.VA("va-i", driver, "pv-i", "live")
+	iva.Annotations = map[string]string{names.FenceIntentAnnotation: cutoff.NewRecord(cutoff.ReasonSafeDetach, "", cutoff.ByControllerPrefix+"quarantine", now).Encode()}
+	kubeIntent := append(append([]runtime.Object{}, kube...), iva)
+
 	for _, tc := range []struct {
 		name, node         string
 		kube, fence        []runtime.Object
@@ -84,6 +91,8 @@ func TestExplain(t *testing.T) {
 			controller: "node-fencing", object: "node/live", decision: "wait (NotCandidate)"},
 		{name: "a healthy node's attachment would be detached plain", node: "live", kube: kube, fence: fenceObjs,
 			controller: "attacher", object: "volumeattachment/va-2", decision: "if detached now: plain detach", why: "not cut off"},
+		{name: "a controller's fence intent makes a Ready node's detach fenced", node: "live", kube: kubeIntent, fence: fenceObjs,
+			controller: "attacher", object: "volumeattachment/va-i", decision: "if detached now: fenced detach", why: "safe-detach"},
 		{name: "quarantine deletes a pod of a safe-detach driver served by a fencing attacher", node: "q", kube: kubeQ, fence: fenceObjs,
 			controller: "quarantine", object: "pod/db/q-0", decision: "force-delete", why: "safe-detach driver"},
 		{name: "a quarantined node's attachment is fenced", node: "q", kube: kubeQ, fence: fenceObjs,

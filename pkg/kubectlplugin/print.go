@@ -78,7 +78,7 @@ func (p *Printer) PrintStatus(st Status) error {
 	}
 	rows = nil
 	for _, r := range st.FencingRequests {
-		rows = append(rows, row(r.Name, r.Node, r.Phase, r.Reason, r.Requester, p.age(&r.Created), r.Message))
+		rows = append(rows, row(r.Name, r.Node, r.Phase, r.Reason, r.Requester, p.age(&r.Created), joinNonEmpty("; ", r.Message, r.Ask)))
 	}
 	empty := "none"
 	if !st.FencingAPI {

@@ -60,7 +60,8 @@ type NodeStatus struct {
 // Mark is a taint or condition that says the node is quarantined, fenced or
 // out of service.
 type Mark struct {
-	// Kind is "taint" or "condition".
+	// Kind is "taint", "condition" or "ask" (an unfence ask not carried
+	// out yet).
 	Kind string `json:"kind"`
 	// Name is the taint (key:effect) or condition (type=status).
 	Name string `json:"name"`
@@ -79,6 +80,9 @@ type RequestStatus struct {
 	Created   metav1.Time `json:"created"`
 	// Message is the message of the latest condition, or errorMessage.
 	Message string `json:"message,omitempty"`
+	// Ask is an operator's unfence ask that node-fencing has not carried
+	// out yet (the request is not finished).
+	Ask string `json:"ask,omitempty"`
 }
 
 // DetachStatus is a VolumeAttachment waiting to be detached.
@@ -212,6 +216,11 @@ func nodeMarks(n *v1.Node) []Mark {
 	if active || len(marks) > 0 {
 		marks = append(marks, conds...)
 	}
+	// An ask on the Node (its request is gone) stays until node-fencing
+	// carried it out.
+	if ask := askOf(n.Annotations); ask != "" {
+		marks = append(marks, Mark{Kind: "ask", Name: names.UnfenceAnnotation, Detail: ask})
+	}
 	return marks
 }
 
@@ -238,7 +247,27 @@ func requestStatus(r *fencingv1alpha1.FencingRequest) RequestStatus {
 	if rs.Message == "" && latest != nil {
 		rs.Message = joinNonEmpty(": ", latest.Type+"="+string(latest.Status)+" "+latest.Reason, latest.Message)
 	}
+	switch r.Status.Phase {
+	case fencingv1alpha1.FencingPhaseRecovered, fencingv1alpha1.FencingPhaseCancelled, fencingv1alpha1.FencingPhaseFailed:
+	default:
+		rs.Ask = askOf(r.Annotations)
+	}
 	return rs
+}
+
+// askOf describes an operator's unfence ask that node-fencing has not
+// carried out yet ("" when there is none): the plugin only asks, the
+// controller acts, so an ask can wait (for a reboot, a verification).
+func askOf(a map[string]string) string {
+	who, ok := a[names.UnfenceAnnotation]
+	if !ok {
+		return ""
+	}
+	ask := "unfence asked by " + who
+	if v := a[names.UnfenceVerifiedAnnotation]; v != "" {
+		ask += " (verified: " + v + ")"
+	}
+	return ask
 }
 
 // detachStatus reports a VolumeAttachment being detached (deleted, or with
@@ -252,20 +281,32 @@ func detachStatus(va *storagev1.VolumeAttachment) (DetachStatus, bool) {
 		d.PV = *pv
 	}
 	var details []string
-	rec, err := fencing.RecordOf(va)
-	switch {
-	case err != nil:
-		d.Mode = string(fencing.ActionFenced)
-		details = append(details, err.Error())
-	case rec != nil:
-		d.Mode = string(fencing.ActionFenced)
-		details = append(details, fmt.Sprintf("fence recorded %s (%s, CSI node %s)", rec.Since, rec.Reason, rec.NodeID))
+	for _, f := range []struct {
+		what string
+		read func(*storagev1.VolumeAttachment) (*cutoff.Record, error)
+	}{{"fence recorded", fencing.RecordOf}, {"fence intent", fencing.IntentOf}} {
+		rec, err := f.read(va)
+		switch {
+		case err != nil:
+			d.Mode = string(fencing.ActionFenced)
+			details = append(details, err.Error())
+		case rec != nil:
+			d.Mode = string(fencing.ActionFenced)
+			details = append(details, fmt.Sprintf("%s %s by %s (%s, CSI node %s)", f.what, rec.Since, rec.Writer(), rec.Reason, orUnknown(rec.NodeID)))
+		}
 	}
 	if e := va.Status.DetachError; e != nil {
 		details = append(details, "detach error: "+e.Message)
 	}
 	d.Detail = strings.Join(details, "; ")
 	return d, true
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "not known to the writer"
+	}
+	return s
 }
 
 func eventStatus(e v1.Event) EventStatus {

@@ -9,6 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -126,5 +132,72 @@ func TestStatusWithoutFencingAPI(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "the fencing API (fenceline.io FencingRequests) is not installed") {
 		t.Errorf("status without the CRDs does not say so:\n%s", out.String())
+	}
+}
+
+// A pending detach shows every reason it will be fenced: the attacher's
+// record and a controller's intent, each with its writer; an unreadable
+// one still reads as a fence.
+func TestDetachStatusRecordAndIntent(t *testing.T) {
+	deleting := func(annotations map[string]string) *storagev1.VolumeAttachment {
+		va := testobj.VA("va", driver, "pv", "dead")
+		del := metav1.NewTime(t0)
+		va.DeletionTimestamp = &del
+		va.Annotations = annotations
+		return va
+	}
+	intent := cutoff.NewRecord(cutoff.ReasonSafeDetach, "", cutoff.ByControllerPrefix+"quarantine", t0).Encode()
+	record := cutoff.NewRecord(cutoff.ReasonOutOfService, "csi-dead", cutoff.ByAttacher, t0).Encode()
+	for _, tc := range []struct {
+		name       string
+		va         *storagev1.VolumeAttachment
+		wantMode   string
+		wantDetail []string
+	}{
+		{"nothing recorded", deleting(nil), "plain", nil},
+		{"intent only", deleting(map[string]string{names.FenceIntentAnnotation: intent}), "fenced",
+			[]string{"fence intent 2026", "by fenceline-controller/quarantine", "(safe-detach, CSI node not known to the writer)"}},
+		{"record and intent", deleting(map[string]string{names.FenceRecordAnnotation: record, names.FenceIntentAnnotation: intent}), "fenced",
+			[]string{"fence recorded", "by fenceline-attacher (out-of-service, CSI node csi-dead)", "; fence intent"}},
+		{"unreadable intent", deleting(map[string]string{names.FenceIntentAnnotation: "{"}), "fenced",
+			[]string{names.FenceIntentAnnotation, "is not a fence record"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := detachStatus(tc.va)
+			if !ok || d.Mode != tc.wantMode {
+				t.Fatalf("detachStatus = %+v, %v; want mode %s", d, ok, tc.wantMode)
+			}
+			for _, w := range tc.wantDetail {
+				if !strings.Contains(d.Detail, w) {
+					t.Errorf("detail %q lacks %q", d.Detail, w)
+				}
+			}
+		})
+	}
+}
+
+// An unfence ask shows until node-fencing carried it out: on a request
+// that is not finished, or on the Node (its request is gone).
+func TestPendingAsks(t *testing.T) {
+	asked := map[string]string{names.UnfenceAnnotation: "user:alice", names.UnfenceVerifiedAnnotation: "rebooted"}
+	for _, tc := range []struct {
+		phase fencingv1alpha1.FencingPhase
+		want  string
+	}{
+		{fencingv1alpha1.FencingPhaseFenced, "unfence asked by user:alice (verified: rebooted)"},
+		{fencingv1alpha1.FencingPhasePending, "unfence asked by user:alice (verified: rebooted)"},
+		{fencingv1alpha1.FencingPhaseRecovered, ""},
+		{fencingv1alpha1.FencingPhaseCancelled, ""},
+	} {
+		r := fencingRequest("dead", tc.phase)
+		r.Annotations = asked
+		if got := requestStatus(r).Ask; got != tc.want {
+			t.Errorf("request in %s: ask = %q, want %q", tc.phase, got, tc.want)
+		}
+	}
+	n := testobj.Node("orphan", testobj.ReadySince(t0), testobj.Annotation(names.UnfenceAnnotation, "user:bob"))
+	marks := nodeMarks(n)
+	if len(marks) != 1 || marks[0].Kind != "ask" || marks[0].Detail != "unfence asked by user:bob" {
+		t.Errorf("marks of a Node with an ask = %+v, want the ask alone", marks)
 	}
 }
