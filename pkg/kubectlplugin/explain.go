@@ -122,7 +122,7 @@ func Explain(s *Snapshot, objs *NodeObjects, nodeName string, cfg ExplainConfig)
 		e.Verdicts = append(e.Verdicts, podVerdicts(s, objs, node, pod, resolver, attachers, cfg)...)
 	}
 	for _, va := range s.VAsOf(nodeName) {
-		e.Verdicts = append(e.Verdicts, attacherVerdict(s, node, va))
+		e.Verdicts = append(e.Verdicts, attacherVerdict(s, node, va, vaVolume(objs.PVs, va)))
 	}
 	return e, nil
 }
@@ -285,11 +285,11 @@ func attacherEvidence(s *Snapshot) quarantine.Attachers {
 // fenceline-attacher would take it on fresh data. The driver's fence
 // capability comes from the attacher's heartbeat; without one both answers
 // are given.
-func attacherVerdict(s *Snapshot, node *v1.Node, va *storagev1.VolumeAttachment) Verdict {
+func attacherVerdict(s *Snapshot, node *v1.Node, va *storagev1.VolumeAttachment, volume v1.UniqueVolumeName) Verdict {
 	v := Verdict{Controller: "attacher", Object: "volumeattachment/" + va.Name}
 	rec, recErr := fencing.RecordOf(va)
 	intent, intentErr := fencing.IntentOf(va)
-	in := fencing.Input{Record: rec, Intent: intent, Node: node, Driver: s.Driver(va.Spec.Attacher), Fresh: true}
+	in := fencing.Input{Record: rec, Intent: intent, Volume: volume, Node: node, Driver: s.Driver(va.Spec.Attacher), Fresh: true}
 	verdict := func(canFence bool) (string, string) {
 		in.DriverCanFence = canFence
 		d := fencing.Decide(in)
@@ -315,6 +315,25 @@ func attacherVerdict(s *Snapshot, node *v1.Node, va *storagev1.VolumeAttachment)
 		}
 	}
 	return v
+}
+
+// vaVolume is the VolumeAttachment's volume as node status names it (to
+// find it in volumesInUse), "" when its PersistentVolume is not a CSI one
+// the plugin read.
+func vaVolume(pvs []*v1.PersistentVolume, va *storagev1.VolumeAttachment) v1.UniqueVolumeName {
+	name := va.Spec.Source.PersistentVolumeName
+	if name == nil {
+		if in := va.Spec.Source.InlineVolumeSpec; in != nil && in.CSI != nil {
+			return nodeutil.CSIUniqueVolumeName(in.CSI.Driver, in.CSI.VolumeHandle)
+		}
+		return ""
+	}
+	for _, pv := range pvs {
+		if pv.Name == *name && pv.Spec.CSI != nil {
+			return nodeutil.CSIUniqueVolumeName(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle)
+		}
+	}
+	return ""
 }
 
 func detachWord(d fencing.Decision) string {

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -74,6 +76,13 @@ func TestExplain(t *testing.T) {
 	iva := testobj.VA("va-i", driver, "pv-i", "live")
 	iva.Annotations = map[string]string{names.FenceIntentAnnotation: cutoff.NewRecord(cutoff.ReasonSafeDetach, "", cutoff.ByControllerPrefix+"quarantine", now).Encode()}
 	kubeIntent := append(append([]runtime.Object{}, kube...), iva)
+	// A Ready node that still uses the volume of an attachment being
+	// deleted: that detach was forced, so it is fenced.
+	inUse := testobj.Node("busy", testobj.ReadySince(now.Add(-time.Hour)), testobj.VolumesInUse(nodeutil.CSIUniqueVolumeName(driver, "vol-u")))
+	uva := testobj.VA("va-u", driver, "pv-u", "busy")
+	gone := metav1.NewTime(now.Add(-time.Second))
+	uva.DeletionTimestamp = &gone
+	kubeInUse := append(append([]runtime.Object{}, kube...), inUse, uva, testobj.CSIPV("pv-u", driver, "vol-u", v1.ReadWriteOnce))
 
 	for _, tc := range []struct {
 		name, node         string
@@ -93,6 +102,8 @@ func TestExplain(t *testing.T) {
 			controller: "attacher", object: "volumeattachment/va-2", decision: "if detached now: plain detach", why: "not cut off"},
 		{name: "a controller's fence intent makes a Ready node's detach fenced", node: "live", kube: kubeIntent, fence: fenceObjs,
 			controller: "attacher", object: "volumeattachment/va-i", decision: "if detached now: fenced detach", why: "safe-detach"},
+		{name: "a detach of a volume the Ready node still uses is fenced", node: "busy", kube: kubeInUse, fence: fenceObjs,
+			controller: "attacher", object: "volumeattachment/va-u", decision: "fenced detach", why: "in-use"},
 		{name: "quarantine deletes a pod of a safe-detach driver served by a fencing attacher", node: "q", kube: kubeQ, fence: fenceObjs,
 			controller: "quarantine", object: "pod/db/q-0", decision: "force-delete", why: "safe-detach driver"},
 		{name: "a quarantined node's attachment is fenced", node: "q", kube: kubeQ, fence: fenceObjs,
