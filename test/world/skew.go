@@ -18,7 +18,7 @@ import (
 
 // SkewNodeLease makes node's kubelet renew its Lease with a clock off by
 // skew (negative: behind): see SkewLease.
-func (w *World) SkewNodeLease(ctx context.Context, node string, skew time.Duration) (stop func(), err error) {
+func (w *World) SkewNodeLease(ctx context.Context, node string, skew time.Duration) (*LeaseSkew, error) {
 	if w.Kubelets[node] == nil {
 		return nil, fmt.Errorf("skewing the Lease of %q: not a node of this world", node)
 	}
@@ -27,7 +27,7 @@ func (w *World) SkewNodeLease(ctx context.Context, node string, skew time.Durati
 
 // SkewAttacherHeartbeat makes fenceline-attacher renew its heartbeat Lease
 // with a clock off by skew: see SkewLease.
-func (w *World) SkewAttacherHeartbeat(ctx context.Context, skew time.Duration) (stop func(), err error) {
+func (w *World) SkewAttacherHeartbeat(ctx context.Context, skew time.Duration) (*LeaseSkew, error) {
 	return w.SkewLease(ctx, Namespace, names.AttacherHeartbeatLeaseName(DriverName), skew)
 }
 
@@ -38,16 +38,15 @@ func (w *World) SkewAttacherHeartbeat(ctx context.Context, skew time.Duration) (
 // with the renewal's resourceVersion (a newer renewal wins), so a writer
 // that stops (a cut node, a killed attacher) leaves its Lease to go stale
 // exactly as it would: the skew never renews anything by itself. The
-// readers see every renewal twice, once with each clock. stop ends it and
-// waits for the rewrites to end.
-func (w *World) SkewLease(ctx context.Context, namespace, name string, skew time.Duration) (stop func(), err error) {
+// readers see every renewal twice, once with each clock. Stop ends it.
+func (w *World) SkewLease(ctx context.Context, namespace, name string, skew time.Duration) (*LeaseSkew, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	f := informers.NewSharedInformerFactoryWithOptions(w.Cluster.Client(), 0, informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		}))
-	s := &leaseSkewer{ctx: ctx, w: w, skew: skew}
-	_, err = f.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	s := &LeaseSkew{ctx: ctx, w: w, skew: skew}
+	_, err := f.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		// A Lease found in the first list was not seen renewed: only one
 		// created later (a restarted attacher's) is a renewal.
 		AddFunc: func(obj any, initial bool) {
@@ -63,25 +62,40 @@ func (w *World) SkewLease(ctx context.Context, namespace, name string, skew time
 	}
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
-	return func() { cancel(); f.Shutdown(); s.wg.Wait() }, nil
+	s.stop = func() { cancel(); f.Shutdown(); s.wg.Wait() }
+	return s, nil
 }
 
-// leaseSkewer rewrites the renewals of one Lease with a skewed clock.
-type leaseSkewer struct {
+// LeaseSkew rewrites the renewals of one Lease with a skewed clock.
+type LeaseSkew struct {
 	ctx  context.Context
 	w    *World
 	skew time.Duration
 	wg   sync.WaitGroup
+	stop func()
 
 	mu sync.Mutex
 	// written is the renewTime of the skewer's own last rewrite, so that
-	// its own update is not taken for a renewal.
-	written time.Time
+	// its own update is not taken for a renewal; rewrites counts the
+	// rewrites that landed.
+	written  time.Time
+	rewrites int
+}
+
+// Stop ends the rewrites and waits for one in flight.
+func (s *LeaseSkew) Stop() { s.stop() }
+
+// Rewrites returns how many renewals were rewritten with the skewed
+// clock: a skew that rewrote none did not happen.
+func (s *LeaseSkew) Rewrites() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rewrites
 }
 
 // renewed rewrites the renewal in cur unless it is the skewer's own
 // rewrite or no renewal at all (a re-list delivering what was seen).
-func (s *leaseSkewer) renewed(old, cur any) {
+func (s *LeaseSkew) renewed(old, cur any) {
 	l, ok := cur.(*coordinationv1.Lease)
 	if !ok || l.Spec.RenewTime == nil {
 		return
@@ -105,5 +119,9 @@ func (s *leaseSkewer) renewed(old, cur any) {
 	s.mu.Unlock()
 	// A conflict means the writer renewed again: that renewal's event
 	// comes next and is rewritten in its turn.
-	_, _ = s.w.Cluster.Client().CoordinationV1().Leases(l.Namespace).Update(s.ctx, next, metav1.UpdateOptions{})
+	if _, err := s.w.Cluster.Client().CoordinationV1().Leases(l.Namespace).Update(s.ctx, next, metav1.UpdateOptions{}); err == nil {
+		s.mu.Lock()
+		s.rewrites++
+		s.mu.Unlock()
+	}
 }
