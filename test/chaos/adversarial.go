@@ -11,7 +11,7 @@ import (
 	"fenceline.io/fenceline/test/world"
 )
 
-// Lie is when a BMC lied (BMCReadsOffWhileOn): from From until Until
+// Lie is when a BMC lied (Plan.LyingBMC): from From until Until
 // (zero: to the end of the episode).
 type Lie struct {
 	From, Until time.Time
@@ -28,7 +28,7 @@ func (l Lie) covers(t time.Time) bool {
 func (e *episode) startSkews(on []string) error {
 	for _, s := range e.p.Skews {
 		var (
-			stop func()
+			skew *world.LeaseSkew
 			err  error
 			whom string
 		)
@@ -39,17 +39,18 @@ func (e *episode) startSkews(on []string) error {
 				whom = e.healthyNode(on)
 			}
 			e.skewed[whom] = s.By
-			stop, err = e.w.SkewNodeLease(e.ctx, whom, s.By)
+			skew, err = e.w.SkewNodeLease(e.ctx, whom, s.By)
 		case SkewAttacher:
 			whom = "fenceline-attacher's heartbeat"
-			stop, err = e.w.SkewAttacherHeartbeat(e.ctx, s.By)
+			skew, err = e.w.SkewAttacherHeartbeat(e.ctx, s.By)
 		default:
 			err = fmt.Errorf("unknown skew target %q", s.Of)
 		}
 		if err != nil {
 			return fmt.Errorf("skew %s: %w", s, err)
 		}
-		e.t.Cleanup(stop)
+		e.t.Cleanup(skew.Stop)
+		e.skews = append(e.skews, skew)
 		e.timeline.Add(time.Now(), "clock of %s runs %+ds off: every renewTime it writes", whom, int(s.By.Seconds()))
 	}
 	return nil
@@ -65,48 +66,6 @@ func (e *episode) healthyNode(on []string) string {
 		}
 	}
 	return ""
-}
-
-// lie makes the failed node's BMC the worst liar until the restore: it
-// accepts a power-off, leaves the node running and reads Off. The lie is
-// recorded before it begins, so that no read-back of it comes earlier.
-func (e *episode) lie() error {
-	node := e.failed[0]
-	b := e.bmc(node)
-	if b == nil {
-		return fmt.Errorf("a lying BMC without node fencing")
-	}
-	e.mu.Lock()
-	if _, ok := e.lies[node]; !ok {
-		e.lies[node] = Lie{From: time.Now()}
-	}
-	e.mu.Unlock()
-	return b.SetFaults(e.withLie(node, world.BMCFaults{}))
-}
-
-// withLie adds the lie to f while node's BMC lies, so that a passing BMC
-// fault does not end it.
-func (e *episode) withLie(node string, f world.BMCFaults) world.BMCFaults {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if l, ok := e.lies[node]; ok && l.Until.IsZero() {
-		f.StaysOn, f.ReadsOff = true, true
-	}
-	return f
-}
-
-// endLies ends every lie, at the restore (the BMCs' faults are cleared
-// right after).
-func (e *episode) endLies() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for n, l := range e.lies {
-		if l.Until.IsZero() {
-			l.Until = time.Now()
-			e.lies[n] = l
-			e.timeline.Add(l.Until, "BMC of %s honest again", n)
-		}
-	}
 }
 
 // caughtLiar reports whether n is a node whose BMC lied and that node
@@ -148,4 +107,13 @@ func lieOutcome(f Facts) (believed, caught int) {
 		}
 	}
 	return believed, caught
+}
+
+// skewRewrites is how many renewals the episode's skews rewrote.
+func (e *episode) skewRewrites() int {
+	n := 0
+	for _, s := range e.skews {
+		n += s.Rewrites()
+	}
+	return n
 }

@@ -27,7 +27,7 @@ type Facts struct {
 	Power map[string][]world.PowerChange
 	// PowerCommands holds the power commands each BMC received, by node.
 	PowerCommands map[string][]world.PowerCommand
-	// LyingBMC holds, for the node whose BMC lied (BMCReadsOffWhileOn),
+	// LyingBMC holds, for the node whose BMC lied (Plan.LyingBMC),
 	// when: meanwhile its BMC accepted a power-off, left the node running
 	// and read Off.
 	LyingBMC map[string]Lie

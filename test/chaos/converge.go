@@ -25,6 +25,7 @@ func (e *episode) restore() (time.Time, error) {
 	e.timeline.Add(at, "restore: faults off, failed nodes back")
 	errs := []error{e.w.SetDriverFaults(e.ctx)}
 	e.endLies()
+	e.endLatency()
 	if e.fencing != nil {
 		for _, b := range e.fencing.BMCs {
 			errs = append(errs, b.SetFaults(world.BMCFaults{}))

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
+	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/world"
@@ -41,6 +43,10 @@ const (
 	editSeen = 2 * time.Second
 	// editRestoreBound is how long the attacher has to write it back.
 	editRestoreBound = 20 * time.Second
+	// editStuckCalls is how many ControllerUnpublishVolume calls fail
+	// from the edit's moment: the detach the third party pokes at is one
+	// that keeps failing (and so lingers long enough to be edited).
+	editStuckCalls = 6
 )
 
 // fenceAnnotations are the annotations the third party removes.
@@ -66,10 +72,15 @@ func (e *episode) startEdit() {
 	})
 }
 
-// editFenceAnnotations waits for VolumeAttachments carrying a record or
-// intent the running attacher has seen, removes those annotations as a
-// third party would, and judges whether the attacher writes them back.
+// editFenceAnnotations plays an operator poking at a detach that keeps
+// failing: the next editStuckCalls unpublishes fail, and the
+// VolumeAttachments carrying a record or intent the running attacher has
+// seen lose those annotations; then it judges whether the attacher writes
+// them back.
 func (e *episode) editFenceAnnotations() error {
+	if err := e.w.SetDriverFaults(e.ctx, faults.FailNext("ControllerUnpublishVolume", editStuckCalls, codes.Unavailable)); err != nil {
+		e.timeline.Add(time.Now(), "third party: the stuck detach was not set up: %v", err)
+	}
 	vas, attacher, err := e.annotatedVAs()
 	if err != nil || len(vas) == 0 {
 		return err

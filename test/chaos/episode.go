@@ -97,7 +97,12 @@ type episode struct {
 	// skewed holds the skewed nodes' clock offsets; bg the background
 	// work Run waits for before it gathers the facts.
 	skewed map[string]time.Duration
+	skews  []*world.LeaseSkew
 	bg     sync.WaitGroup
+	// proxies are the API proxies of the APILatency faults and
+	// kubeconfigs the kubeconfig files that name them, by component.
+	proxies     map[Component]*world.APIProxy
+	kubeconfigs map[Component]string
 }
 
 const namespace = "chaos"
@@ -111,7 +116,8 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	defer cancel()
 	e := &episode{t: t, ctx: ctx, p: p, timeline: &world.Timeline{}, handles: map[string]string{},
 		operatorTainted: map[string]bool{}, operatorRemovals: map[string][]uint64{}, retired: map[*cluster.Process]bool{},
-		lies: map[string]Lie{}, skewed: map[string]time.Duration{}}
+		lies: map[string]Lie{}, skewed: map[string]time.Duration{},
+		proxies: map[Component]*world.APIProxy{}, kubeconfigs: map[Component]string{}}
 	if err := e.setUp(); err != nil {
 		return res, fmt.Errorf("setting up: %w", err)
 	}
@@ -167,6 +173,9 @@ func Run(t *testing.T, p Plan) (Result, error) {
 		}
 	}
 	res.Judged = facts.Judged()
+	if len(e.skews) > 0 {
+		res.Judged += fmt.Sprintf(", %d renewals rewritten with a skewed clock", e.skewRewrites())
+	}
 	res.Restarts = e.restarts
 	res.Duration = time.Since(start)
 	if len(res.Findings) > 0 {
@@ -202,6 +211,9 @@ func (e *episode) setUp() error {
 	stop := make(chan struct{})
 	e.t.Cleanup(func() { close(stop) })
 	e.history = Record(e.w.Cluster.Client(), stop)
+	if err := e.setUpProxies(); err != nil {
+		return err
+	}
 	if err := e.w.CreateNamespace(e.ctx, namespace); err != nil {
 		return err
 	}
@@ -268,7 +280,13 @@ func (e *episode) setUp() error {
 		e.failed = append(e.failed, second)
 	}
 	e.timeline.Add(time.Now(), "workload running on %v; failing %v", on, e.failed)
-	return e.startSkews(on)
+	if err := e.startSkews(on); err != nil {
+		return err
+	}
+	if e.p.LyingBMC {
+		return e.lie()
+	}
+	return nil
 }
 
 // waitWrite waits for an accepted write from node's stand-in after after.

@@ -35,13 +35,11 @@ func (e *episode) injectFaults(t0 time.Time) error {
 
 func (e *episode) inject(f Fault) error {
 	switch f.Kind {
-	case BMCLatency, BMCUnreachable, PauseController, AttacherDown:
+	case BMCLatency, BMCUnreachable, PauseController, AttacherDown, APILatency:
 		return e.injectLasting(f)
 	case EditFenceAnnotations:
 		e.startEdit()
 		return nil
-	case BMCReadsOffWhileOn:
-		return e.lie()
 	}
 	// The others are quick; the kills among them hold procMu so that
 	// supervise never restarts a process the fault is replacing.
@@ -54,6 +52,7 @@ func (e *episode) inject(f Fault) error {
 		return w.KillAttacher(e.ctx)
 	case KillController:
 		e.retired[w.Controller] = true
+		defer e.repointController()
 		return w.KillController(e.ctx)
 	case LeaderFailover:
 		leader, err := w.LeadingController(e.ctx, 30*time.Second)
@@ -62,6 +61,7 @@ func (e *episode) inject(f Fault) error {
 		}
 		e.retired[leader] = true
 		leader.Kill()
+		defer e.repointController()
 		_, err = w.StartControllerReplica(e.ctx)
 		return err
 	case KillFenceAgent:
@@ -95,6 +95,8 @@ func (e *episode) injectLasting(f Fault) error {
 		return e.pauseController(f.For)
 	case AttacherDown:
 		return e.attacherDown(f.For)
+	case APILatency:
+		return e.apiLatency(f)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -116,7 +118,7 @@ func (e *episode) attacherDown(d time.Duration) error {
 }
 
 // bmcFault puts faults on bmcs for d, then makes them honest again, but
-// for a lie (BMCReadsOffWhileOn), which lasts until the restore.
+// for a lie (Plan.LyingBMC), which lasts until the restore.
 func (e *episode) bmcFault(d time.Duration, bmcs map[string]*world.BMC, f world.BMCFaults) error {
 	var errs []error
 	for n, b := range bmcs {
@@ -150,4 +152,47 @@ func (e *episode) pauseController(d time.Duration) error {
 		_ = syscall.Kill(-pid, syscall.SIGCONT)
 	}
 	return err
+}
+
+// lie makes the failed node's BMC the worst liar until the restore: it
+// accepts a power-off, leaves the node running and reads Off. The lie is
+// recorded before it begins, so that no read-back of it comes earlier.
+func (e *episode) lie() error {
+	node := e.failed[0]
+	b := e.bmc(node)
+	if b == nil {
+		return fmt.Errorf("a lying BMC without node fencing")
+	}
+	e.mu.Lock()
+	if _, ok := e.lies[node]; !ok {
+		e.lies[node] = Lie{From: time.Now()}
+	}
+	e.mu.Unlock()
+	e.timeline.Add(time.Now(), "BMC of %s lies from now to the restore: accepts a power-off, leaves the node on, reads Off", node)
+	return b.SetFaults(e.withLie(node, world.BMCFaults{}))
+}
+
+// withLie adds the lie to f while node's BMC lies, so that a passing BMC
+// fault does not end it.
+func (e *episode) withLie(node string, f world.BMCFaults) world.BMCFaults {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if l, ok := e.lies[node]; ok && l.Until.IsZero() {
+		f.StaysOn, f.ReadsOff = true, true
+	}
+	return f
+}
+
+// endLies ends every lie, at the restore (the BMCs' faults are cleared
+// right after).
+func (e *episode) endLies() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for n, l := range e.lies {
+		if l.Until.IsZero() {
+			l.Until = time.Now()
+			e.lies[n] = l
+			e.timeline.Add(l.Until, "BMC of %s honest again", n)
+		}
+	}
 }

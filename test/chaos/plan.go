@@ -94,12 +94,24 @@ const (
 	// them, the first time one does from At on: fenceline-attacher must
 	// write them back (adversarial draws only).
 	EditFenceAnnotations FaultKind = "edit-fence-annotations"
-	// BMCReadsOffWhileOn makes the failed node's BMC lie from At until the
-	// restore: it accepts a power-off, leaves the node running and reads
-	// Off. Drawn only where the node runs on (a partition) under node
-	// fencing (adversarial draws only).
-	BMCReadsOffWhileOn FaultKind = "bmc-reads-off-while-on"
+	// APILatency holds every byte between one component (Fault.Component)
+	// and kube-apiserver for Fault.Delay, both ways, for For: its requests
+	// answer late and its watches deliver late (a proxy in front of
+	// kube-apiserver; adversarial draws only).
+	APILatency FaultKind = "api-latency"
 )
+
+// Component is a Fenceline component an APILatency fault slows.
+type Component string
+
+// The components whose API traffic a plan may delay.
+const (
+	AttacherComponent   Component = "attacher"
+	ControllerComponent Component = "controller"
+)
+
+// maxAPILatency bounds an APILatency fault's delay.
+const maxAPILatency = 5 * time.Second
 
 // WidenedSeeds is the first seed whose plan draws from the widened fault
 // set: components down for 1-30 s (AttacherDown), lasting faults up to
@@ -153,6 +165,9 @@ type Fault struct {
 	For time.Duration
 	// N is how many calls a driver fault affects.
 	N int
+	// Component and Delay are an APILatency fault's component and delay.
+	Component Component
+	Delay     time.Duration
 }
 
 func (f Fault) String() string {
@@ -162,6 +177,9 @@ func (f Fault) String() string {
 	}
 	if f.N > 0 {
 		s += fmt.Sprintf("x%d", f.N)
+	}
+	if f.Component != "" {
+		s += fmt.Sprintf("(%s+%.1fs)", f.Component, f.Delay.Seconds())
 	}
 	return s
 }
@@ -194,6 +212,12 @@ type Plan struct {
 	Faults []Fault
 	// Skews are the clocks that run off (adversarial draws only).
 	Skews []Skew
+	// LyingBMC makes the failed node's BMC the worst liar from before the
+	// failure until the restore: it accepts a power-off, leaves the node
+	// running and reads Off. Drawn only under node fencing, one time in
+	// two where the node runs on (a partition, flapping) (adversarial
+	// draws only).
+	LyingBMC bool
 	// UpstreamAttacher runs upstream's csi-attacher in place of
 	// fenceline-attacher. Draw never sets it: the harness's own test
 	// does, to show that the checker catches what Fenceline prevents.
@@ -241,10 +265,7 @@ func Draw(seed uint64) Plan {
 	}
 	adversarial := seed >= AdversarialSeeds
 	if adversarial {
-		kinds = append(kinds, EditFenceAnnotations)
-		if p.Recovery == NodeFencing && (p.Failure == PartitionHeals || p.Failure == Flapping) {
-			kinds = append(kinds, BMCReadsOffWhileOn, BMCReadsOffWhileOn)
-		}
+		kinds = append(kinds, EditFenceAnnotations, APILatency, APILatency)
 	}
 	for range r.IntN(4) {
 		f := Fault{At: time.Duration(r.Int64N(int64(faultWindow))).Truncate(100 * time.Millisecond), Kind: pick(r, kinds)}
@@ -253,6 +274,10 @@ func Draw(seed uint64) Plan {
 			f.N = 1 + r.IntN(3)
 		case BMCLatency, BMCUnreachable, PauseController, AttacherDown:
 			f.For = time.Duration(1+r.IntN(maxFor)) * time.Second
+		case APILatency:
+			f.For = time.Duration(1+r.IntN(maxFor)) * time.Second
+			f.Component = pick(r, []Component{AttacherComponent, ControllerComponent})
+			f.Delay = time.Duration(r.Int64N(int64(maxAPILatency/(100*time.Millisecond))+1)) * 100 * time.Millisecond
 		case LeaderFailover:
 			p.Replicas = 2
 		}
@@ -263,6 +288,7 @@ func Draw(seed uint64) Plan {
 		// Drawn after everything else, so that the draws above stay
 		// what they were for every seed.
 		p.Skews = drawSkews(r)
+		p.LyingBMC = p.Recovery == NodeFencing && (p.Failure == PartitionHeals || p.Failure == Flapping) && r.IntN(2) == 0
 	}
 	return p
 }
@@ -304,6 +330,9 @@ func (p Plan) String() string {
 	bmc := ""
 	if p.Recovery == NodeFencing {
 		bmc = map[bool]string{false: " bmc=redfish", true: " bmc=ipmi"}[p.IPMI]
+	}
+	if p.LyingBMC {
+		bmc += "(reads-off-while-on)"
 	}
 	s := fmt.Sprintf("seed=%d recovery=%s%s failure=%s sets=%s replicas=%d taint-eviction=%t faults=[%s]",
 		p.Seed, p.Recovery, bmc, failure, strings.Join(sets, ","), p.Replicas, p.TaintEviction, strings.Join(faults, " "))

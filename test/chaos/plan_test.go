@@ -27,9 +27,16 @@ func TestDrawCoversAndIsConsistent(t *testing.T) {
 	failures, recoveries, kinds := map[Failure]bool{}, map[Recovery]bool{}, map[FaultKind]bool{}
 	rwx, ipmi, eviction := false, false, false
 	skews := map[SkewTarget]bool{}
+	lying := false
 	for seed := range uint64(2 * AdversarialSeeds) {
 		p := Draw(seed)
 		failures[p.Failure], recoveries[p.Recovery] = true, true
+		// A lie matters only while the node runs on, and only a fence
+		// through the BMC hears it.
+		if p.LyingBMC && (p.Recovery != NodeFencing || (p.Failure != PartitionHeals && p.Failure != Flapping)) {
+			t.Fatalf("seed %d: a lying BMC without node fencing of a node that runs on: %v", seed, p)
+		}
+		lying = lying || p.LyingBMC
 		for _, s := range p.Skews {
 			skews[s.Of] = true
 			if s.By != nodeClockSkew && s.By != -nodeClockSkew {
@@ -60,11 +67,9 @@ func TestDrawCoversAndIsConsistent(t *testing.T) {
 				if p.Replicas != 2 {
 					t.Fatalf("seed %d: leader fail-over with %d replica(s)", seed, p.Replicas)
 				}
-			case BMCReadsOffWhileOn:
-				// A lie matters only while the node runs on, and only a
-				// fence through the BMC hears it.
-				if p.Recovery != NodeFencing || (p.Failure != PartitionHeals && p.Failure != Flapping) {
-					t.Fatalf("seed %d: %s without node fencing of a node that runs on: %v", seed, f.Kind, p)
+			case APILatency:
+				if f.Delay < 0 || f.Delay > maxAPILatency || f.For <= 0 || (f.Component != AttacherComponent && f.Component != ControllerComponent) {
+					t.Fatalf("seed %d: %s: want a delay of 0-5 s of the attacher or the controller, for a while", seed, f)
 				}
 			}
 		}
@@ -81,7 +86,7 @@ func TestDrawCoversAndIsConsistent(t *testing.T) {
 	}
 	for _, k := range []FaultKind{KillAttacher, KillController, KillFenceAgent, KillDriver, KillControllerManager, KillAPIServer,
 		LeaderFailover, DriverErrors, DriverLatency, DriverLostAnswers, BMCLatency, BMCUnreachable, PauseController, AttacherDown,
-		EditFenceAnnotations, BMCReadsOffWhileOn} {
+		EditFenceAnnotations, APILatency} {
 		if !kinds[k] {
 			t.Errorf("fault %s never drawn", k)
 		}
@@ -91,8 +96,8 @@ func TestDrawCoversAndIsConsistent(t *testing.T) {
 			t.Errorf("skew of the %s never drawn", s)
 		}
 	}
-	if !rwx || !ipmi || !eviction {
-		t.Errorf("RWX %t, IPMI %t, taint eviction %t: each must come up", rwx, ipmi, eviction)
+	if !rwx || !ipmi || !eviction || !lying {
+		t.Errorf("RWX %t, IPMI %t, taint eviction %t, lying BMC %t: each must come up", rwx, ipmi, eviction, lying)
 	}
 }
 
@@ -152,11 +157,11 @@ func TestAdversarialDrawKeepsRecordedSeeds(t *testing.T) {
 	for seed := range uint64(AdversarialSeeds) {
 		p := Draw(seed)
 		fmt.Fprintln(h, p.String(), p.HealAfter)
-		if len(p.Skews) > 0 {
-			t.Fatalf("seed %d below %d drew skews %v", seed, AdversarialSeeds, p.Skews)
+		if len(p.Skews) > 0 || p.LyingBMC {
+			t.Fatalf("seed %d below %d drew skews %v or a lying BMC", seed, AdversarialSeeds, p.Skews)
 		}
 		for _, f := range p.Faults {
-			if f.Kind == EditFenceAnnotations || f.Kind == BMCReadsOffWhileOn {
+			if f.Kind == EditFenceAnnotations || f.Kind == APILatency {
 				t.Fatalf("seed %d below %d drew the adversarial fault %s", seed, AdversarialSeeds, f)
 			}
 		}
@@ -167,8 +172,8 @@ func TestAdversarialDrawKeepsRecordedSeeds(t *testing.T) {
 	adversarial := 0
 	for seed := uint64(AdversarialSeeds); seed < AdversarialSeeds+200; seed++ {
 		p := Draw(seed)
-		if len(p.Skews) > 0 || slices.ContainsFunc(p.Faults, func(f Fault) bool {
-			return f.Kind == EditFenceAnnotations || f.Kind == BMCReadsOffWhileOn
+		if len(p.Skews) > 0 || p.LyingBMC || slices.ContainsFunc(p.Faults, func(f Fault) bool {
+			return f.Kind == EditFenceAnnotations || f.Kind == APILatency
 		}) {
 			adversarial++
 		}

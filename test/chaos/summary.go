@@ -62,12 +62,12 @@ func adversarialSummary(results []Result) string {
 			skews[s.Of]++
 		}
 		for _, f := range r.Plan.Faults {
-			switch f.Kind {
-			case EditFenceAnnotations:
+			if f.Kind == EditFenceAnnotations {
 				edited++
-			case BMCReadsOffWhileOn:
-				lying++
 			}
+		}
+		if r.Plan.LyingBMC {
+			lying++
 		}
 		edits.Removed += r.Edits.Removed
 		edits.Restored += r.Edits.Restored

@@ -17,7 +17,7 @@ func TestSummaryAdversarial(t *testing.T) {
 	results := []Result{
 		{Plan: Plan{Recovery: SafeDetach, Skews: []Skew{{Of: SkewHealthyNode, By: -nodeClockSkew}, {Of: SkewAttacher, By: nodeClockSkew}}}},
 		{Plan: Plan{Recovery: Operator, Faults: []Fault{{Kind: EditFenceAnnotations}}}, Edits: EditOutcome{Removed: 2, Restored: 1, WithEvent: 1, Detached: 1}},
-		{Plan: Plan{Recovery: NodeFencing, Faults: []Fault{{Kind: BMCReadsOffWhileOn}}}, LiesBelieved: 1, LiesCaught: 1},
+		{Plan: Plan{Recovery: NodeFencing, LyingBMC: true}, LiesBelieved: 1, LiesCaught: 1},
 	}
 	got := Summary(results, 0, 0, time.Minute)
 	for _, want := range []string{
