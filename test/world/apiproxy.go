@@ -20,6 +20,7 @@ type APIProxy struct {
 	ln       net.Listener
 	upstream string
 	delay    atomic.Int64 // nanoseconds
+	served   atomic.Int64
 
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
@@ -56,6 +57,10 @@ func (p *APIProxy) URL() string { return "https://" + p.ln.Addr().String() }
 // (0 passes bytes at once). Bytes already held keep their delay, so the
 // stream's order never changes.
 func (p *APIProxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Served is how many connections the proxy has passed on: a component
+// that talks through it opens at least one.
+func (p *APIProxy) Served() int { return int(p.served.Load()) }
 
 // Delay is the delay in force.
 func (p *APIProxy) Delay() time.Duration { return time.Duration(p.delay.Load()) }
@@ -111,6 +116,7 @@ func (p *APIProxy) serve(client net.Conn) {
 	if !p.track(client, up) {
 		return
 	}
+	p.served.Add(1)
 	var both sync.WaitGroup
 	both.Go(func() { p.pipe(up, client) })
 	both.Go(func() { p.pipe(client, up) })

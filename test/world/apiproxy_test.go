@@ -48,6 +48,9 @@ func TestAPIProxyDelaysBothWays(t *testing.T) {
 		t.Fatalf("echoed %q after %s; want \"ab\" no sooner than %s", got, elapsed, 2*delay)
 	}
 
+	if p.Served() != 1 {
+		t.Errorf("Served = %d, want 1", p.Served())
+	}
 	p.SetDelay(0)
 	if _, err := c.Write([]byte("c")); err != nil {
 		t.Fatal(err)
