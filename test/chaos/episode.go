@@ -176,6 +176,9 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	if len(e.skews) > 0 {
 		res.Judged += fmt.Sprintf(", %d renewals rewritten with a skewed clock", e.skewRewrites())
 	}
+	for c, p := range e.proxies {
+		res.Judged += fmt.Sprintf(", %d connections of the %s through its API proxy", p.Served(), c)
+	}
 	res.Restarts = e.restarts
 	res.Duration = time.Since(start)
 	if len(res.Findings) > 0 {

@@ -57,13 +57,17 @@ func adversarialSummary(results []Result) string {
 	skews := map[SkewTarget]int{}
 	var edits EditOutcome
 	edited, lying, believed, caught := 0, 0, 0, 0
+	latency := map[Component]int{}
 	for _, r := range results {
 		for _, s := range r.Plan.Skews {
 			skews[s.Of]++
 		}
 		for _, f := range r.Plan.Faults {
-			if f.Kind == EditFenceAnnotations {
+			switch f.Kind {
+			case EditFenceAnnotations:
 				edited++
+			case APILatency:
+				latency[f.Component]++
 			}
 		}
 		if r.Plan.LyingBMC {
@@ -77,11 +81,12 @@ func adversarialSummary(results []Result) string {
 		believed += r.LiesBelieved
 		caught += r.LiesCaught
 	}
-	if len(skews) == 0 && edited == 0 && lying == 0 {
+	if len(skews) == 0 && edited == 0 && lying == 0 && len(latency) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("  adversarial: skewed clocks %d failed node, %d healthy node, %d attacher; %d third-party edits: %d VolumeAttachments edited, %d written back (%d with the Event), %d detached first, %d not judged (attacher restarted); %d lying BMCs: %d nodes fenced on the lie, %d caught\n",
-		skews[SkewFailedNode], skews[SkewHealthyNode], skews[SkewAttacher], edited, edits.Removed, edits.Restored, edits.WithEvent, edits.Detached, edits.Inconclusive, lying, believed, caught)
+	return fmt.Sprintf("  adversarial: skewed clocks %d failed node, %d healthy node, %d attacher; API latency %d attacher, %d controller; %d third-party edits: %d VolumeAttachments edited, %d written back (%d with the Event), %d detached first, %d not judged (attacher restarted); %d lying BMCs: %d nodes fenced on the lie, %d caught\n",
+		skews[SkewFailedNode], skews[SkewHealthyNode], skews[SkewAttacher], latency[AttacherComponent], latency[ControllerComponent],
+		edited, edits.Removed, edits.Restored, edits.WithEvent, edits.Detached, edits.Inconclusive, lying, believed, caught)
 }
 
 func median(ds []time.Duration) string {

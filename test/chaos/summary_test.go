@@ -16,12 +16,12 @@ func TestSummaryAdversarial(t *testing.T) {
 	}
 	results := []Result{
 		{Plan: Plan{Recovery: SafeDetach, Skews: []Skew{{Of: SkewHealthyNode, By: -nodeClockSkew}, {Of: SkewAttacher, By: nodeClockSkew}}}},
-		{Plan: Plan{Recovery: Operator, Faults: []Fault{{Kind: EditFenceAnnotations}}}, Edits: EditOutcome{Removed: 2, Restored: 1, WithEvent: 1, Detached: 1}},
+		{Plan: Plan{Recovery: Operator, Faults: []Fault{{Kind: EditFenceAnnotations}, {Kind: APILatency, Component: ControllerComponent}}}, Edits: EditOutcome{Removed: 2, Restored: 1, WithEvent: 1, Detached: 1}},
 		{Plan: Plan{Recovery: NodeFencing, LyingBMC: true}, LiesBelieved: 1, LiesCaught: 1},
 	}
 	got := Summary(results, 0, 0, time.Minute)
 	for _, want := range []string{
-		"skewed clocks 0 failed node, 1 healthy node, 1 attacher",
+		"skewed clocks 0 failed node, 1 healthy node, 1 attacher; API latency 0 attacher, 1 controller",
 		"1 third-party edits: 2 VolumeAttachments edited, 1 written back (1 with the Event), 1 detached first, 0 not judged",
 		"1 lying BMCs: 1 nodes fenced on the lie, 1 caught",
 	} {
