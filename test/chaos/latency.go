@@ -41,6 +41,7 @@ func (e *episode) routeThroughProxy(c Component) error {
 		return err
 	}
 	e.proxies[c], e.kubeconfigs[c] = proxy, path
+	e.timeline.Add(time.Now(), "the %s talks to kube-apiserver through a proxy at %s", c, proxy.URL())
 	e.procMu.Lock()
 	defer e.procMu.Unlock()
 	if c == AttacherComponent {
@@ -58,7 +59,6 @@ func (e *episode) routeThroughProxy(c Component) error {
 		}
 		e.w.Controllers[i] = next
 	}
-	e.timeline.Add(time.Now(), "the %s talks to kube-apiserver through a proxy at %s", c, proxy.URL())
 	return nil
 }
 
