@@ -31,8 +31,13 @@ func (e *Elector) Run(ctx context.Context, work func(context.Context) error) err
 		return fmt.Errorf("create leader election lock: %w", err)
 	}
 	// Cancelled when work returns: with ReleaseOnCancel the elector then
-	// gives the Lease up, whatever made work stop.
-	leCtx, leCancel := context.WithCancel(ctx)
+	// gives the Lease up, whatever made work stop. It is not a child of
+	// ctx: the elector stops renewing and releases the moment its context
+	// ends, and a signal must not hand the Lease over while work (a
+	// power-off under way, a write) still runs. A signal reaches work
+	// through work's own context (below); before this replica leads, it
+	// stops the election.
+	leCtx, leCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer leCancel()
 	var (
 		workErr error
@@ -51,12 +56,21 @@ func (e *Elector) Run(ctx context.Context, work func(context.Context) error) err
 		Name:            e.cfg.Name,
 		WatchDog:        e.watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leading context.Context) {
 				close(started)
 				defer close(done)
 				logger.Info("Became leader", "lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
-				workErr = work(ctx)
-				stoppedItself = ctx.Err() == nil
+				if ctx.Err() != nil {
+					leCancel() // signalled while acquiring: never start
+					return
+				}
+				// work stops when the Lease is lost or ctx ends.
+				workCtx, cancelWork := context.WithCancel(leading)
+				stop := context.AfterFunc(ctx, cancelWork)
+				workErr = work(workCtx)
+				stoppedItself = workCtx.Err() == nil
+				stop()
+				cancelWork()
 				leCancel()
 			},
 			OnStoppedLeading: func() { logger.Info("Stopped leading", "lease", e.cfg.Namespace+"/"+e.cfg.Name) },
@@ -66,6 +80,16 @@ func (e *Elector) Run(ctx context.Context, work func(context.Context) error) err
 	if err != nil {
 		return fmt.Errorf("configure leader election: %w", err)
 	}
+	// A signal before this replica leads ends the election; once it
+	// leads, work's context carries the signal and leCancel follows work.
+	stopElection := context.AfterFunc(ctx, func() {
+		select {
+		case <-started:
+		default:
+			leCancel()
+		}
+	})
+	defer stopElection()
 	le.Run(leCtx)
 	select {
 	case <-started:

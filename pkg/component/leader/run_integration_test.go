@@ -104,6 +104,40 @@ func TestRunIntegration(t *testing.T) {
 		}
 	})
 
+	t.Run("a signal keeps the lease until the stopping work returned", func(t *testing.T) {
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		seen, finish := make(chan struct{}), make(chan struct{})
+		done := runAsync(runCtx, elector(t, client, "slow-stop"), func(ctx context.Context) error {
+			<-ctx.Done()
+			close(seen)
+			<-finish // a power-off attempt still under way
+			return nil
+		})
+		poll("the lease to be held", func() bool { return holder(ctx, client, "slow-stop") == "me" })
+		cancel()
+		<-seen
+		// The elector would release within a retry period (200 ms) of
+		// its context ending; watch for several of them.
+		var released string
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+			l, err := client.CoordinationV1().Leases(namespace).Get(ctx, "slow-stop", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			released = ptr.Deref(l.Spec.HolderIdentity, "")
+			return released != "me", nil
+		})
+		if err == nil {
+			t.Fatalf("lease released (holder %q) while the work was still stopping", released)
+		}
+		close(finish)
+		wantResult(t, done, nil)
+		if h := holder(ctx, client, "slow-stop"); h != "" {
+			t.Errorf("lease still held by %q after the work returned", h)
+		}
+	})
+
 	t.Run("a lost lease stops the work and returns ErrLost", func(t *testing.T) {
 		done := runAsync(ctx, elector(t, client, "lost"), func(ctx context.Context) error { <-ctx.Done(); return nil })
 		poll("the lease to be held", func() bool { return holder(ctx, client, "lost") == "me" })

@@ -9,93 +9,45 @@ package nodequeue
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/pkg/component/keyloop"
 )
 
 // SyncFunc handles one node. It returns requeueAfter > 0 to look again
 // later (e.g. when a delay has not expired yet); an error requeues with
 // rate-limited backoff.
-type SyncFunc func(ctx context.Context, nodeName string) (requeueAfter time.Duration, err error)
+type SyncFunc = keyloop.SyncFunc[string]
 
-// Queue is a rate-limited queue of node names with a sync loop.
+// Queue is a rate-limited queue of node names with a sync loop
+// (keyloop.Loop: Run returns once every worker has stopped).
 type Queue struct {
-	name  string
-	queue workqueue.TypedRateLimitingInterface[string]
-	sync  SyncFunc
+	loop *keyloop.Loop[string]
 }
 
 // New creates a queue; name appears in logs and workqueue metrics.
 func New(name string, sync SyncFunc) *Queue {
-	return &Queue{
-		name: name,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: name}),
-		sync: sync,
-	}
+	return &Queue{loop: keyloop.New(keyloop.Config{Name: name, KeyName: "node", BaseDelay: 100 * time.Millisecond, MaxDelay: 2 * time.Minute}, sync)}
 }
 
 // Enqueue adds a node to the queue.
 func (q *Queue) Enqueue(nodeName string) {
 	if nodeName != "" {
-		q.queue.Add(nodeName)
+		q.loop.Add(nodeName)
 	}
 }
 
 // Len returns the number of queued nodes.
-func (q *Queue) Len() int { return q.queue.Len() }
+func (q *Queue) Len() int { return q.loop.Len() }
 
-// Run processes the queue with the given number of workers until ctx ends.
-func (q *Queue) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx).WithValues("controller", q.name)
-	ctx = klog.NewContext(ctx, logger)
-	logger.Info("Starting workers", "count", workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, q.worker, time.Second) })
-	}
-	<-ctx.Done()
-	q.queue.ShutDown()
-	wg.Wait()
-	logger.Info("Workers stopped")
-}
-
-func (q *Queue) worker(ctx context.Context) {
-	for q.next(ctx) {
-	}
-}
-
-func (q *Queue) next(ctx context.Context) bool {
-	key, quit := q.queue.Get()
-	if quit {
-		return false
-	}
-	defer q.queue.Done(key)
-	logger := klog.FromContext(ctx).WithValues("node", key)
-	after, err := q.sync(klog.NewContext(ctx, logger), key)
-	switch {
-	case err != nil:
-		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "node", key)
-		q.queue.AddRateLimited(key)
-	case after > 0:
-		q.queue.Forget(key)
-		q.queue.AddAfter(key, after)
-	default:
-		q.queue.Forget(key)
-	}
-	return true
-}
+// Run processes the queue with the given number of workers until ctx ends
+// and returns once they stopped.
+func (q *Queue) Run(ctx context.Context, workers int) { q.loop.Run(ctx, workers) }
 
 // NodeHandler returns informer handlers that enqueue a node when it is
 // added, changes in a way filter cares about, or is deleted. A nil filter

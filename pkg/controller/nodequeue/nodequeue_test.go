@@ -172,7 +172,7 @@ func TestClockedNodeHandler(t *testing.T) {
 				clock.Observe(tc.seed.Name, tc.seed)
 			}
 			q := New("test", func(context.Context, string) (time.Duration, error) { return 0, nil })
-			defer q.queue.ShutDown()
+			defer q.loop.ShutDown()
 			tc.event(q.ClockedNodeHandler(clock, func(_, _ *v1.Node) bool { return tc.changed }))
 			if got := !clock.Since("n1").IsZero(); got != tc.wantClock {
 				t.Errorf("clock has a time for n1: %v, want %v", got, tc.wantClock)
@@ -221,7 +221,7 @@ func TestPodHandler(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			q := New("test", func(context.Context, string) (time.Duration, error) { return 0, nil })
-			defer q.queue.ShutDown()
+			defer q.loop.ShutDown()
 			tc.event(q.PodHandler(func(_, _ *v1.Pod) bool { return tc.changed }))
 			if got := q.Len(); got != tc.wantQueue {
 				t.Errorf("queue length = %d, want %d", got, tc.wantQueue)

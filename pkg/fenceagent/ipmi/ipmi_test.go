@@ -75,13 +75,15 @@ func TestPowerOffThroughSimulator(t *testing.T) {
 		wantOffs   int // power-downs the BMC received
 		wantNodeOn bool
 	}{
-		{"honest BMC: verified off", bmcsim.Faults{}, quick, true, false, 1, false},
-		{"slow BMC within the timeouts: verified off", bmcsim.Faults{Latency: 30 * time.Millisecond}, quick, true, false, 1, false},
+		// Cases that must verify Off get the patient window: on a loaded
+		// machine a quick one can expire and resend the power-down.
+		{"honest BMC: verified off", bmcsim.Faults{}, patient, true, false, 1, false},
+		{"slow BMC within the timeouts: verified off", bmcsim.Faults{Latency: 30 * time.Millisecond}, patient, true, false, 1, false},
 		{"accepts power-down, stays on: never verified", bmcsim.Faults{IgnorePowerDown: true}, quick, false, false, 2, true},
 		{"powers off later, within the verify timeout: verified off", bmcsim.Faults{PowerDownDelay: 300 * time.Millisecond}, patient, true, false, 1, false},
 		{"powers off after the verify timeout: not verified", bmcsim.Faults{PowerDownDelay: 5 * time.Second}, quick, false, false, 2, true},
 		{"refuses the credentials: ErrAuth, not verified", bmcsim.Faults{RejectAuth: true}, quick, false, true, 0, true},
-		{"reads off while on: power down still sent, node cut", bmcsim.Faults{ReadsOff: true}, quick, true, false, 1, false},
+		{"reads off while on: power down still sent, node cut", bmcsim.Faults{ReadsOff: true}, patient, true, false, 1, false},
 	}
 	for _, in := range interfaces {
 		for _, tc := range tests {

@@ -11,44 +11,39 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/pkg/component/keyloop"
 )
 
 // SyncFunc handles one object by name; an error requeues it with
 // rate-limited backoff.
 type SyncFunc func(ctx context.Context, name string) error
 
-// Queue is a rate-limited queue of object names with its sync loop.
+// Queue is a rate-limited queue of object names with its sync loop
+// (keyloop.Loop: Run returns once every worker has stopped, so that the
+// leader's Lease is never given up while a power-off attempt runs).
 type Queue struct {
-	name string
-	kind string
-	wq   workqueue.TypedRateLimitingInterface[string]
-	sync SyncFunc
+	loop *keyloop.Loop[string]
 }
 
 // New creates a queue. name is the controller's, in logs and workqueue
 // metrics; kind is the log key of a queued name (e.g. "fenceTarget").
 func New(name, kind string, sync SyncFunc) *Queue {
-	return &Queue{
-		name: name,
-		kind: kind,
-		wq: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: name}),
-		sync: sync,
-	}
+	return &Queue{loop: keyloop.New(keyloop.Config{Name: name, KeyName: kind}, func(ctx context.Context, key string) (time.Duration, error) {
+		return 0, sync(ctx, key)
+	})}
 }
 
 // Add queues name now.
-func (q *Queue) Add(name string) { q.wq.Add(name) }
+func (q *Queue) Add(name string) { q.loop.Add(name) }
 
 // AddAfter queues name after d.
-func (q *Queue) AddAfter(name string, d time.Duration) { q.wq.AddAfter(name, d) }
+func (q *Queue) AddAfter(name string, d time.Duration) { q.loop.AddAfter(name, d) }
 
 // ShutDown stops the queue; Run does it when its context ends.
-func (q *Queue) ShutDown() { q.wq.ShutDown() }
+func (q *Queue) ShutDown() { q.loop.ShutDown() }
 
 // Enqueue queues an informer object (a tombstone included) by its key.
 func (q *Queue) Enqueue(obj any) {
@@ -57,44 +52,19 @@ func (q *Queue) Enqueue(obj any) {
 		utilruntime.HandleError(err)
 		return
 	}
-	q.wq.Add(key)
+	q.loop.Add(key)
 }
 
 // Run waits for the caches, logs msg with keysAndValues, and runs workers
-// until ctx ends.
+// until ctx ends; it returns once every worker has stopped.
 func (q *Queue) Run(ctx context.Context, workers int, synced []cache.InformerSynced, msg string, keysAndValues ...any) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer q.wq.ShutDown()
-	logger := klog.FromContext(ctx).WithValues("controller", q.name)
-	ctx = klog.NewContext(ctx, logger)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, synced...) {
+		q.loop.ShutDown()
 		return
 	}
-	logger.Info(msg, append(keysAndValues, "workers", workers)...)
-	for range workers {
-		go wait.UntilWithContext(ctx, q.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (q *Queue) worker(ctx context.Context) {
-	for q.next(ctx) {
-	}
-}
-
-func (q *Queue) next(ctx context.Context) bool {
-	key, quit := q.wq.Get()
-	if quit {
-		return false
-	}
-	defer q.wq.Done(key)
-	if err := q.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Sync failed; retrying", q.kind, key)
-		q.wq.AddRateLimited(key)
-		return true
-	}
-	q.wq.Forget(key)
-	return true
+	klog.FromContext(ctx).Info(msg, append(keysAndValues, "workers", workers)...)
+	q.loop.Run(ctx, workers)
 }
 
 // Watch is an informer and the handler to add to it; a nil handler adds

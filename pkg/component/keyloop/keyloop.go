@@ -1,0 +1,116 @@
+// Package keyloop is the one workqueue loop of Fenceline's controllers and
+// of the fence agent: a rate-limited queue of keys, workers that each take
+// a key and call one sync for it (never two workers on one key, as
+// client-go's workqueue guarantees), and a Run that returns only once every
+// worker has stopped. That last point is a safety property, not tidiness:
+// a leader gives its Lease up when Run returns, and a sync still running
+// then (a power-off attempt, a force deletion) would overlap the next
+// leader's.
+package keyloop
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// SyncFunc handles one key. requeueAfter > 0 looks at the key again after
+// that long (a delay that has not expired yet); an error requeues it with
+// rate-limited backoff.
+type SyncFunc[K comparable] func(ctx context.Context, key K) (requeueAfter time.Duration, err error)
+
+// Config names a loop and picks its backoff.
+type Config struct {
+	// Name is the controller's, in logs and workqueue metrics.
+	Name string
+	// KeyName is the log key of a key (e.g. "node", "fencingRequest").
+	KeyName string
+	// BaseDelay and MaxDelay bound the per-key exponential backoff after
+	// errors; zero values take sample-controller's (5 ms and 1000 s).
+	BaseDelay, MaxDelay time.Duration
+}
+
+// Loop is a rate-limited queue of keys with its workers.
+type Loop[K comparable] struct {
+	cfg   Config
+	queue workqueue.TypedRateLimitingInterface[K]
+	sync  SyncFunc[K]
+}
+
+// New returns a loop that calls sync for each queued key.
+func New[K comparable](cfg Config, sync SyncFunc[K]) *Loop[K] {
+	var limiter workqueue.TypedRateLimiter[K]
+	if cfg.BaseDelay > 0 && cfg.MaxDelay > 0 {
+		// Per-key backoff only: a burst of failing keys must not slow the
+		// others down behind a shared bucket.
+		limiter = workqueue.NewTypedItemExponentialFailureRateLimiter[K](cfg.BaseDelay, cfg.MaxDelay)
+	} else {
+		limiter = workqueue.DefaultTypedControllerRateLimiter[K]()
+	}
+	return &Loop[K]{
+		cfg:   cfg,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[K]{Name: cfg.Name}),
+		sync:  sync,
+	}
+}
+
+// Add queues key now.
+func (l *Loop[K]) Add(key K) { l.queue.Add(key) }
+
+// AddAfter queues key after d.
+func (l *Loop[K]) AddAfter(key K, d time.Duration) { l.queue.AddAfter(key, d) }
+
+// Len returns the number of queued keys.
+func (l *Loop[K]) Len() int { return l.queue.Len() }
+
+// ShutDown stops the queue; Run does it when its context ends.
+func (l *Loop[K]) ShutDown() { l.queue.ShutDown() }
+
+// Run runs workers until ctx ends, then shuts the queue down and returns
+// once every worker has finished its current sync.
+func (l *Loop[K]) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithValues("controller", l.cfg.Name)
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting workers", "count", max(workers, 1))
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Go(func() { wait.UntilWithContext(ctx, l.worker, time.Second) })
+	}
+	<-ctx.Done()
+	l.queue.ShutDown()
+	wg.Wait()
+	logger.Info("Workers stopped")
+}
+
+func (l *Loop[K]) worker(ctx context.Context) {
+	for l.next(ctx) {
+	}
+}
+
+// next syncs one key; it reports false once the queue is shut down.
+func (l *Loop[K]) next(ctx context.Context) bool {
+	key, quit := l.queue.Get()
+	if quit {
+		return false
+	}
+	defer l.queue.Done(key)
+	logger := klog.FromContext(ctx).WithValues(l.cfg.KeyName, key)
+	after, err := l.sync(klog.NewContext(ctx, logger), key)
+	switch {
+	case err != nil:
+		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", l.cfg.KeyName, key)
+		l.queue.AddRateLimited(key)
+	case after > 0:
+		l.queue.Forget(key)
+		l.queue.AddAfter(key, after)
+	default:
+		l.queue.Forget(key)
+	}
+	return true
+}

@@ -1,0 +1,79 @@
+package keyloop
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2/ktesting"
+)
+
+// Run returns only once the sync under way has returned, however long it
+// takes to stop: a leader releases its Lease when Run returns.
+func TestRunWaitsForTheSyncUnderWay(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	started, finish := make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	l := New(Config{Name: "test", KeyName: "key"}, func(ctx context.Context, key string) (time.Duration, error) {
+		close(started)
+		<-ctx.Done()
+		<-finish // a power-off attempt still under way
+		finished.Store(true)
+		return 0, nil
+	})
+	l.Add("a")
+	returned := make(chan struct{})
+	go func() { l.Run(ctx, 2); close(returned) }()
+	<-started
+	cancel()
+	select {
+	case <-returned:
+		t.Fatal("Run returned while a sync was still running")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(finish)
+	<-returned
+	if !finished.Load() {
+		t.Fatal("Run returned before the sync finished")
+	}
+}
+
+// An error requeues the key with backoff; a requeue-after looks at it
+// again; success forgets it. One key is never synced by two workers at once.
+func TestSyncOutcomes(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var calls, running, overlap atomic.Int32
+	done := make(chan struct{})
+	l := New(Config{Name: "test", KeyName: "key", BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond}, func(ctx context.Context, key string) (time.Duration, error) {
+		if running.Add(1) > 1 {
+			overlap.Add(1)
+		}
+		defer running.Add(-1)
+		switch calls.Add(1) {
+		case 1:
+			return 0, errors.New("transient")
+		case 2:
+			return time.Millisecond, nil
+		case 3:
+			close(done)
+		}
+		return 0, nil
+	})
+	go l.Run(ctx, 4)
+	for range 10 {
+		l.Add("a")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("after %d syncs: want an error retried, then a requeue-after, then success", calls.Load())
+	}
+	if overlap.Load() != 0 {
+		t.Errorf("one key was synced by two workers at once %d times", overlap.Load())
+	}
+}
