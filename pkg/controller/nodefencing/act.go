@@ -247,7 +247,7 @@ func (c *Controller) recover(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
 	check := c.recheck(ctx, r, StepRecover, true)
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
-	if err := c.setNodeConditions(ctx, in.Node, check, UnfencedConditions(msg)...); err != nil {
+	if err := c.setNodeConditions(ctx, in.Node, check, unfencedConditions(msg)...); err != nil {
 		return err
 	}
 	if err := c.removeTaints(ctx, in.Node, r, check, "unfence"); err != nil {
@@ -270,7 +270,7 @@ func (c *Controller) cancel(ctx context.Context, in Input, d Decision) error {
 		// as about to be fenced.
 		what := "set conditions " + names.FencingTriagedCondition + "=False (and " + names.FencingRequiredCondition + "=False if True)"
 		err := c.cfg.Actuator.UpdateNodeStatus(ctx, node, what, check, func(n *v1.Node) bool {
-			return ApplyNodeConditions(n, metav1.NewTime(c.now()), CancelledConditions(n, d.Reason, d.Why)...)
+			return applyNodeConditions(n, metav1.NewTime(c.now()), cancelledConditions(n, d.Reason, d.Why)...)
 		})
 		if err != nil {
 			return err
@@ -285,10 +285,10 @@ func (c *Controller) cancel(ctx context.Context, in Input, d Decision) error {
 	}, phases(fencingv1alpha1.FencingPhasePending, fencingv1alpha1.FencingPhaseTriaged), EventCancelled)
 }
 
-// CancelledConditions are the node conditions a cancelled request leaves:
+// cancelledConditions are the node conditions a cancelled request leaves:
 // FencingTriaged False and, when n carries FencingRequired True (an
 // admission that the cancel cut short), FencingRequired False too.
-func CancelledConditions(n *v1.Node, reason, why string) []v1.NodeCondition {
+func cancelledConditions(n *v1.Node, reason, why string) []v1.NodeCondition {
 	conds := []v1.NodeCondition{nodeCondition(names.FencingTriagedCondition, v1.ConditionFalse, reason, why)}
 	if c := nodeutil.Condition(n, names.FencingRequiredCondition); c != nil && c.Status == v1.ConditionTrue {
 		conds = append(conds, nodeCondition(names.FencingRequiredCondition, v1.ConditionFalse, reason, why))
@@ -301,15 +301,15 @@ func CancelledConditions(n *v1.Node, reason, why string) []v1.NodeCondition {
 // in one write.
 func (c *Controller) removeTaints(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, check actuator.NodeCheck, why string) error {
 	return c.cfg.Actuator.UpdateNode(ctx, node, why+": remove fencing taints", check, func(n *v1.Node) bool {
-		return StripFencingTaints(n, r)
+		return stripFencingTaints(n, r)
 	})
 }
 
-// StripFencingTaints removes from n Fenceline's fencing taints and, if the
+// stripFencingTaints removes from n Fenceline's fencing taints and, if the
 // request added it (owner annotation), the out-of-service taint and the
 // annotation. It reports whether n changed. A manual unfence makes the
 // same change.
-func StripFencingTaints(n *v1.Node, r *fencingv1alpha1.FencingRequest) bool {
+func stripFencingTaints(n *v1.Node, r *fencingv1alpha1.FencingRequest) bool {
 	owned := OwnsOutOfService(n, r)
 	kept := n.Spec.Taints[:0:0]
 	for _, t := range n.Spec.Taints {
@@ -396,7 +396,7 @@ func ignoreGone(err error) error {
 func (c *Controller) clearMarks(ctx context.Context, in Input, d Decision) error {
 	check := c.recheck(ctx, nil, StepClear, true)
 	msg := d.Why
-	if err := c.setNodeConditions(ctx, in.Node, check, UnfencedConditions(msg)...); err != nil {
+	if err := c.setNodeConditions(ctx, in.Node, check, unfencedConditions(msg)...); err != nil {
 		return err
 	}
 	if err := c.cfg.Actuator.UpdateNode(ctx, in.Node, "clear fencing marks", check, StripMarks); err != nil {

@@ -124,7 +124,7 @@ type Decision struct {
 // created, and the Failed one whose marks are left. The controller's
 // caches, its fresh reads and the kubectl plugin gather them alike.
 func (in *Input) SetRequests(reqs []*fencingv1alpha1.FencingRequest) {
-	in.Request, in.Blocked = OpenRequest(reqs, in.Node)
+	in.Request, in.Blocked = openRequest(reqs, in.Node)
 	in.Failed = failedRequest(reqs, in.Node)
 }
 

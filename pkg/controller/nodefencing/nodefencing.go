@@ -330,12 +330,12 @@ func (c *Controller) requestsOf(nodeName string) ([]*fencingv1alpha1.FencingRequ
 	return out, nil
 }
 
-// OpenRequest returns the node's oldest open request, and, when there is
+// openRequest returns the node's oldest open request, and, when there is
 // none, why no new one may be created: a request of the node's current boot
 // Failed, and its marks were not cleared since (a cleared one was dealt
 // with). The oldest wins so that every replica and every restart picks the
 // same one.
-func OpenRequest(reqs []*fencingv1alpha1.FencingRequest, node *v1.Node) (*fencingv1alpha1.FencingRequest, string) {
+func openRequest(reqs []*fencingv1alpha1.FencingRequest, node *v1.Node) (*fencingv1alpha1.FencingRequest, string) {
 	slices.SortFunc(reqs, func(a, b *fencingv1alpha1.FencingRequest) int {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c

@@ -677,7 +677,7 @@ func TestSyncCancelClearsAnAdmissionCutShort(t *testing.T) {
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
 	e.updateNode("n1", func(n *v1.Node) {
-		ApplyNodeConditions(n, metav1.NewTime(e.now), nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "LeaseExpired", "approved"))
+		applyNodeConditions(n, metav1.NewTime(e.now), nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "LeaseExpired", "approved"))
 	})
 	e.comesBack("boot-1")
 	e.sync("n1")

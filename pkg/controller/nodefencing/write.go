@@ -129,15 +129,15 @@ func (c *Controller) setNodeConditions(ctx context.Context, node *v1.Node, check
 		what += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
 	}
 	return c.cfg.Actuator.UpdateNodeStatus(ctx, node, what, check, func(n *v1.Node) bool {
-		return ApplyNodeConditions(n, metav1.NewTime(c.now()), conds...)
+		return applyNodeConditions(n, metav1.NewTime(c.now()), conds...)
 	})
 }
 
-// ApplyNodeConditions sets the conditions in n's status, with now as the
+// applyNodeConditions sets the conditions in n's status, with now as the
 // heartbeat time and, for a changed status, the transition time. A
 // condition whose status and reason are already set is left as it is. It
 // reports whether n changed.
-func ApplyNodeConditions(n *v1.Node, now metav1.Time, conds ...v1.NodeCondition) bool {
+func applyNodeConditions(n *v1.Node, now metav1.Time, conds ...v1.NodeCondition) bool {
 	changed := false
 	for _, cd := range conds {
 		i := slices.IndexFunc(n.Status.Conditions, func(x v1.NodeCondition) bool { return x.Type == cd.Type })
@@ -161,9 +161,9 @@ func ApplyNodeConditions(n *v1.Node, now metav1.Time, conds ...v1.NodeCondition)
 	return changed
 }
 
-// UnfencedConditions are the node conditions of an unfenced node: the three
+// unfencedConditions are the node conditions of an unfenced node: the three
 // fencing conditions False, reason Unfenced, with msg.
-func UnfencedConditions(msg string) []v1.NodeCondition {
+func unfencedConditions(msg string) []v1.NodeCondition {
 	return []v1.NodeCondition{
 		nodeCondition(names.FencingCompleteCondition, v1.ConditionFalse, "Unfenced", msg),
 		nodeCondition(names.FencingRequiredCondition, v1.ConditionFalse, "Unfenced", msg),
