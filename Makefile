@@ -104,7 +104,7 @@ tools-notice:
 	@$(if $(MISSING_TOOLS),echo "$(tools_notice)",:)
 
 tools_notice = >> make $(firstword $(filter-out tools-notice,$(MAKECMDGOALS))) waits on a first build of \
-	$(words $(MISSING_TOOLS)) tools from the Go module proxy into .cache/tools ($(MISSING_TOOLS)): several minutes, later runs reuse them
+	$(words $(MISSING_TOOLS)) tools from the Go module proxy into .cache/tools ($(MISSING_TOOLS)): 20 to 40 minutes on two cores, later runs reuse them
 
 .PHONY: tools control-plane promtool
 tools: tools-notice control-plane promtool ## Build the local control plane (etcd, kube-*, kwok) and promtool from the module proxy.
@@ -118,7 +118,7 @@ promtool: tools-notice $(TOOLS_BIN)/promtool
 # most of Kubernetes, the others reuse the build cache.
 $(addprefix $(TOOLS_BIN)/,$(KUBE_TOOLS)): $(TOOLS_BIN)/%: test/tools/kube/go.mod test/tools/kube/go.sum
 	@mkdir -p $(TOOLS_BIN)
-	@echo ">> $(call step,$*)building $* $(KUBE_VERSION)$(if $(filter kube-apiserver,$*), (the first build compiles most of Kubernetes: several minutes))"
+	@echo ">> $(call step,$*)building $* $(KUBE_VERSION)$(if $(filter kube-apiserver,$*), (the first build compiles most of Kubernetes: the longest step))"
 	cd test/tools/kube && $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
 
 $(TOOLS_BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
@@ -154,7 +154,7 @@ tools-oldest: tools-notice upstream-attacher $(addprefix $(TOOLS_OLDEST_BIN)/,$(
 
 $(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS)) &: test/tools/kube-oldest/go.mod test/tools/kube-oldest/go.sum
 	@mkdir -p $(TOOLS_OLDEST_BIN)
-	@echo ">> building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $(KUBE_VERSION_OLDEST) (first time: several minutes)"
+	@echo ">> building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $(KUBE_VERSION_OLDEST) (first time: 20 to 40 minutes on two cores)"
 	cd test/tools/kube-oldest && $(GO) build -ldflags '$(KUBE_LDFLAGS_OLDEST)' -o $(TOOLS_OLDEST_BIN)/ \
 		$(addprefix k8s.io/kubernetes/cmd/,$(KUBE_COMMANDS))
 	@touch $(addprefix $(TOOLS_OLDEST_BIN)/,$(KUBE_COMMANDS))
