@@ -17,6 +17,7 @@ import (
 	"github.com/kubernetes-csi/csi-lib-utils/rpc"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -394,9 +395,17 @@ func inClusterNamespace() string {
 	return "default"
 }
 
+// replicaID tells apart two replicas of this process that share a host
+// name; it is fixed for the life of the process.
+var replicaID = string(uuid.NewUUID())
+
 // electionNamespaceAndIdentity returns the namespace of the leader election
-// Lease (and of the heartbeat Lease), and this replica's identity, with
-// upstream's defaults: the pod's namespace and the host name.
+// Lease (and of the heartbeat Lease), and this replica's identity: the pod's
+// namespace, as upstream, and the host name followed by a per-process ID.
+// Upstream's identity is the host name alone, so two replicas that share it
+// (hostNetwork pods on one node) would both take themselves for the leader
+// and both attach and detach; kube-controller-manager adds a UUID for the
+// same reason.
 func electionNamespaceAndIdentity(opts Options) (namespace, identity string) {
 	namespace = opts.LeaderElectionNamespace
 	if namespace == "" {
@@ -404,7 +413,7 @@ func electionNamespaceAndIdentity(opts Options) (namespace, identity string) {
 	}
 	identity = opts.LeaderElectionIdentity
 	if identity == "" {
-		identity = events.Hostname(userAgent)
+		identity = events.Hostname(userAgent) + "_" + replicaID
 	}
 	return namespace, identity
 }
