@@ -124,8 +124,8 @@ func New(cfg Config, factory informers.SharedInformerFactory) (*Controller, erro
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.RetryIntervalStart, cfg.RetryIntervalMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
 	}
-	c.vaQueue = newQueue("fenceline-attacher-va")
-	c.pvQueue = newQueue("fenceline-attacher-pv")
+	c.vaQueue = newQueue("csi-attacher-va")
+	c.pvQueue = newQueue("csi-attacher-pv")
 
 	vaInformer := factory.Storage().V1().VolumeAttachments()
 	if err := vaInformer.Informer().AddIndexers(cache.Indexers{
