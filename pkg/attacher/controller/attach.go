@@ -49,7 +49,23 @@ var everything = labels.Everything()
 
 // errPermanent marks attach errors that retrying cannot fix; they are
 // recorded in status.attachError and not retried until the object changes.
+// Match it with errors.Is; it never shows in a message (see permanent).
 var errPermanent = errors.New("permanent error")
+
+// permanentError is an error that retrying cannot fix: it reads as the
+// error it wraps, with nothing added, so that a user sees only the cause.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Is makes errors.Is(err, errPermanent) true.
+func (permanentError) Is(target error) bool { return target == errPermanent }
+
+// permanent returns a permanentError of the formatted message.
+func permanent(format string, a ...any) error {
+	return permanentError{fmt.Errorf(format, a...)}
+}
 
 // syncVA is the one sync per VolumeAttachment name.
 func (c *Controller) syncVA(ctx context.Context, name string) error {
@@ -200,7 +216,7 @@ func (c *Controller) prepareAttach(ctx context.Context, va *storagev1.VolumeAtta
 	}
 	capability, err := volumeCapability(pv, c.cfg.DefaultFSType, c.cfg.Capabilities.SingleNodeMultiWriter)
 	if err != nil {
-		return req, fmt.Errorf("%w: %w", errPermanent, err)
+		return req, permanentError{err}
 	}
 	secrets, err := c.publishSecrets(ctx, pv)
 	if err != nil {
@@ -223,10 +239,10 @@ func (c *Controller) prepareAttach(ctx context.Context, va *storagev1.VolumeAtta
 func (c *Controller) attachPV(ctx context.Context, va *storagev1.VolumeAttachment) (*v1.PersistentVolume, error) {
 	if va.Spec.Source.InlineVolumeSpec != nil {
 		c.logMigrationOnce(ctx, "va/"+va.Name, "VolumeAttachment has spec.source.inlineVolumeSpec (CSI migration of an in-tree volume)")
-		return nil, fmt.Errorf("%w: inline volumes from CSI migration are not supported by fenceline-attacher", errPermanent)
+		return nil, permanent("inline volumes from CSI migration are not supported by fenceline-attacher")
 	}
 	if va.Spec.Source.PersistentVolumeName == nil {
-		return nil, fmt.Errorf("%w: VolumeAttachment has no spec.source.persistentVolumeName", errPermanent)
+		return nil, permanent("VolumeAttachment has no spec.source.persistentVolumeName")
 	}
 	pvName := *va.Spec.Source.PersistentVolumeName
 	pv, err := c.pvLister.Get(pvName)

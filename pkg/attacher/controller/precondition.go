@@ -16,11 +16,11 @@ import (
 func attachablePV(pv *v1.PersistentVolume, driver string) error {
 	switch {
 	case pv.DeletionTimestamp != nil:
-		return fmt.Errorf("%w: PersistentVolume %q is marked for deletion", errPermanent, pv.Name)
+		return permanent("PersistentVolume %q is marked for deletion", pv.Name)
 	case pv.Spec.CSI == nil:
-		return fmt.Errorf("%w: PV %s is not a CSI volume; CSI migration of in-tree volumes is not supported by fenceline-attacher", errPermanent, pv.Name)
+		return permanent("PV %s is not a CSI volume; CSI migration of in-tree volumes is not supported by fenceline-attacher", pv.Name)
 	case pv.Spec.CSI.Driver != driver:
-		return fmt.Errorf("%w: PV %s belongs to driver %q, not %q", errPermanent, pv.Name, pv.Spec.CSI.Driver, driver)
+		return permanent("PV %s belongs to driver %q, not %q", pv.Name, pv.Spec.CSI.Driver, driver)
 	}
 	return nil
 }

@@ -150,8 +150,8 @@ func TestSyncAttach(t *testing.T) {
 			},
 			check: func(t *testing.T, e *env, _ string) {
 				ae := e.va("va-1").Status.AttachError
-				if ae == nil || !strings.Contains(ae.Message, "CSI migration") {
-					t.Errorf("attachError = %+v, want a CSI migration message", ae)
+				if ae == nil || !strings.Contains(ae.Message, "CSI migration") || strings.Contains(ae.Message, "permanent error") {
+					t.Errorf("attachError = %+v, want a CSI migration message with no internal prefix", ae)
 				}
 				wantNoPublish(t, e)
 			},
