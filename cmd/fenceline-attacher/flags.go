@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 
 	"github.com/kubernetes-csi/csi-lib-utils/standardflags"
 	"k8s.io/klog/v2"
@@ -15,12 +17,17 @@ type config struct {
 	opts        app.Options
 	showVersion bool
 	common      *cli.CommonFlags
+	// warnings are what the command line asks that upstream accepts but
+	// that is unwise or ignored; logged once logging is set up.
+	warnings []string
 }
 
 // parseFlags defines the upstream external-attacher's flags, with the same
-// names and defaults, on fs, parses args and validates them: every error it
-// returns is a usage error (exit code 2), found before anything touches the
-// cluster. The common sidecar flags come from csi-lib-utils standardflags,
+// names and defaults, on fs, parses args and validates them, before anything
+// touches the cluster, with upstream's exit codes: a flag that does not parse
+// is a usage error (2), a combination upstream rejects after parsing a
+// failure (1); what upstream accepts is accepted, with a warning where it is
+// unwise. The common sidecar flags come from csi-lib-utils standardflags,
 // which registers --metrics-path on the process-wide flag.CommandLine; fs
 // must therefore be flag.CommandLine, and parseFlags may run once per
 // process.
@@ -44,8 +51,16 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	}
 	c.common = common
 	common.AddFlags(fs)
-	if err := cli.Parse(fs, args); err != nil {
-		return nil, err
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, cli.UsageError(err)
+	}
+	// Upstream ignores positional arguments (a manifest may carry one by
+	// mistake): so does the drop-in, and says so.
+	if fs.NArg() > 0 {
+		c.warnings = append(c.warnings, fmt.Sprintf("positional arguments %q are ignored, as upstream ignores them: flags take the form --name=value", fs.Args()))
 	}
 
 	sc := standardflags.Configuration
@@ -68,9 +83,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	if err := common.Validate(); err != nil {
 		return nil, err
 	}
+	// Upstream rejects these after parsing, with exit code 1, not 2.
 	if err := o.Validate(); err != nil {
-		return nil, cli.UsageError(err)
+		return nil, err
 	}
+	c.warnings = append(c.warnings, o.Warnings()...)
 	return c, nil
 }
 

@@ -38,6 +38,9 @@ func run(args []string) int {
 		return cli.ExitCodeOf(os.Stderr, err)
 	}
 	defer klog.Flush()
+	for _, w := range cfg.warnings {
+		klog.Background().WithName(component).Info("Warning: "+w, "upstreamAccepts", true)
+	}
 	return cli.Run(component, version.Version, func(ctx context.Context) error {
 		if cfg.opts.MetricsAddress != "" {
 			klog.FromContext(ctx).Info("--metrics-address is deprecated; use --http-endpoint")

@@ -116,28 +116,41 @@ func DefaultOptions() Options {
 	}
 }
 
-// Validate checks option combinations that upstream also rejects.
+// Validate checks what upstream also rejects: both metrics endpoints, no
+// workers, and leader-election timings its elector refuses. Values
+// upstream accepts are accepted (see Warnings).
 func (o Options) Validate() error {
 	var errs []error
 	if o.HTTPEndpoint != "" && o.MetricsAddress != "" {
 		errs = append(errs, errors.New("only one of --metrics-address and --http-endpoint can be set"))
 	}
 	if o.WorkerThreads <= 0 {
-		errs = append(errs, fmt.Errorf("--worker-threads must be positive, got %d", o.WorkerThreads))
-	}
-	if o.Timeout <= 0 {
-		errs = append(errs, fmt.Errorf("--timeout must be positive, got %v", o.Timeout))
-	}
-	if o.RetryIntervalStart <= 0 || o.RetryIntervalMax < o.RetryIntervalStart {
-		errs = append(errs, fmt.Errorf("--retry-interval-start (%v) must be positive and not above --retry-interval-max (%v)", o.RetryIntervalStart, o.RetryIntervalMax))
-	}
-	if o.MaxEntries < 0 {
-		errs = append(errs, fmt.Errorf("--max-entries must not be negative, got %d", o.MaxEntries))
+		errs = append(errs, fmt.Errorf("--worker-threads must be greater than zero, got %d", o.WorkerThreads))
 	}
 	if err := o.leaderOptions().Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Warnings lists values upstream accepts and this attacher therefore
+// accepts too, though they are unwise: a manifest written for upstream
+// must start unchanged after the image swap, and says what it gets.
+func (o Options) Warnings() []string {
+	var w []string
+	if o.Timeout <= 0 {
+		w = append(w, fmt.Sprintf("--timeout=%v: every CSI call times out at once, so no volume attaches or detaches", o.Timeout))
+	}
+	if o.RetryIntervalStart <= 0 {
+		w = append(w, fmt.Sprintf("--retry-interval-start=%v: failed attaches and detaches are retried without delay", o.RetryIntervalStart))
+	}
+	if o.RetryIntervalMax < o.RetryIntervalStart {
+		w = append(w, fmt.Sprintf("--retry-interval-max=%v is below --retry-interval-start=%v: every retry waits --retry-interval-max", o.RetryIntervalMax, o.RetryIntervalStart))
+	}
+	if o.MaxEntries < 0 {
+		w = append(w, fmt.Sprintf("--max-entries=%d is sent to the driver's ListVolumes as is; most drivers refuse a negative value", o.MaxEntries))
+	}
+	return w
 }
 
 // Run runs the attacher until ctx is cancelled (nil error) or something
