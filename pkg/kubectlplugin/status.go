@@ -194,9 +194,12 @@ func nodeMarks(n *v1.Node) []Mark {
 		}
 		m := Mark{Kind: "taint", Name: t.Key + ":" + string(t.Effect), Since: t.TimeAdded}
 		if t.Key == names.OutOfServiceTaint {
-			if owner := n.Annotations[names.OutOfServiceOwnerAnnotation]; owner != "" {
+			switch owner, by := n.Annotations[names.OutOfServiceOwnerAnnotation], n.Annotations[names.OutOfServiceAppliedByAnnotation]; {
+			case owner != "":
 				m.Detail = "added by Fenceline for FencingRequest UID " + owner
-			} else {
+			case by != "":
+				m.Detail = "applied by " + by + " (" + names.OutOfServiceAppliedByAnnotation + "); Fenceline never removes it"
+			default:
 				m.Detail = "not added by Fenceline"
 			}
 		}

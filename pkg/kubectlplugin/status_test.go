@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -199,5 +200,24 @@ func TestPendingAsks(t *testing.T) {
 	marks := nodeMarks(n)
 	if len(marks) != 1 || marks[0].Kind != "ask" || marks[0].Detail != "unfence asked by user:bob" {
 		t.Errorf("marks of a Node with an ask = %+v, want the ask alone", marks)
+	}
+}
+
+// Who applied an out-of-service taint: Fenceline (its owner annotation),
+// another fencer (its applied-by annotation), or someone else.
+func TestOutOfServiceMarkSaysWhoApplied(t *testing.T) {
+	taint := testobj.TaintAt(names.OutOfServiceTaint, v1.TaintEffectNoExecute, t0)
+	for _, tc := range []struct {
+		opt  testobj.NodeOption
+		want string
+	}{
+		{testobj.Annotation(names.OutOfServiceOwnerAnnotation, "uid-1"), "added by Fenceline for FencingRequest UID uid-1"},
+		{testobj.Annotation(names.OutOfServiceAppliedByAnnotation, "pacemaker"), "applied by pacemaker"},
+		{testobj.Annotation("other", "x"), "not added by Fenceline"},
+	} {
+		marks := nodeMarks(testobj.Node("n", taint, tc.opt))
+		if len(marks) == 0 || !strings.HasPrefix(marks[0].Detail, tc.want) {
+			t.Errorf("marks = %+v, want the taint's detail to start with %q", marks, tc.want)
+		}
 	}
 }

@@ -32,6 +32,12 @@ const (
 	// value and any effect count, as in upstream's controllers.
 	OutOfServiceTaint = "node.kubernetes.io/out-of-service"
 
+	// OutOfServiceAppliedByAnnotation is how another fencer says on a Node
+	// that it applied the out-of-service taint (OpenShift's Pacemaker-based
+	// fencing writes "pacemaker"). Not Fenceline's: read, never written.
+	// Fenceline never removes a taint another party applied.
+	OutOfServiceAppliedByAnnotation = "node.kubernetes.io/out-of-service-applied-by"
+
 	// FencingCompleteCondition is the Node condition type that a node-fencing
 	// controller sets to True once the node is known to be powered off or cut
 	// off from storage.

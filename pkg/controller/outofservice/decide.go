@@ -73,6 +73,9 @@ func Decide(node *v1.Node, terminating, vas int) Decision {
 		return Decision{Why: "node has no out-of-service taint"}
 	case node.Annotations[names.OutOfServiceOwnerAnnotation] != "":
 		return Decision{Why: "node-fencing added the out-of-service taint (annotation " + names.OutOfServiceOwnerAnnotation + "); it removes it when it unfences the node"}
+	case node.Annotations[names.OutOfServiceAppliedByAnnotation] != "":
+		return Decision{Why: fmt.Sprintf("%s applied the out-of-service taint (annotation %s); Fenceline never removes another fencer's taint",
+			node.Annotations[names.OutOfServiceAppliedByAnnotation], names.OutOfServiceAppliedByAnnotation)}
 	case !nodeutil.IsReady(node):
 		if !hasRecord {
 			return Decision{RecordBootID: true, Why: "out-of-service taint seen while the node is down; recording its boot ID for this taint"}

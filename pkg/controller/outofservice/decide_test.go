@@ -33,6 +33,8 @@ func TestDecide(t *testing.T) {
 		{"still down, record of an earlier taint: record again", testobj.Node("n1", testobj.NotReadySince(t0), oos, earlier), 0, 0, want{record: true}},
 		{"rebooted, Ready, clean: untaint", testobj.Node("n1", up, oos, rec, rebooted), 0, 0, want{untaint: true, clear: true}},
 		{"rebooted, Ready, clean, but node-fencing owns the taint: leave it to node-fencing", testobj.Node("n1", up, oos, rec, rebooted, testobj.Annotation(names.OutOfServiceOwnerAnnotation, "uid-1")), 0, 0, want{}},
+		{"rebooted, Ready, clean, but another fencer applied the taint: never removed", testobj.Node("n1", up, oos, rec, rebooted, testobj.Annotation(names.OutOfServiceAppliedByAnnotation, "pacemaker")), 0, 0, want{}},
+		{"another fencer's taint gone: forget record", testobj.Node("n1", up, rec, testobj.Annotation(names.OutOfServiceAppliedByAnnotation, "pacemaker")), 0, 0, want{clear: true}},
 		{"rebooted, Ready, but the record is of an earlier taint: no proof", testobj.Node("n1", up, oos, earlier, rebooted), 0, 0, want{}},
 		{"record without a time (older format): no proof", testobj.Node("n1", up, oos, legacy, rebooted), 0, 0, want{}},
 		{"taint lost its timeAdded: no proof", testobj.Node("n1", up, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute), rec, rebooted), 0, 0, want{}},
