@@ -40,7 +40,7 @@ func run() error {
 		return err
 	}
 	if showVersion {
-		fmt.Println(os.Args[0], version.Version)
+		fmt.Println(os.Args[0], version.String())
 		return nil
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

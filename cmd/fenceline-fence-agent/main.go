@@ -34,7 +34,7 @@ func run(args []string) int {
 		return cli.ExitCodeOf(os.Stderr, err)
 	}
 	if cfg.showVersion {
-		fmt.Println(args[0], version.Version)
+		fmt.Println(args[0], version.String())
 		return cli.ExitOK
 	}
 	if err := cfg.common.Apply(); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	fencingclient "fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	"fenceline.io/fenceline/pkg/version"
 )
 
 // Options are the plugin's global settings.
@@ -82,7 +83,7 @@ func NewCommand(o *Options) *cobra.Command {
 		SilenceErrors: true,
 	}
 	o.Flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(statusCommand(o), fenceCommand(o), unfenceCommand(o), explainCommand(o))
+	root.AddCommand(statusCommand(o), fenceCommand(o), unfenceCommand(o), explainCommand(o), versionCommand(o))
 	return root
 }
 
@@ -111,6 +112,31 @@ func statusCommand(o *Options) *cobra.Command {
 	}
 	addOutputFlag(cmd, &output)
 	cmd.Flags().IntVar(&events, "events", 20, "How many of the most recent Events of Fenceline's components to show")
+	return cmd
+}
+
+func versionCommand(o *Options) *cobra.Command {
+	var client bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "The plugin's version, commit and Go version, and the version of each driver's fenceline-attacher",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(o.Streams.Out, "kubectl-fenceline", version.String())
+			if client {
+				return nil
+			}
+			_, snap, err := o.snapshot(cmd.Context())
+			if err != nil {
+				return err
+			}
+			for _, line := range attacherVersions(snap, version.Version) {
+				fmt.Fprintln(o.Streams.Out, line)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&client, "client", false, "Print the plugin's version only; do not contact the cluster")
 	return cmd
 }
 

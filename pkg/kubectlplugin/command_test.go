@@ -51,6 +51,16 @@ func TestCommands(t *testing.T) {
 				t.Errorf("explain -o yaml = %v (%s), want node dead's verdicts", err, out)
 			}
 		}},
+		{name: "version --client", args: []string{"version", "--client"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
+			if !strings.HasPrefix(out, "kubectl-fenceline dev (commit ") || strings.Contains(out, "fenceline-attacher of") {
+				t.Errorf("version --client = %q, want the plugin's version only", out)
+			}
+		}},
+		{name: "version", args: []string{"version"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
+			if !strings.Contains(out, "fenceline-attacher of block.csi.example.com:") {
+				t.Errorf("version = %q, want the attacher's version too", out)
+			}
+		}},
 		{name: "bad output format", args: []string{"status", "-o", "wide"}, wantFRs: 1, wantErr: `unknown output format "wide"`},
 		{name: "fence --yes --wait=false", args: []string{"fence", "live", "--yes", "--requester", "alice", "--wait=false"}, wantFRs: 2, check: func(t *testing.T, out, errOut string) {
 			if !strings.Contains(out, "created: node-fencing fences node live") || !strings.Contains(out, "not waiting: follow it with kubectl get fencingrequest") || errOut != "" {
