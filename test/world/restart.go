@@ -20,33 +20,41 @@ func (w *World) KillAttacher(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.Attacher = p
+	w.replaceAttacherProcess(w.Attacher, p)
 	return nil
 }
 
 // StopAttacher ends fenceline-attacher with SIGKILL and leaves it down until
 // StartAttacher, as a Deployment's pod that is rescheduled, pulls its image
-// or waits for a node: the window in which others act without it.
+// or waits for a node: the window in which others act without it. With
+// Options.AttacherReplicas every replica goes down (no standby takes over).
 func (w *World) StopAttacher() error {
 	if w.Attacher == nil {
 		return fmt.Errorf("no fenceline-attacher in this world")
 	}
-	w.Attacher.Kill()
+	for _, p := range w.AttacherProcesses() {
+		p.Kill()
+	}
 	return nil
 }
 
 // StartAttacher starts fenceline-attacher again, with the same flags, after
-// StopAttacher.
+// StopAttacher: every replica that is down.
 func (w *World) StartAttacher() error {
 	if w.Attacher == nil {
 		return fmt.Errorf("no fenceline-attacher in this world")
 	}
-	next, err := w.Attacher.Respawn()
-	if err != nil {
-		return err
+	for _, p := range w.AttacherProcesses() {
+		if exited, _ := p.Exited(); !exited && len(w.Attachers) > 0 {
+			continue // a replica that runs already (its supervisor restarted it)
+		}
+		next, err := p.Respawn()
+		if err != nil {
+			return err
+		}
+		w.Cluster.Track(next)
+		w.replaceAttacherProcess(p, next)
 	}
-	w.Cluster.Track(next)
-	w.Attacher = next
 	return nil
 }
 

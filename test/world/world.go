@@ -73,6 +73,12 @@ type Options struct {
 	// the same flags, identity and RBAC: the benchmarks use it to run the
 	// upstream external-attacher as a drop-in baseline.
 	AttacherPath string
+	// AttacherReplicas runs that many fenceline-attacher replicas (as a
+	// Deployment of two does), each with --leader-election on upstream's
+	// Lease and short timings (AttacherLeaseDuration); 0 or 1 runs one
+	// attacher without leader election. Each replica logs to
+	// fenceline-attacher-<i>.log.
+	AttacherReplicas int
 	// NoController leaves fenceline-controller out (upstream behaviour).
 	NoController bool
 	// ControllerArgs are extra flags for fenceline-controller; they come
@@ -146,6 +152,9 @@ type World struct {
 	// the first replica and Controllers holds them all.
 	Driver, Attacher, Controller *cluster.Process
 	Controllers                  []*cluster.Process
+	// Attachers are the current fenceline-attacher replicas with
+	// Options.AttacherReplicas (Attacher is one of them), else empty.
+	Attachers []*cluster.Process
 	// FenceAgent is fenceline-fence-agent with Options.Fencing, else nil.
 	FenceAgent *cluster.Process
 
@@ -158,6 +167,14 @@ type World struct {
 	// installed: an Installer put the RBAC in; none is applied from
 	// deploy/.
 	installed bool
+	// attacherBinary and attacherArgs are what every attacher replica
+	// runs; attacherStarts counts the replicas started (log names).
+	attacherBinary string
+	attacherArgs   []string
+	attacherStarts int
+	// attacherLogs is what the attacher replicas' logs said about their
+	// leadership (AttacherLeader).
+	attacherLogs leaderLogs
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -249,7 +266,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		if opts.AttacherPath != "" {
 			binary = opts.AttacherPath
 		}
-		p, err := w.startComponent(ctx, binary, "attacher", AttacherServiceAccount, append([]string{
+		if err := w.startAttachers(ctx, binary, opts.AttacherReplicas, append([]string{
 			"--csi-address=" + w.ControllerSocket,
 			// As in a Pod: the heartbeat Lease goes to the attacher's own
 			// namespace, where its RBAC allows Leases.
@@ -258,11 +275,9 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 			"--retry-interval-start=500ms",
 			"--retry-interval-max=5s",
 			"--v=4",
-		}, opts.AttacherArgs...))
-		if err != nil {
+		}, opts.AttacherArgs...)); err != nil {
 			return w, err
 		}
-		w.Attacher = p
 	}
 	if opts.Fencing {
 		if _, err := w.InstallFencingCRDs(ctx); err != nil {
@@ -472,7 +487,7 @@ func (w *World) Stop() {
 	for _, k := range w.Kubelets {
 		k.Stop()
 	}
-	for _, p := range append(slices.Clone(w.Controllers), w.Attacher, w.Driver) {
+	for _, p := range slices.Concat(w.Controllers, w.AttacherProcesses(), []*cluster.Process{w.Driver}) {
 		if p != nil {
 			p.Stop(5 * time.Second)
 		}
