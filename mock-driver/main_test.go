@@ -60,6 +60,11 @@ func TestParseFlags(t *testing.T) {
 		},
 		{name: "unknown unpublish mode", args: []string{"--unpublish-mode=lenient"}, wantErr: "unknown unpublish mode"},
 		{
+			name: "tgt backend without a fence",
+			args: []string{"--backend=tgt", "--fence-method=acl"},
+			want: base(func(c *driver.Config) { c.Backend, c.FenceMethod = driver.BackendTgt, "acl" }),
+		},
+		{
 			name: "faults",
 			args: []string{"--fault=ControllerUnpublishVolume:Unavailable:3", "--latency=ControllerPublishVolume:50ms"},
 			want: base(func(c *driver.Config) {

@@ -43,6 +43,9 @@ type Options struct {
 	Semantics Semantics
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// Storage carries the array's decisions out on real storage; nil (the
+	// memory backend) keeps nothing but the bookkeeping.
+	Storage Storage
 }
 
 // Array is the mock storage array. It is safe for concurrent use.

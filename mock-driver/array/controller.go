@@ -50,7 +50,16 @@ func (a *Array) CreateVolume(name string, required, limit int64, params map[stri
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	v := &Volume{ID: id, Name: name, CapacityBytes: size, Parameters: maps.Clone(params), CreatedAt: a.opts.Now()}
+	if st := a.opts.Storage; st != nil {
+		if err := st.CreateVolume(id, size); err != nil {
+			return nil, err
+		}
+	}
 	if err := a.update(func(s *State) error { s.Volumes[id] = v; return nil }); err != nil {
+		if st := a.opts.Storage; st != nil {
+			// Nobody learns this ID, so nobody could delete it later.
+			_ = st.DeleteVolume(id)
+		}
 		return nil, err
 	}
 	return v.Clone(), nil
@@ -71,6 +80,11 @@ func (a *Array) DeleteVolume(id string) error {
 	for n, u := range v.Nodes {
 		if u.InUse() {
 			return status.Errorf(codes.FailedPrecondition, "volume %s is still in use by node %s", id, n)
+		}
+	}
+	if st := a.opts.Storage; st != nil {
+		if err := st.DeleteVolume(id); err != nil {
+			return err
 		}
 	}
 	return a.update(func(s *State) error { delete(s.Volumes, id); return nil })
@@ -144,6 +158,14 @@ func (a *Array) Publish(volID, node string, mode Mode, readOnly bool) (map[strin
 		return nil, err
 	}
 	pc := map[string]string{PublishContextNode: node, PublishContextDevice: "/dev/mock/" + volID}
+	if st := a.opts.Storage; st != nil {
+		// Also on a repeat: the grant may be what a failed call left undone.
+		extra, err := st.Grant(volID, node)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(pc, extra)
+	}
 	if already {
 		return pc, nil
 	}
@@ -181,6 +203,9 @@ func (a *Array) Unpublish(volID, node string, fence bool) error {
 		if err != nil {
 			return err
 		}
+		if err := a.cutStorage(volID, n, decideStorageCut(act, fence, a.opts.Semantics)); err != nil {
+			return err
+		}
 		if act != unpublishNothing {
 			actions[n] = act
 		}
@@ -202,6 +227,19 @@ func (a *Array) Unpublish(volID, node string, fence bool) error {
 		}
 		return nil
 	})
+}
+
+// cutStorage carries a storage cut out, before the unpublish is committed.
+func (a *Array) cutStorage(volID, node string, cut storageCut) error {
+	st := a.opts.Storage
+	switch {
+	case st == nil || cut == cutNone:
+		return nil
+	case cut == cutFence:
+		return st.Fence(volID, node)
+	default:
+		return st.Revoke(volID, node)
+	}
 }
 
 // involvedNodes lists every node attached to or using the volume.

@@ -2,11 +2,14 @@ package driver
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"fenceline.io/fenceline/mock-driver/array"
 	"fenceline.io/fenceline/mock-driver/faults"
+	"fenceline.io/fenceline/mock-driver/tgt"
 )
 
 // DefaultName is the mock driver's CSI driver name.
@@ -62,12 +65,26 @@ type Config struct {
 	// HTTPEndpoint, when set (e.g. "127.0.0.1:0"), serves Prometheus
 	// metrics at /metrics.
 	HTTPEndpoint string
+	// Backend is where volumes live: BackendMemory (also when empty) keeps
+	// only the array's bookkeeping; BackendTgt also serves each volume as
+	// an iSCSI LUN on a tgtd the driver starts (see package tgt).
+	Backend string
+	// FenceMethod is how the tgt backend fences (tgt.MethodACLSessions
+	// when empty); only for BackendTgt.
+	FenceMethod string
 }
 
+// The storage backends.
+const (
+	BackendMemory = "memory"
+	BackendTgt    = "tgt"
+)
+
 // DefaultConfig returns the configuration the binary uses without flags:
-// the default name, fencing and forced clean-up on, strict unpublish.
+// the default name, fencing and forced clean-up on, strict unpublish, the
+// memory backend.
 func DefaultConfig() Config {
-	return Config{Name: DefaultName, Version: "dev", Fence: true, ForceUnpublish: true, Unpublish: array.UnpublishStrict}
+	return Config{Name: DefaultName, Version: "dev", Fence: true, ForceUnpublish: true, Unpublish: array.UnpublishStrict, Backend: BackendMemory}
 }
 
 // A CSI driver name: at most 63 characters, alphanumerics, '-', '.' and
@@ -95,6 +112,7 @@ func (c Config) Validate() error {
 	if _, err := array.ParseUnpublishMode(string(c.Unpublish)); err != nil {
 		problems = append(problems, err.Error())
 	}
+	problems = append(problems, c.validateBackend()...)
 	if c.Capacity < 0 {
 		problems = append(problems, "capacity must not be negative")
 	}
@@ -117,4 +135,36 @@ func (c Config) Validate() error {
 		return fmt.Errorf("invalid mock driver configuration: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// validateBackend checks the backend, its fence method and, for tgt, that
+// every node ID served maps to an initiator name.
+func (c Config) validateBackend() []string {
+	switch c.Backend {
+	case "", BackendMemory:
+		if c.FenceMethod != "" {
+			return []string{fmt.Sprintf("fence method %q needs the tgt backend", c.FenceMethod)}
+		}
+		return nil
+	case BackendTgt:
+	default:
+		return []string{fmt.Sprintf("unknown backend %q: want %q or %q", c.Backend, BackendMemory, BackendTgt)}
+	}
+	var problems []string
+	if _, err := tgt.ParseFenceMethod(c.FenceMethod); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if c.NoAttach {
+		problems = append(problems, "the tgt backend grants access at ControllerPublishVolume, which a driver without an attach step never gets")
+	}
+	nodes := slices.Sorted(maps.Keys(c.NodeEndpoints))
+	if c.NodeID != "" {
+		nodes = append(nodes, c.NodeID)
+	}
+	for _, n := range nodes {
+		if _, err := tgt.InitiatorName(n); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return problems
 }

@@ -29,6 +29,7 @@ import (
 	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/mock-driver/persist"
 	"fenceline.io/fenceline/mock-driver/server"
+	"fenceline.io/fenceline/mock-driver/tgt"
 )
 
 // File names inside Config.StateDir.
@@ -52,6 +53,7 @@ type Driver struct {
 	stopOnce  sync.Once
 	stopCtx   func() bool
 	sockPaths []string
+	tgt       *tgt.Backend // nil for the memory backend
 }
 
 // Start starts the driver and returns once every endpoint is listening.
@@ -69,7 +71,12 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.NodeID != "" {
 		nodes = append(nodes, cfg.NodeID)
 	}
+	backend, storage, err := startBackend(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	arr, err := array.New(array.Options{
+		Storage:           storage,
 		Store:             persist.New(filepath.Join(cfg.StateDir, StateFile)),
 		Nodes:             nodes,
 		Capacity:          cfg.Capacity,
@@ -84,14 +91,20 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			MinimalController: cfg.MinimalController,
 		},
 	})
+	if err == nil && backend != nil {
+		// A new tgtd knows nothing: serve what the state file holds.
+		err = backend.Restore(arr.Snapshot())
+	}
 	if err != nil {
+		stopBackend(backend)
 		return nil, err
 	}
 	auditLog, err := audit.Open(filepath.Join(cfg.StateDir, AuditFile))
 	if err != nil {
+		stopBackend(backend)
 		return nil, err
 	}
-	d := &Driver{cfg: cfg, logger: logger, array: arr, faults: faults.New(cfg.Faults), audit: auditLog, addrs: map[string]string{}}
+	d := &Driver{cfg: cfg, logger: logger, array: arr, faults: faults.New(cfg.Faults), audit: auditLog, addrs: map[string]string{}, tgt: backend}
 	if rec := arr.Recovered(); rec != nil {
 		// Not fatal: refusing to start would only turn a corrupt file into
 		// a crash loop. The file is kept aside for a human to look at.
@@ -169,7 +182,30 @@ func (d *Driver) Stop() {
 		if err := d.audit.Close(); err != nil {
 			d.logger.Error(err, "Closing the audit log")
 		}
+		stopBackend(d.tgt)
 	})
+}
+
+// Tgt returns the tgt backend, or nil for the memory backend.
+func (d *Driver) Tgt() *tgt.Backend { return d.tgt }
+
+// startBackend starts the storage behind the array: nothing for the memory
+// backend, a tgtd with its LUNs under the state directory for tgt.
+func startBackend(ctx context.Context, cfg Config) (*tgt.Backend, array.Storage, error) {
+	if cfg.Backend != BackendTgt {
+		return nil, nil, nil
+	}
+	b, err := tgt.Start(ctx, tgt.Options{Dir: filepath.Join(cfg.StateDir, "tgt"), Method: tgt.FenceMethod(cfg.FenceMethod)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("start the tgt backend: %w", err)
+	}
+	return b, b, nil
+}
+
+func stopBackend(b *tgt.Backend) {
+	if b != nil {
+		b.Stop()
+	}
 }
 
 // AuditPath returns the audit log file (JSON lines, see package audit).
