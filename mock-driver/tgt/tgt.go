@@ -133,7 +133,7 @@ func startDaemon(ctx context.Context, opts Options, logger logr.Logger, tgtd, tg
 	// The control "port" only names tgtd's socket and lock file under
 	// /var/run/tgtd; a random one keeps backends of parallel tests apart,
 	// and tgtd's lock catches the rare clash.
-	control := 10000 + rand.IntN(50000)
+	control := 1000 + rand.IntN(31000) // tgtd takes at most 32767
 	port, err := freePort(opts.Host)
 	if err != nil {
 		return nil, err

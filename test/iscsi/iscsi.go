@@ -1,0 +1,85 @@
+// Package iscsi is test support for the mock driver's tgt backend: a
+// userspace iSCSI initiator (libiscsi through cgo, so a test can log in as a
+// node's initiator and read and write blocks through a long-lived session,
+// as a zombie node would), stamped blocks, and a checker that judges a
+// failover on the bytes of the LUN.
+//
+// The initiator is built only with the build tag libiscsi (and cgo) and
+// needs Debian's libiscsi-dev; without them Login returns ErrUnavailable and
+// the tests that need it skip, or fail when RequireEnv is set. No product
+// binary imports this package.
+package iscsi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"fenceline.io/fenceline/mock-driver/tgt"
+)
+
+// RequireEnv is the environment variable CI sets after installing Debian's
+// tgt and libiscsi-dev (and building with -tags libiscsi): with it set, a
+// missing target or initiator fails the test instead of skipping it.
+const RequireEnv = "FENCELINE_REQUIRE_TGT"
+
+// ErrUnavailable is returned by Login when the initiator was not built in.
+var ErrUnavailable = errors.New("the libiscsi initiator is not built in: install Debian's libiscsi-dev and build with -tags libiscsi (and cgo)")
+
+// Options say where and as whom to log in.
+type Options struct {
+	// Portal is host:port.
+	Portal string
+	// Target is the target's IQN.
+	Target string
+	// LUN is the logical unit (tgt.LUN for the mock's volumes).
+	LUN int
+	// Initiator is the initiator name to log in as (tgt.InitiatorName).
+	Initiator string
+}
+
+// FromPublishContext reads the login options the tgt backend returned in
+// ControllerPublishVolume's publish context.
+func FromPublishContext(pc map[string]string) (Options, error) {
+	o := Options{
+		Portal:    pc[tgt.PublishContextPortal],
+		Target:    pc[tgt.PublishContextTarget],
+		Initiator: pc[tgt.PublishContextInitiator],
+		LUN:       tgt.LUN,
+	}
+	if o.Portal == "" || o.Target == "" || o.Initiator == "" {
+		return o, fmt.Errorf("publish context %v lacks the tgt backend's portal, target or initiator", pc)
+	}
+	return o, nil
+}
+
+// Require skips t unless tgt and the initiator are available, and fails it
+// instead when RequireEnv is set.
+func Require(t testing.TB) {
+	t.Helper()
+	RequireTgt(t)
+	if err := available(); err != nil {
+		missing(t, err)
+	}
+}
+
+// RequireTgt skips t unless tgtd and tgtadm are installed, and fails it
+// instead when RequireEnv is set.
+func RequireTgt(t testing.TB) {
+	t.Helper()
+	if err := tgt.Available(); err != nil {
+		missing(t, err)
+	}
+	if os.Geteuid() != 0 {
+		missing(t, errors.New("tgtd needs root (its control socket lives in /var/run/tgtd)"))
+	}
+}
+
+func missing(t testing.TB, err error) {
+	t.Helper()
+	if os.Getenv(RequireEnv) != "" {
+		t.Fatalf("%v, and %s is set", err, RequireEnv)
+	}
+	t.Skipf("%v (CI installs Debian's tgt and libiscsi-dev and requires these tests)", err)
+}
