@@ -214,8 +214,13 @@ func (e *episode) restoredEvent(va string) bool {
 	return found
 }
 
-// runningAttacher returns the fenceline-attacher process if it runs.
+// runningAttacher returns the fenceline-attacher process if it runs; with
+// two replicas, the one that leads (the memory that counts is the
+// leader's), nil during a hand-over.
 func (e *episode) runningAttacher() *cluster.Process {
+	if e.p.AttacherReplicas > 1 {
+		return e.leaderNow()
+	}
 	e.procMu.Lock()
 	defer e.procMu.Unlock()
 	p := e.w.Attacher

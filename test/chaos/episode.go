@@ -58,6 +58,9 @@ type Result struct {
 	// marked LyingFence.
 	Edits                    EditOutcome
 	LiesBelieved, LiesCaught int
+	// Handovers is what became of the attacher leader fail-overs
+	// (AttacherLeaderFailover).
+	Handovers AttacherHandovers
 }
 
 // episode is one running episode.
@@ -93,6 +96,10 @@ type episode struct {
 	lies     map[string]Lie
 	edits    EditOutcome
 	findings []Finding
+	// handovers times the attacher's leader fail-overs; lastLeader is the
+	// attacher replica last seen leading (leaderNow).
+	handovers  AttacherHandovers
+	lastLeader *cluster.Process
 
 	// skewed holds the skewed nodes' clock offsets; bg the background
 	// work Run waits for before it gathers the facts.
@@ -163,6 +170,7 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	e.mu.Lock()
 	res.Findings = append(res.Findings, e.findings...)
 	res.Edits = e.edits
+	res.Handovers = e.handovers
 	e.mu.Unlock()
 	res.LiesBelieved, res.LiesCaught = lieOutcome(facts)
 	for _, f := range Check(facts) {
@@ -179,6 +187,7 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	for c, p := range e.proxies {
 		res.Judged += fmt.Sprintf(", %d connections of the %s through its API proxy", p.Served(), c)
 	}
+	res.Judged += res.Handovers.judged()
 	res.Restarts = e.restarts
 	res.Duration = time.Since(start)
 	if len(res.Findings) > 0 {
@@ -200,6 +209,7 @@ func (e *episode) setUp() error {
 		WriteInterval:      100 * time.Millisecond,
 		Fencing:            e.p.Recovery == NodeFencing,
 		ControllerReplicas: e.p.Replicas,
+		AttacherReplicas:   e.p.AttacherReplicas,
 		TaintEviction:      e.p.TaintEviction,
 		Driver:             world.DriverOptions{SafeDetach: e.p.Recovery == SafeDetach},
 	}
@@ -270,6 +280,11 @@ func (e *episode) setUp() error {
 		}
 	} else if err := e.w.ControllerRunning(e.ctx, startBound); err != nil {
 		return err
+	}
+	if e.p.AttacherReplicas > 1 {
+		if _, err := e.w.LeadingAttacher(e.ctx, startBound); err != nil {
+			return err
+		}
 	}
 	e.failed = []string{on[0]}
 	if e.p.Failure == TwoNodes {

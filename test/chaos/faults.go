@@ -40,6 +40,8 @@ func (e *episode) inject(f Fault) error {
 	case EditFenceAnnotations:
 		e.startEdit()
 		return nil
+	case AttacherLeaderFailover:
+		return e.attacherFailover() // takes procMu itself, once it found the leader
 	}
 	// The others are quick; the kills among them hold procMu so that
 	// supervise never restarts a process the fault is replacing.
@@ -101,11 +103,12 @@ func (e *episode) injectLasting(f Fault) error {
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
 
-// attacherDown kills fenceline-attacher and starts it again d later: it
-// is retired meanwhile, so that supervise does not restart it sooner.
+// attacherDown kills fenceline-attacher (every replica) and starts it
+// again d later: it is retired meanwhile, so that supervise does not
+// restart it sooner.
 func (e *episode) attacherDown(d time.Duration) error {
 	e.procMu.Lock()
-	e.retired[e.w.Attacher] = true
+	e.retireAttachers()
 	err := e.w.StopAttacher()
 	e.procMu.Unlock()
 	if err != nil {

@@ -44,6 +44,13 @@ func (e *episode) routeThroughProxy(c Component) error {
 	e.timeline.Add(time.Now(), "the %s talks to kube-apiserver through a proxy at %s", c, proxy.URL())
 	e.procMu.Lock()
 	defer e.procMu.Unlock()
+	if c == AttacherComponent && len(e.w.Attachers) > 0 {
+		// Every replica restarts to read it (none leads for a moment).
+		if err := e.w.StopAttacher(); err != nil {
+			return err
+		}
+		return e.w.StartAttacher()
+	}
 	if c == AttacherComponent {
 		return e.w.KillAttacher(e.ctx)
 	}

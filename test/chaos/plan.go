@@ -99,6 +99,13 @@ const (
 	// answer late and its watches deliver late (a proxy in front of
 	// kube-apiserver; adversarial draws only).
 	APILatency FaultKind = "api-latency"
+	// AttacherLeaderFailover kills the leading replica of two
+	// fenceline-attackers (SIGKILL: the Lease is not released); the
+	// standby must take the Lease over once it expires and finish every
+	// detach as decided, fenced ones fenced. The killed replica is
+	// replaced at once, as a Deployment does (attacher replica draws
+	// only).
+	AttacherLeaderFailover FaultKind = "attacher-leader-failover"
 )
 
 // Component is a Fenceline component an APILatency fault slows.
@@ -125,6 +132,12 @@ const WidenedSeeds = 1001
 // its node runs. Seeds below it draw exactly what they drew before it
 // existed, widened ones included.
 const AdversarialSeeds = 2001
+
+// AttacherReplicaSeeds is the first seed whose plan may run two
+// fenceline-attacher replicas with leader election (Plan.AttacherReplicas)
+// and draw AttacherLeaderFailover. Seeds below it draw exactly what they
+// drew before it existed.
+const AttacherReplicaSeeds = 3001
 
 // SkewTarget is whose clock a Skew puts off.
 type SkewTarget string
@@ -204,6 +217,11 @@ type Plan struct {
 	// Replicas is the number of fenceline-controller replicas (2 with
 	// leader election when the plan fails the leader over).
 	Replicas int
+	// AttacherReplicas is the number of fenceline-attacher replicas: 2
+	// with leader election when the plan fails the attacher's leader over
+	// (and one time in four otherwise, a standby through the other
+	// faults), else 0, one attacher without leader election.
+	AttacherReplicas int
 	// TaintEviction runs Fenceline's taint-eviction in place of
 	// kube-controller-manager's.
 	TaintEviction bool
@@ -267,6 +285,10 @@ func Draw(seed uint64) Plan {
 	if adversarial {
 		kinds = append(kinds, EditFenceAnnotations, APILatency, APILatency)
 	}
+	attacherReplicas := seed >= AttacherReplicaSeeds
+	if attacherReplicas {
+		kinds = append(kinds, AttacherLeaderFailover, AttacherLeaderFailover)
+	}
 	for range r.IntN(4) {
 		f := Fault{At: time.Duration(r.Int64N(int64(faultWindow))).Truncate(100 * time.Millisecond), Kind: pick(r, kinds)}
 		switch f.Kind {
@@ -280,6 +302,8 @@ func Draw(seed uint64) Plan {
 			f.Delay = time.Duration(r.Int64N(int64(maxAPILatency/(100*time.Millisecond))+1)) * 100 * time.Millisecond
 		case LeaderFailover:
 			p.Replicas = 2
+		case AttacherLeaderFailover:
+			p.AttacherReplicas = 2
 		}
 		p.Faults = append(p.Faults, f)
 	}
@@ -289,6 +313,11 @@ func Draw(seed uint64) Plan {
 		// what they were for every seed.
 		p.Skews = drawSkews(r)
 		p.LyingBMC = p.Recovery == NodeFencing && (p.Failure == PartitionHeals || p.Failure == Flapping) && r.IntN(2) == 0
+	}
+	if attacherReplicas && p.AttacherReplicas == 0 && r.IntN(4) == 0 {
+		// Drawn last, for the same reason: a standby replica through
+		// kills, attacher-down, the third party's edits and latency.
+		p.AttacherReplicas = 2
 	}
 	return p
 }
@@ -336,6 +365,10 @@ func (p Plan) String() string {
 	}
 	s := fmt.Sprintf("seed=%d recovery=%s%s failure=%s sets=%s replicas=%d taint-eviction=%t faults=[%s]",
 		p.Seed, p.Recovery, bmc, failure, strings.Join(sets, ","), p.Replicas, p.TaintEviction, strings.Join(faults, " "))
+	if p.AttacherReplicas > 1 {
+		// Only plans with attacher replicas say so, as with skews below.
+		s += fmt.Sprintf(" attacher-replicas=%d", p.AttacherReplicas)
+	}
 	if len(p.Skews) > 0 {
 		// Only plans with skews say so: the others read as they always did.
 		skews := make([]string, 0, len(p.Skews))

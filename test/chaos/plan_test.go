@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,6 +68,10 @@ func TestDrawCoversAndIsConsistent(t *testing.T) {
 				if p.Replicas != 2 {
 					t.Fatalf("seed %d: leader fail-over with %d replica(s)", seed, p.Replicas)
 				}
+			case AttacherLeaderFailover:
+				if p.AttacherReplicas != 2 {
+					t.Fatalf("seed %d: attacher leader fail-over with %d attacher replica(s)", seed, p.AttacherReplicas)
+				}
 			case APILatency:
 				if f.Delay < 0 || f.Delay > maxAPILatency || f.For <= 0 || (f.Component != AttacherComponent && f.Component != ControllerComponent) {
 					t.Fatalf("seed %d: %s: want a delay of 0-5 s of the attacher or the controller, for a while", seed, f)
@@ -86,7 +91,7 @@ func TestDrawCoversAndIsConsistent(t *testing.T) {
 	}
 	for _, k := range []FaultKind{KillAttacher, KillController, KillFenceAgent, KillDriver, KillControllerManager, KillAPIServer,
 		LeaderFailover, DriverErrors, DriverLatency, DriverLostAnswers, BMCLatency, BMCUnreachable, PauseController, AttacherDown,
-		EditFenceAnnotations, APILatency} {
+		EditFenceAnnotations, APILatency, AttacherLeaderFailover} {
 		if !kinds[k] {
 			t.Errorf("fault %s never drawn", k)
 		}
@@ -180,5 +185,49 @@ func TestAdversarialDrawKeepsRecordedSeeds(t *testing.T) {
 	}
 	if adversarial < 50 {
 		t.Errorf("only %d of 200 adversarial seeds drew a skew or an adversarial fault", adversarial)
+	}
+}
+
+// recordedAdversarialPlans is the SHA-256 of the plans of seeds
+// AdversarialSeeds to AttacherReplicaSeeds-1 (as recordedPlans) as they
+// were drawn before attacher replicas existed.
+const recordedAdversarialPlans = "71d1404a8ddbacd85396cedbf918e455111e0bc4e95696da005e76404818439e"
+
+// TestAttacherReplicaDrawKeepsRecordedSeeds: every seed below
+// AttacherReplicaSeeds draws exactly the plan it drew before (the digest
+// of the adversarial ones; TestAdversarialDrawKeepsRecordedSeeds covers
+// the older), with one attacher and no attacher fail-over; seeds from it
+// draw both a fail-over and a standby without one.
+func TestAttacherReplicaDrawKeepsRecordedSeeds(t *testing.T) {
+	h := sha256.New()
+	for seed := range uint64(AttacherReplicaSeeds) {
+		p := Draw(seed)
+		if seed >= AdversarialSeeds {
+			fmt.Fprintln(h, p.String(), p.HealAfter)
+		}
+		if p.AttacherReplicas != 0 || slices.ContainsFunc(p.Faults, func(f Fault) bool { return f.Kind == AttacherLeaderFailover }) {
+			t.Fatalf("seed %d below %d drew attacher replicas: %v", seed, AttacherReplicaSeeds, p)
+		}
+	}
+	if got := fmt.Sprintf("%x", h.Sum(nil)); got != recordedAdversarialPlans {
+		t.Fatalf("the plans of seeds %d to %d changed: digest %s, recorded %s", AdversarialSeeds, AttacherReplicaSeeds-1, got, recordedAdversarialPlans)
+	}
+	failovers, standbys := 0, 0
+	for seed := uint64(AttacherReplicaSeeds); seed < AttacherReplicaSeeds+200; seed++ {
+		p := Draw(seed)
+		switch {
+		case slices.ContainsFunc(p.Faults, func(f Fault) bool { return f.Kind == AttacherLeaderFailover }):
+			failovers++
+		case p.AttacherReplicas == 2:
+			standbys++
+		case p.AttacherReplicas != 0:
+			t.Fatalf("seed %d: %d attacher replicas, want 0 or 2", seed, p.AttacherReplicas)
+		}
+		if p.AttacherReplicas == 2 && !strings.Contains(p.String(), " attacher-replicas=2") {
+			t.Fatalf("seed %d: the plan does not say it runs two attachers: %s", seed, p)
+		}
+	}
+	if failovers < 10 || standbys < 10 {
+		t.Errorf("of 200 attacher replica seeds %d drew a fail-over and %d a standby without one; want 10 or more each", failovers, standbys)
 	}
 }

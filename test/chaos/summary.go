@@ -46,6 +46,7 @@ func Summary(results []Result, violations, broken int, wall time.Duration) strin
 	if line := adversarialSummary(results); line != "" {
 		b.WriteString(line)
 	}
+	b.WriteString(handoverSummary(results))
 	return b.String()
 }
 

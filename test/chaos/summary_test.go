@@ -30,3 +30,24 @@ func TestSummaryAdversarial(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryAttacherHandovers: the summary's attacher line counts the
+// episodes with two attacher replicas, their leader fail-overs and how long
+// the successors took, and is absent when no episode ran two.
+func TestSummaryAttacherHandovers(t *testing.T) {
+	if s := Summary([]Result{{Plan: Draw(5)}, {Plan: Draw(2005)}}, 0, 0, time.Minute); strings.Contains(s, "attacher replicas") {
+		t.Errorf("a run without attacher replicas reports them:\n%s", s)
+	}
+	failover := Fault{Kind: AttacherLeaderFailover}
+	results := []Result{
+		{Plan: Plan{Recovery: SafeDetach, AttacherReplicas: 2, Faults: []Fault{failover, failover}},
+			Handovers: AttacherHandovers{TakenOver: []time.Duration{4 * time.Second, 6 * time.Second}}},
+		{Plan: Plan{Recovery: Operator, AttacherReplicas: 2, Faults: []Fault{failover}}, Handovers: AttacherHandovers{Missed: 1}},
+		{Plan: Plan{Recovery: NodeFencing, AttacherReplicas: 2}},
+		{Plan: Plan{Recovery: NodeFencing}},
+	}
+	want := "attacher replicas: 3 episodes with two, 3 leader fail-overs: taken over in 2 (median 6s, max 6s), not within 1m0s in 1"
+	if got := Summary(results, 0, 0, time.Minute); !strings.Contains(got, want) {
+		t.Errorf("summary lacks %q:\n%s", want, got)
+	}
+}

@@ -29,7 +29,7 @@ func (e *episode) supervise(stop <-chan struct{}) {
 		}
 		e.procMu.Lock()
 		w := e.w
-		w.Attacher = e.restartIfExited(w.Attacher)
+		e.superviseAttachers()
 		w.FenceAgent = e.restartIfExited(w.FenceAgent)
 		for i, p := range w.Controllers {
 			next := e.restartIfExited(p)
