@@ -206,6 +206,9 @@ func (b *Backend) awaitReady(ctx context.Context, logPath string) error {
 // Portal returns the host:port initiators log in to.
 func (b *Backend) Portal() string { return b.portal }
 
+// ControlPort returns tgtd's control port, for `tgtadm -C <port>` by hand.
+func (b *Backend) ControlPort() int { return b.admin.control }
+
 // Method returns the fence method.
 func (b *Backend) Method() FenceMethod { return b.opts.Method }
 
