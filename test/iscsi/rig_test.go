@@ -24,7 +24,7 @@ const volumeSize = 1 << 20
 // real-array mode (a plain unpublish of a volume in use is carried out, as
 // a real array does), with clients and a ledger of every write.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	dir    string
 	cfg    driver.Config
@@ -34,7 +34,7 @@ type rig struct {
 	ledger *iscsi.Ledger
 }
 
-func newRig(t *testing.T, method string) *rig {
+func newRig(t testing.TB, method string) *rig {
 	t.Helper()
 	iscsi.Require(t)
 	_, ctx := ktesting.NewTestContext(t)
