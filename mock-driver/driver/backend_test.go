@@ -20,7 +20,7 @@ func TestValidateBackend(t *testing.T) {
 		{name: "unknown backend", mutate: func(c *Config) { c.Backend = "ceph" }, wantErr: `unknown backend "ceph"`},
 		{name: "tgt", mutate: func(c *Config) { c.Backend = BackendTgt }},
 		{name: "tgt, acl", mutate: func(c *Config) { c.Backend, c.FenceMethod = BackendTgt, "acl" }},
-		{name: "tgt, pr not built", mutate: func(c *Config) { c.Backend, c.FenceMethod = BackendTgt, "pr" }, wantErr: "not implemented yet"},
+		{name: "tgt, pr", mutate: func(c *Config) { c.Backend, c.FenceMethod = BackendTgt, "pr" }},
 		{name: "tgt, unknown method", mutate: func(c *Config) { c.Backend, c.FenceMethod = BackendTgt, "zone" }, wantErr: "unknown fence method"},
 		{
 			name:    "tgt, node ID that is no IQN",

@@ -24,6 +24,7 @@ import (
 // must hold against both.
 type iscsiWriter struct {
 	portal string
+	method tgt.FenceMethod
 
 	mu       sync.Mutex
 	sessions map[string]*iscsi.Session // node/volume -> session
@@ -47,6 +48,9 @@ func (w *iscsiWriter) Write(_ context.Context, volumeID, nodeID string) error {
 	if err != nil {
 		return err
 	}
+	if w.method == tgt.MethodPR {
+		opts.ReservationKey = tgt.ReservationKey(nodeID) // registered at login, as at staging
+	}
 	s, err := iscsi.Login(opts)
 	if err != nil {
 		return err
@@ -57,8 +61,12 @@ func (w *iscsiWriter) Write(_ context.Context, volumeID, nodeID string) error {
 
 func (w *iscsiWriter) writeBlock(s *iscsi.Session, nodeID string) error {
 	w.seq++
-	st := iscsi.Stamp{Node: nodeID, Seq: w.seq}
-	return s.Write(0, st.Block(s.BlockSize()))
+	block := iscsi.Stamp{Node: nodeID, Seq: w.seq}.Block(s.BlockSize())
+	err := s.Write(0, block)
+	for retry := 0; retry < 3 && iscsi.IsUnitAttention(err); retry++ {
+		err = s.Write(0, block)
+	}
+	return err
 }
 
 func (w *iscsiWriter) close() {
@@ -106,7 +114,7 @@ func startTgtMock(t *testing.T, method tgt.FenceMethod) sanity.Config {
 		t.Fatalf("start the mock on tgt: %v", err)
 	}
 	t.Cleanup(d.Stop)
-	w := &iscsiWriter{portal: d.Tgt().Portal(), sessions: map[string]*iscsi.Session{}}
+	w := &iscsiWriter{portal: d.Tgt().Portal(), method: method, sessions: map[string]*iscsi.Session{}}
 	t.Cleanup(w.close) // runs before d.Stop
 	return sanity.Config{
 		ControllerEndpoint: d.Endpoint(),
@@ -117,8 +125,8 @@ func startTgtMock(t *testing.T, method tgt.FenceMethod) sanity.Config {
 }
 
 // TestFenceSanityOnTgt runs the whole fence-sanity suite against the mock
-// on a real iSCSI target, with I/O through real sessions. acl+sessions
-// passes every case; acl, which leaves the fenced node's session writing,
+// on a real iSCSI target, with I/O through real sessions. acl+sessions and
+// pr pass every case; acl, which leaves the fenced node's session writing,
 // fails exactly the cases that write after a fence.
 func TestFenceSanityOnTgt(t *testing.T) {
 	tests := []struct {
@@ -126,6 +134,7 @@ func TestFenceSanityOnTgt(t *testing.T) {
 		fail   []string
 	}{
 		{method: tgt.MethodACLSessions},
+		{method: tgt.MethodPR},
 		{method: tgt.MethodACL, fail: []string{"fence-cuts-io", "volume-moves", "fence-without-node-id"}},
 	}
 	for _, tc := range tests {

@@ -17,8 +17,11 @@ const (
 	// reading and writing at full speed, so this is no fence; it exists to
 	// prove that the tests catch it.
 	MethodACL FenceMethod = "acl"
-	// MethodPR is SCSI-3 persistent reservations (PREEMPT AND ABORT of the
-	// node's key). Named so that the flag can say it is not built yet.
+	// MethodPR is SCSI-3 persistent reservations: the backend holds a
+	// Write Exclusive - Registrants Only reservation on every volume, each
+	// node registers its key (ReservationKey) when it stages, and a fence
+	// revokes the ACL and preempts the node's key, so its writes fail with
+	// RESERVATION CONFLICT on whatever session they arrive.
 	MethodPR FenceMethod = "pr"
 )
 
@@ -27,12 +30,10 @@ func ParseFenceMethod(s string) (FenceMethod, error) {
 	switch m := FenceMethod(s); m {
 	case "":
 		return MethodACLSessions, nil
-	case MethodACLSessions, MethodACL:
+	case MethodACLSessions, MethodACL, MethodPR:
 		return m, nil
-	case MethodPR:
-		return "", fmt.Errorf("fence method %q (SCSI-3 persistent reservations) is not implemented yet: use %q", s, MethodACLSessions)
 	}
-	return "", fmt.Errorf("unknown fence method %q: want %q or %q", s, MethodACLSessions, MethodACL)
+	return "", fmt.Errorf("unknown fence method %q: want %q, %q or %q", s, MethodACLSessions, MethodPR, MethodACL)
 }
 
 // Cut is what the backend is asked to do to one initiator's access to one

@@ -134,7 +134,7 @@ func TestParseFenceMethod(t *testing.T) {
 		{in: "", want: MethodACLSessions},
 		{in: "acl+sessions", want: MethodACLSessions},
 		{in: "acl", want: MethodACL},
-		{in: "pr", wantErr: "not implemented yet"},
+		{in: "pr", want: MethodPR},
 		{in: "sessions", wantErr: "unknown fence method"},
 	}
 	for _, tc := range tests {

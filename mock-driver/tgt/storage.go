@@ -46,7 +46,7 @@ func (b *Backend) CreateVolume(volID string, size int64) error {
 	}
 	if t != nil {
 		b.tids[volID] = t.TID
-		return nil
+		return b.reserve(t)
 	}
 	f, err := os.OpenFile(b.lunPath(volID), os.O_CREATE|os.O_RDWR, 0o640)
 	if err != nil {
@@ -68,7 +68,11 @@ func (b *Backend) CreateVolume(volID string, size int64) error {
 	if _, err := b.admin.run(ctx, "--mode", "logicalunit", "--op", "new", "--tid", tid, "--lun", strconv.Itoa(LUN), "--backing-store", b.lunPath(volID)); err != nil {
 		return unavailable("add LUN to target %s: %v", name, err)
 	}
-	return nil
+	t, err = b.admin.target(ctx, name)
+	if err != nil || t == nil {
+		return unavailable("read the new target %s: %v", name, err)
+	}
+	return b.reserve(t)
 }
 
 // DeleteVolume deletes the target (ending its sessions) and its file.
@@ -80,6 +84,7 @@ func (b *Backend) DeleteVolume(volID string) error {
 		return err
 	}
 	if t != nil {
+		b.dropControllerSession(t.Name)
 		if _, err := b.admin.run(context.Background(), "--mode", "target", "--op", "delete", "--force", "--tid", strconv.Itoa(t.TID)); err != nil {
 			return unavailable("delete target %s: %v", t.Name, err)
 		}
@@ -132,12 +137,16 @@ func (b *Backend) Grant(volID, node string) (map[string]string, error) {
 	if err := CheckGrant(t, initiator); err != nil {
 		return nil, unavailable("grant not in effect: %v", err)
 	}
-	return map[string]string{
+	pc := map[string]string{
 		PublishContextPortal:    b.portal,
 		PublishContextTarget:    t.Name,
 		PublishContextLUN:       strconv.Itoa(LUN),
 		PublishContextInitiator: initiator,
-	}, nil
+	}
+	if b.opts.Method == MethodPR {
+		pc[PublishContextReservationKey] = strconv.FormatUint(ReservationKey(node), 16)
+	}
+	return pc, nil
 }
 
 // Revoke removes the node's initiator from the ACL; its sessions stay.
@@ -172,6 +181,11 @@ func (b *Backend) cut(volID, node string, cut Cut) error {
 			return err
 		}
 		check := CheckCut(t, initiator, cut, b.opts.Method)
+		if check == nil && cut == CutFence {
+			// The ACL is off, so the node cannot come back in while its
+			// key goes.
+			check = b.preempt(t, node)
+		}
 		if check == nil {
 			b.record(cut, ended, time.Since(start))
 			logger.V(2).Info("Cut in effect", "method", b.opts.Method, "sessionsEnded", ended, "rounds", round, "took", time.Since(start))

@@ -30,6 +30,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/mock-driver/tgt/initiator"
 )
 
 // Publish-context keys the backend adds to ControllerPublishVolume's answer:
@@ -69,6 +71,7 @@ type Backend struct {
 	mu      sync.Mutex
 	tids    map[string]int // volume ID -> target ID
 	nextTID int
+	ctrl    map[string]*initiator.Conn // target name -> the backend's session (MethodPR)
 	stats   Stats
 
 	stopOnce sync.Once
@@ -157,6 +160,7 @@ func startDaemon(ctx context.Context, opts Options, logger logr.Logger, tgtd, tg
 		opts: opts, logger: logger.WithValues("portal", portal, "controlPort", control),
 		admin:  admin{bin: tgtadm, control: control, timeout: 5 * time.Second},
 		portal: portal, cmd: cmd, exited: make(chan struct{}), tids: map[string]int{}, nextTID: 1,
+		ctrl: map[string]*initiator.Conn{},
 	}
 	go func() { _ = cmd.Wait(); close(b.exited) }()
 	if err := b.awaitReady(ctx, logPath); err != nil {
@@ -226,6 +230,9 @@ func (b *Backend) Stop() {
 	b.stopOnce.Do(func() {
 		ctx := context.Background()
 		b.mu.Lock()
+		for name := range b.ctrl {
+			b.dropControllerSession(name)
+		}
 		for vol, tid := range b.tids {
 			if _, err := b.admin.run(ctx, "--mode", "target", "--op", "delete", "--force", "--tid", strconv.Itoa(tid)); err != nil {
 				b.logger.Error(err, "Deleting target at stop", "volume", vol)

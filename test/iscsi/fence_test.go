@@ -2,6 +2,7 @@ package iscsi_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -16,14 +17,18 @@ import (
 // it never gives up, as a partitioned node's would.
 type zombie struct {
 	acks   chan struct{}
-	done   chan error
+	done   chan struct{} // closed when the writer stopped; err says why
+	err    error
 	cancel context.CancelFunc
 }
 
 func startZombie(t *testing.T, w *iscsi.Writer) *zombie {
 	ctx, cancel := context.WithCancel(context.Background())
-	z := &zombie{acks: make(chan struct{}, 1), done: make(chan error, 1), cancel: cancel}
-	go func() { z.done <- w.Run(ctx, z.acks) }()
+	z := &zombie{acks: make(chan struct{}, 1), done: make(chan struct{}), cancel: cancel}
+	go func() {
+		z.err = w.Run(ctx, z.acks)
+		close(z.done)
+	}()
 	t.Cleanup(func() { z.stop() })
 	return z
 }
@@ -31,11 +36,8 @@ func startZombie(t *testing.T, w *iscsi.Writer) *zombie {
 // stop stops the writer and returns how it ended (nil: still writing).
 func (z *zombie) stop() error {
 	z.cancel()
-	err, ok := <-z.done
-	if ok {
-		close(z.done)
-	}
-	return err
+	<-z.done
+	return z.err
 }
 
 // waitAcks waits for n acknowledged writes, or fails the test.
@@ -45,8 +47,8 @@ func (z *zombie) waitAcks(t *testing.T, n int, within time.Duration) {
 	for i := 0; i < n; i++ {
 		select {
 		case <-z.acks:
-		case err := <-z.done:
-			t.Fatalf("the writer stopped after %d acknowledged writes: %v", i, err)
+		case <-z.done:
+			t.Fatalf("the writer stopped after %d acknowledged writes: %v", i, z.err)
 		case <-deadline:
 			t.Fatalf("only %d of %d writes acknowledged within %s", i, n, within)
 		}
@@ -58,12 +60,11 @@ func (z *zombie) waitAcks(t *testing.T, n int, within time.Duration) {
 func (z *zombie) waitWriteFails(t *testing.T, within time.Duration) error {
 	t.Helper()
 	select {
-	case err := <-z.done:
-		if err == nil {
+	case <-z.done:
+		if z.err == nil {
 			t.Fatal("the writer stopped without a failed write")
 		}
-		close(z.done)
-		return err
+		return z.err
 	case <-time.After(within):
 		t.Fatalf("the zombie session still writes %s after the fence returned", within)
 		return nil
@@ -72,16 +73,18 @@ func (z *zombie) waitWriteFails(t *testing.T, within time.Duration) error {
 
 // TestZombieSessionAfterFence is the failover the fence exists for: node-a
 // keeps writing through its established session while the volume is
-// fenced off it and moved to node-b. With acl+sessions the zombie's next
-// write fails, a new login is refused, and the bytes on the LUN show no
-// write of node-a sent after the fence. With acl the zombie keeps writing,
-// and the checker sees it on the bytes: acl is no fence.
+// fenced off it and moved to node-b. With acl+sessions (its session ended)
+// and pr (its reservation key preempted, the session left alone) the
+// zombie's next write fails, a new login is refused, and the bytes on the
+// LUN show no write of node-a sent after the fence. With acl the zombie
+// keeps writing, and the checker sees it on the bytes: acl is no fence.
 func TestZombieSessionAfterFence(t *testing.T) {
 	tests := []struct {
 		method   tgt.FenceMethod
 		wantSafe bool
 	}{
 		{method: tgt.MethodACLSessions, wantSafe: true},
+		{method: tgt.MethodPR, wantSafe: true},
 		{method: tgt.MethodACL, wantSafe: false},
 	}
 	for _, tc := range tests {
@@ -106,7 +109,12 @@ func TestZombieSessionAfterFence(t *testing.T) {
 				t.Logf("new login as node-a refused: %v", err)
 			}
 			if tc.wantSafe {
-				t.Logf("the zombie's next write fails: %v", za.waitWriteFails(t, 5*time.Second))
+				err := za.waitWriteFails(t, 5*time.Second)
+				var se *iscsi.SCSIError
+				if tc.method == tgt.MethodPR && (!errors.As(err, &se) || se.Status != iscsi.StatusReservationConflict) {
+					t.Fatalf("the zombie's write after a reservation fence failed with %v, want RESERVATION CONFLICT", err)
+				}
+				t.Logf("the zombie's next write fails: %v", err)
 			} else {
 				// The session outlives the revoked ACL: keep it writing
 				// across the move to show the checker what acl lets in.
@@ -172,7 +180,13 @@ func TestPlainUnpublishVersusFence(t *testing.T) {
 // until its kubelet's unforced clean-up; then a publish grants it again and
 // it logs in and writes.
 func TestCleanupRestoresAccess(t *testing.T) {
-	r := newRig(t, string(tgt.MethodACLSessions))
+	for _, m := range []tgt.FenceMethod{tgt.MethodACLSessions, tgt.MethodPR} {
+		t.Run(string(m), func(t *testing.T) { testCleanupRestoresAccess(t, m) })
+	}
+}
+
+func testCleanupRestoresAccess(t *testing.T, m tgt.FenceMethod) {
+	r := newRig(t, string(m))
 	vol := r.volume("pvc-unfence")
 	optsA := r.attach(vol, "node-a")
 	sa := r.login(optsA)

@@ -32,6 +32,18 @@ static int fl_read10(struct iscsi_context *c, int lun, uint32_t lba, unsigned ch
 	return 0;
 }
 
+static int fl_register(struct iscsi_context *c, int lun, uint64_t key, int *status, int *skey, int *ascq) {
+	struct scsi_persistent_reserve_out_basic p;
+	memset(&p, 0, sizeof(p));
+	p.service_action_reservation_key = key;
+	struct scsi_task *t = iscsi_persistent_reserve_out_sync(c, lun,
+		SCSI_PERSISTENT_RESERVE_REGISTER_AND_IGNORE_EXISTING_KEY, SCSI_PERSISTENT_RESERVE_SCOPE_LU, 0, &p);
+	if (t == NULL) return -1;
+	*status = t->status; *skey = t->sense.key; *ascq = t->sense.ascq;
+	scsi_free_scsi_task(t);
+	return 0;
+}
+
 static int fl_readcap10(struct iscsi_context *c, int lun, uint32_t *lba, uint32_t *bs) {
 	struct scsi_task *t = iscsi_readcapacity10_sync(c, lun, 0, 0);
 	if (t == NULL) return -1;
@@ -99,7 +111,26 @@ func Login(opts Options) (*Session, error) {
 		return nil, err
 	}
 	s.bs, s.blocks = int(bs), uint64(lba)+1
+	if opts.ReservationKey != 0 {
+		if err := s.register(opts.ReservationKey); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// register registers the node's reservation key on this I_T nexus, as a
+// node does at staging when the volume is fenced by reservations.
+func (s *Session) register(key uint64) error {
+	var st, skey, ascq C.int
+	if C.fl_register(s.ctx, s.lun, C.uint64_t(key), &st, &skey, &ascq) != 0 {
+		return s.errorf("register reservation key %#x as %s", key, s.opts.Initiator)
+	}
+	if st != 0 {
+		return fmt.Errorf("register reservation key %#x as %s: SCSI status %#x, sense key %#x, ASC/ASCQ %#04x", key, s.opts.Initiator, int(st), int(skey), int(ascq))
+	}
+	return nil
 }
 
 // errorf wraps libiscsi's last error message.
@@ -131,7 +162,7 @@ func (s *Session) Write(lba uint32, data []byte) error {
 		return s.errorf("WRITE(10) at %d as %s", lba, s.opts.Initiator)
 	}
 	if st != 0 {
-		return fmt.Errorf("WRITE(10) at %d as %s: SCSI status %#x, sense key %#x, ASC/ASCQ %#04x", lba, s.opts.Initiator, int(st), int(key), int(ascq))
+		return &SCSIError{Op: "WRITE(10)", LBA: lba, Initiator: s.opts.Initiator, Status: int(st), SenseKey: int(key), ASCQ: int(ascq)}
 	}
 	return nil
 }
@@ -151,7 +182,7 @@ func (s *Session) Read(lba uint32, n int) ([]byte, error) {
 		return nil, s.errorf("READ(10) at %d as %s", lba, s.opts.Initiator)
 	}
 	if st != 0 {
-		return nil, fmt.Errorf("READ(10) at %d as %s: SCSI status %#x, sense key %#x, ASC/ASCQ %#04x", lba, s.opts.Initiator, int(st), int(key), int(ascq))
+		return nil, &SCSIError{Op: "READ(10)", LBA: lba, Initiator: s.opts.Initiator, Status: int(st), SenseKey: int(key), ASCQ: int(ascq)}
 	}
 	return C.GoBytes(buf, C.int(size)), nil
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 
 	"fenceline.io/fenceline/mock-driver/tgt"
@@ -27,6 +28,37 @@ const RequireEnv = "FENCELINE_REQUIRE_TGT"
 // ErrUnavailable is returned by Login when the initiator was not built in.
 var ErrUnavailable = errors.New("the libiscsi initiator is not built in: install Debian's libiscsi-dev and build with -tags libiscsi (and cgo)")
 
+// SCSIError is a command the target answered with a status other than
+// GOOD.
+type SCSIError struct {
+	Op        string
+	LBA       uint32
+	Initiator string
+	Status    int
+	SenseKey  int
+	// ASCQ holds the additional sense code and its qualifier, as libiscsi
+	// reports them (0x2a03: reservations preempted).
+	ASCQ int
+}
+
+// SCSI statuses and sense keys the tests look for.
+const (
+	StatusCheckCondition      = 0x02
+	StatusReservationConflict = 0x18
+	SenseUnitAttention        = 0x06
+)
+
+func (e *SCSIError) Error() string {
+	return fmt.Sprintf("%s at %d as %s: SCSI status %#x, sense key %#x, ASC/ASCQ %#04x", e.Op, e.LBA, e.Initiator, e.Status, e.SenseKey, e.ASCQ)
+}
+
+// IsUnitAttention reports whether err is a UNIT ATTENTION, which an
+// initiator consumes and answers by sending the command again.
+func IsUnitAttention(err error) bool {
+	var se *SCSIError
+	return errors.As(err, &se) && se.Status == StatusCheckCondition && se.SenseKey == SenseUnitAttention
+}
+
 // Options say where and as whom to log in.
 type Options struct {
 	// Portal is host:port.
@@ -37,6 +69,9 @@ type Options struct {
 	LUN int
 	// Initiator is the initiator name to log in as (tgt.InitiatorName).
 	Initiator string
+	// ReservationKey, when not 0, is registered right after the login, as
+	// a node on a volume fenced by reservations does at staging.
+	ReservationKey uint64
 }
 
 // FromPublishContext reads the login options the tgt backend returned in
@@ -50,6 +85,13 @@ func FromPublishContext(pc map[string]string) (Options, error) {
 	}
 	if o.Portal == "" || o.Target == "" || o.Initiator == "" {
 		return o, fmt.Errorf("publish context %v lacks the tgt backend's portal, target or initiator", pc)
+	}
+	if k := pc[tgt.PublishContextReservationKey]; k != "" {
+		key, err := strconv.ParseUint(k, 16, 64)
+		if err != nil {
+			return o, fmt.Errorf("publish context's reservation key %q: %w", k, err)
+		}
+		o.ReservationKey = key
 	}
 	return o, nil
 }

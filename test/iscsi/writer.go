@@ -24,7 +24,14 @@ func (w *Writer) WriteNext() error {
 	w.Stamp.Seq++
 	lba := w.Base + uint32(w.Stamp.Seq%uint64(w.Span))
 	w.Ledger.Sent(w.Stamp, lba)
-	if err := w.Session.Write(lba, w.Stamp.Block(w.Session.BlockSize())); err != nil {
+	block := w.Stamp.Block(w.Session.BlockSize())
+	err := w.Session.Write(lba, block)
+	// A node's SCSI layer consumes a unit attention (a reset, preempted
+	// reservations) and sends the command again; so does the workload.
+	for retry := 0; retry < 3 && IsUnitAttention(err); retry++ {
+		err = w.Session.Write(lba, block)
+	}
+	if err != nil {
 		return err
 	}
 	w.Ledger.Acked(w.Stamp)

@@ -3,7 +3,7 @@ package initiator
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -53,11 +53,13 @@ func Login(ctx context.Context, portal, target, initiator string, lun int, timeo
 // login runs the security stage (AuthMethod=None) and the operational
 // stage, then enters full feature phase.
 func (c *Conn) login(target, initiator string) error {
-	isid := make([]byte, 6)
-	if _, err := rand.Read(isid); err != nil {
-		return err
-	}
-	isid[0] = 0x80 // random ISID format
+	// The same initiator gets the same ISID at every login, so that its
+	// sessions are one I_T nexus for the target: reservations are held
+	// per nexus, and a new ISID would be a stranger to its own
+	// registration.
+	sum := sha256.Sum256([]byte(initiator))
+	isid := sum[:6]
+	isid[0] = 0x80 | isid[0]&0x3f // "random" ISID format
 	stages := []struct {
 		csg, nsg byte
 		keys     []string
