@@ -95,7 +95,7 @@ func parseFlags(args []string) (driver.Config, bool, error) {
 	fs.BoolVar(&cfg.NoAttach, "no-attach", false, "Serve a driver without an attach step (CSIDriver attachRequired: false): no PUBLISH_UNPUBLISH_VOLUME; nodes stage volumes never published to them.")
 	fs.BoolVar(&cfg.MinimalController, "minimal-controller", false, "Advertise only CREATE_DELETE_VOLUME and PUBLISH_UNPUBLISH_VOLUME (no PUBLISH_READONLY, LIST_VOLUMES*, SINGLE_NODE_MULTI_WRITER) and refuse readonly publishes, like a foreign driver advertising the minimum.")
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "Where volumes live: memory (bookkeeping only) or tgt (each volume an iSCSI LUN on a tgtd the driver starts; needs Debian's tgt).")
-	fs.StringVar(&cfg.FenceMethod, "fence-method", "", "With --backend=tgt, how a fence cuts a node off: acl+sessions (default: revoke the initiator and end its sessions) or acl (revoke only; no fence, for testing the tests).")
+	fs.StringVar(&cfg.FenceMethod, "fence-method", "", "With --backend=tgt, how a fence cuts a node off: acl+sessions (default: revoke the initiator and end its sessions), pr (revoke and preempt the node's SCSI-3 reservation key) or acl (revoke only; no fence, for testing the tests).")
 	fs.StringVar(&cfg.HTTPEndpoint, "http-endpoint", "", "host:port serving Prometheus metrics at /metrics; empty disables.")
 	nodeEndpoints := map[string]string{}
 	fs.Func("node-endpoint", "Serve Identity and Node for another node from the same array: <node-id>=<endpoint>. Repeatable.", func(s string) error {

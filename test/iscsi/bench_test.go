@@ -9,11 +9,18 @@ import (
 )
 
 // BenchmarkFence measures a fenced ControllerUnpublishVolume on the tgt
-// backend (acl+sessions) of a node that holds a live session and wrote
-// through it: from the call to its OK, which comes only after tgtd listed
-// no session of the node. Setup (attach, login, clean-up) is not timed.
+// backend of a node that holds a live session and wrote through it: from
+// the call to its OK, which comes only once the cut is confirmed (no
+// session of the node listed, or its key no longer registered). Setup
+// (attach, login, clean-up) is not timed.
 func BenchmarkFence(b *testing.B) {
-	r := newRig(b, string(tgt.MethodACLSessions))
+	for _, m := range []tgt.FenceMethod{tgt.MethodACLSessions, tgt.MethodPR} {
+		b.Run(string(m), func(b *testing.B) { benchmarkFence(b, m) })
+	}
+}
+
+func benchmarkFence(b *testing.B, m tgt.FenceMethod) {
+	r := newRig(b, string(m))
 	vol := r.volume("pvc-bench")
 	var total time.Duration
 	for i := 0; b.Loop(); i++ {
