@@ -212,7 +212,13 @@ func testCleanupRestoresAccess(t *testing.T, m tgt.FenceMethod) {
 // TestRestartServesState: a restarted driver starts a new tgtd and serves
 // the volumes and grants of its state file; the fenced node stays out.
 func TestRestartServesState(t *testing.T) {
-	r := newRig(t, string(tgt.MethodACLSessions))
+	for _, m := range []tgt.FenceMethod{tgt.MethodACLSessions, tgt.MethodPR} {
+		t.Run(string(m), func(t *testing.T) { testRestartServesState(t, m) })
+	}
+}
+
+func testRestartServesState(t *testing.T, m tgt.FenceMethod) {
+	r := newRig(t, string(m))
 	volA, volB := r.volume("pvc-a"), r.volume("pvc-b")
 	optsA := r.attach(volA, "node-a")
 	w := r.writer("node-a", 1, r.login(optsA))
@@ -228,6 +234,14 @@ func TestRestartServesState(t *testing.T) {
 	r.start()
 	optsA.Portal = r.d.Tgt().Portal()
 	t.Logf("portal %s -> %s", oldPortal, optsA.Portal)
+	sa := r.login(optsA) // registers node-a's key again under pr, as a node logging in anew would
+	if err := w.WriteNext(); err == nil {
+		t.Fatal("the session from before the restart still writes: it cannot, its tgtd is gone")
+	}
+	w.Session = sa
+	if err := w.WriteNext(); err != nil {
+		t.Fatalf("node-a's write after the restart: %v", err)
+	}
 	img, err := iscsi.ReadAll(optsA, 64)
 	if err != nil {
 		t.Fatalf("node-a after the restart: %v", err)
