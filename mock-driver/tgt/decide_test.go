@@ -76,6 +76,13 @@ func TestPlanAndCheckCut(t *testing.T) {
 			cut:    CutFence, method: MethodACL,
 		},
 		{
+			name:   "pr method: revoke only; the preempted key, not the session, stops the writes",
+			target: newTarget().allow(iqnA).session(3, iqnA, 0).t,
+			cut:    CutFence, method: MethodPR,
+			wantSteps: []Step{unbind},
+			wantCheck: "still in the ACL",
+		},
+		{
 			name:   "plain revoke leaves sessions, as a real array's unmapping does",
 			target: newTarget().allow(iqnA).session(3, iqnA, 0).t,
 			cut:    CutRevoke, method: MethodACLSessions,
