@@ -3,14 +3,11 @@ package fencesanity
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"k8s.io/klog/v2/ktesting"
 
-	"fenceline.io/fenceline/mock-driver/array"
 	"fenceline.io/fenceline/mock-driver/driver"
 	"fenceline.io/fenceline/mock-driver/tgt"
 	"fenceline.io/fenceline/pkg/fence/sanity"
@@ -96,19 +93,7 @@ func startTgtMock(t *testing.T, method tgt.FenceMethod) sanity.Config {
 	t.Helper()
 	iscsi.Require(t)
 	_, ctx := ktesting.NewTestContext(t)
-	dir, err := os.MkdirTemp("", "fst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cfg := driver.DefaultConfig()
-	cfg.StateDir = filepath.Join(dir, "state")
-	cfg.Endpoint = "unix://" + filepath.Join(dir, "c.sock")
-	cfg.NodeEndpoints = map[string]string{
-		"node-1": "unix://" + filepath.Join(dir, "1.sock"),
-		"node-2": "unix://" + filepath.Join(dir, "2.sock"),
-	}
-	cfg.Backend, cfg.FenceMethod, cfg.Unpublish = driver.BackendTgt, string(method), array.UnpublishRealArray
+	cfg := iscsi.TgtDriverConfig(t, string(method), "node-1", "node-2")
 	d, err := driver.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start the mock on tgt: %v", err)

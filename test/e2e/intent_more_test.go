@@ -27,16 +27,7 @@ import (
 // node is powered on and Ready again with no taint left.
 func TestFenceRecordRemovedByThirdParty(t *testing.T) {
 	s := newScenario(t, world.Options{ZombieWrites: true, HeldOpen: true})
-	pod := s.startDB()
-	nodeA := pod.Spec.NodeName
-	must(t, s.w.SetDriverFaults(s.ctx, faults.FailNext("ControllerUnpublishVolume", 1000, codes.Unavailable)))
-	s.powerOff(nodeA)
-	must(t, s.w.AddTaint(s.ctx, nodeA, world.OutOfServiceTaint))
-	s.timeline.Add(time.Now(), "out-of-service taint added to %s", nodeA)
-	must(t, world.WaitFor(s.ctx, failoverTimeout, "a failed fenced unpublish from "+nodeA, func(context.Context) (bool, error) {
-		return audit.Count(s.audit(), audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(nodeA),
-			audit.Fenced(), audit.Code("Unavailable")) > 0, nil
-	}))
+	nodeA := s.fencedDetachFailing()
 	va := s.vaOf(s.ctx, nodeA)
 	if va == "" {
 		t.Fatalf("no VolumeAttachment of %s left while its detach fails", nodeA)
@@ -74,6 +65,23 @@ func TestFenceRecordRemovedByThirdParty(t *testing.T) {
 	s.waitClaimEvent(world.ClaimTemplate+"-db-0", "FenceRecordRestored")
 }
 
+// fencedDetachFailing starts db-0, makes every ControllerUnpublishVolume
+// fail, powers db-0's node off and puts it out of service, and returns
+// that node once a fenced unpublish from it has failed.
+func (s *scenario) fencedDetachFailing() string {
+	s.t.Helper()
+	node := s.startDB().Spec.NodeName
+	must(s.t, s.w.SetDriverFaults(s.ctx, faults.FailNext("ControllerUnpublishVolume", 1000, codes.Unavailable)))
+	s.powerOff(node)
+	must(s.t, s.w.AddTaint(s.ctx, node, world.OutOfServiceTaint))
+	s.timeline.Add(time.Now(), "out-of-service taint added to %s", node)
+	must(s.t, world.WaitFor(s.ctx, failoverTimeout, "a failed fenced unpublish from "+node, func(context.Context) (bool, error) {
+		return audit.Count(s.audit(), audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(node),
+			audit.Fenced(), audit.Code("Unavailable")) > 0, nil
+	}))
+	return node
+}
+
 // stripFenceAnnotations removes Fenceline's fence record and intent from
 // the VolumeAttachment, as a third party would: one merge patch.
 func (s *scenario) stripFenceAnnotations(va string) {
@@ -100,16 +108,7 @@ func (s *scenario) stripFenceAnnotations(va string) {
 // their outcome.
 func TestPublishHeldWhileFencedDetachFailsAfterNodeDeleted(t *testing.T) {
 	s := newScenario(t, world.Options{ZombieWrites: true})
-	pod := s.startDB()
-	nodeA := pod.Spec.NodeName
-	must(t, s.w.SetDriverFaults(s.ctx, faults.FailNext("ControllerUnpublishVolume", 1000, codes.Unavailable)))
-	s.powerOff(nodeA)
-	must(t, s.w.AddTaint(s.ctx, nodeA, world.OutOfServiceTaint))
-	s.timeline.Add(time.Now(), "out-of-service taint added to %s", nodeA)
-	must(t, world.WaitFor(s.ctx, failoverTimeout, "a failed fenced unpublish from "+nodeA, func(context.Context) (bool, error) {
-		return audit.Count(s.audit(), audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(nodeA),
-			audit.Fenced(), audit.Code("Unavailable")) > 0, nil
-	}))
+	nodeA := s.fencedDetachFailing()
 	must(t, s.w.Cluster.Client().CoreV1().Nodes().Delete(s.ctx, nodeA, metav1.DeleteOptions{}))
 	s.timeline.Add(time.Now(), "Node %s deleted by the operator", nodeA)
 

@@ -14,9 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
+	"fenceline.io/fenceline/mock-driver/array"
+	"fenceline.io/fenceline/mock-driver/driver"
 	"fenceline.io/fenceline/mock-driver/tgt"
 )
 
@@ -116,6 +119,29 @@ func RequireTgt(t testing.TB) {
 	if os.Geteuid() != 0 {
 		missing(t, errors.New("tgtd needs root (its control socket lives in /var/run/tgtd)"))
 	}
+}
+
+// TgtDriverConfig is the mock driver's configuration on the tgt backend
+// with fence method method and one node plugin per name in nodes, its
+// sockets and state in a temporary directory removed when t ends (a short
+// path: unix socket paths are limited, and test-named temporary
+// directories are long).
+func TgtDriverConfig(t testing.TB, method string, nodes ...string) driver.Config {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tgt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	cfg := driver.DefaultConfig()
+	cfg.StateDir = filepath.Join(dir, "state")
+	cfg.Endpoint = "unix://" + filepath.Join(dir, "c.sock")
+	cfg.NodeEndpoints = map[string]string{}
+	for i, n := range nodes {
+		cfg.NodeEndpoints[n] = "unix://" + filepath.Join(dir, strconv.Itoa(i)+".sock")
+	}
+	cfg.Backend, cfg.FenceMethod, cfg.Unpublish = driver.BackendTgt, method, array.UnpublishRealArray
+	return cfg
 }
 
 func missing(t testing.TB, err error) {

@@ -2,7 +2,6 @@ package iscsi_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,7 +10,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/klog/v2/ktesting"
 
-	"fenceline.io/fenceline/mock-driver/array"
 	"fenceline.io/fenceline/mock-driver/driver"
 	"fenceline.io/fenceline/pkg/fence"
 	"fenceline.io/fenceline/test/iscsi"
@@ -38,18 +36,8 @@ func newRig(t testing.TB, method string) *rig {
 	t.Helper()
 	iscsi.Require(t)
 	_, ctx := ktesting.NewTestContext(t)
-	// Unix socket paths are short: keep them out of the long test-named
-	// temporary directory.
-	dir, err := os.MkdirTemp("", "iscsi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cfg := driver.DefaultConfig()
-	cfg.StateDir = filepath.Join(dir, "state")
-	cfg.Endpoint = "unix://" + filepath.Join(dir, "c.sock")
-	cfg.NodeEndpoints = map[string]string{"node-a": "unix://" + filepath.Join(dir, "a.sock"), "node-b": "unix://" + filepath.Join(dir, "b.sock")}
-	cfg.Backend, cfg.FenceMethod, cfg.Unpublish = driver.BackendTgt, method, array.UnpublishRealArray
+	cfg := iscsi.TgtDriverConfig(t, method, "node-a", "node-b")
+	dir := filepath.Dir(cfg.StateDir)
 	r := &rig{t: t, ctx: ctx, dir: dir, cfg: cfg, ledger: iscsi.NewLedger()}
 	r.start()
 	return r
