@@ -654,35 +654,35 @@ func TestSyncHealthyNode(t *testing.T) {
 }
 
 // An automatic request whose node came back before it was admitted is
-// cancelled, and Fenceline's triage marks go.
+// cancelled, and Fenceline's triage marks go; an admission the cancel cut
+// short (FencingRequired written, its taint refused because the decision
+// changed) leaves no FencingRequired True behind.
 func TestSyncCancelsWhenTheNodeComesBack(t *testing.T) {
-	now := testobj.Epoch
-	e := newEnv(t, now, cluster(now, nil)...)
-	e.sync("n1")
-	e.sync("n1")
-	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
-	e.comesBack("boot-1")
-	e.sync("n1")
-	e.wantPhase("n1", fencingv1alpha1.FencingPhaseCancelled)
-	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse})
-}
-
-// An admission cut short by the cancel (FencingRequired written, its
-// taint refused because the decision changed) leaves no FencingRequired
-// True behind.
-func TestSyncCancelClearsAnAdmissionCutShort(t *testing.T) {
-	now := testobj.Epoch
-	e := newEnv(t, now, cluster(now, nil)...)
-	e.sync("n1")
-	e.sync("n1")
-	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
-	e.updateNode("n1", func(n *v1.Node) {
-		applyNodeConditions(n, metav1.NewTime(e.now), nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "LeaseExpired", "approved"))
-	})
-	e.comesBack("boot-1")
-	e.sync("n1")
-	e.wantPhase("n1", fencingv1alpha1.FencingPhaseCancelled)
-	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse, requiredCond: v1.ConditionFalse})
+	for _, tc := range []struct {
+		name      string
+		cutShort  bool
+		wantConds map[string]v1.ConditionStatus
+	}{
+		{"triaged", false, map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse}},
+		{"admission cut short", true, map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse, requiredCond: v1.ConditionFalse}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := testobj.Epoch
+			e := newEnv(t, now, cluster(now, nil)...)
+			e.sync("n1")
+			e.sync("n1")
+			e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
+			if tc.cutShort {
+				e.updateNode("n1", func(n *v1.Node) {
+					applyNodeConditions(n, metav1.NewTime(e.now), nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "LeaseExpired", "approved"))
+				})
+			}
+			e.comesBack("boot-1")
+			e.sync("n1")
+			e.wantPhase("n1", fencingv1alpha1.FencingPhaseCancelled)
+			e.wantNode("n1", tc.wantConds)
+		})
+	}
 }
 
 // A request in Fencing whose node came back is fenced anyway.
