@@ -288,7 +288,7 @@ func attacherEvidence(s *Snapshot) quarantine.Attachers {
 func attacherVerdict(s *Snapshot, node *v1.Node, va *storagev1.VolumeAttachment, volume v1.UniqueVolumeName) Verdict {
 	v := Verdict{Controller: "attacher", Object: "volumeattachment/" + va.Name}
 	rec, recErr := fencing.RecordOf(va)
-	intent, intentErr := fencing.IntentOf(va)
+	intent, intentErr := cutoff.IntentOf(va)
 	in := fencing.Input{Record: rec, Intent: intent, Volume: volume, Node: node, Driver: s.Driver(va.Spec.Attacher), Fresh: true}
 	verdict := func(canFence bool) (string, string) {
 		in.DriverCanFence = canFence

@@ -287,7 +287,7 @@ func detachStatus(va *storagev1.VolumeAttachment) (DetachStatus, bool) {
 	for _, f := range []struct {
 		what string
 		read func(*storagev1.VolumeAttachment) (*cutoff.Record, error)
-	}{{"fence recorded", fencing.RecordOf}, {"fence intent", fencing.IntentOf}} {
+	}{{"fence recorded", fencing.RecordOf}, {"fence intent", cutoff.IntentOf}} {
 		rec, err := f.read(va)
 		switch {
 		case err != nil:

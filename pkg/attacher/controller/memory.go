@@ -100,7 +100,7 @@ func (c *Controller) restoreFences(ctx context.Context, va *storagev1.VolumeAtta
 	if known.record, err = fencing.RecordOf(va); err != nil {
 		logger.Error(err, "Unreadable fence record; the detach stays fenced")
 	}
-	if known.intent, err = fencing.IntentOf(va); err != nil {
+	if known.intent, err = cutoff.IntentOf(va); err != nil {
 		logger.Error(err, "Unreadable fence intent; the detach is fenced")
 	}
 	return va, known, nil

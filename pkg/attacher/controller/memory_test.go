@@ -16,7 +16,6 @@ import (
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/faults"
-	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -40,7 +39,7 @@ func TestRemovedFenceIsWrittenBack(t *testing.T) {
 	if len(calls) != 1 || !calls[0].Fence || calls[0].Code != "OK" {
 		t.Fatalf("unpublish calls %+v, want one fenced", calls)
 	}
-	got, err := fencing.IntentOf(e.va("va-1"))
+	got, err := cutoff.IntentOf(e.va("va-1"))
 	if err != nil || got == nil || got.Reason != cutoff.ReasonSafeDetach {
 		t.Errorf("intent after the sync = %+v, %v; want the removed one written back", got, err)
 	}

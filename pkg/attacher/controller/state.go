@@ -5,6 +5,7 @@ import (
 
 	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
+	"fenceline.io/fenceline/pkg/cutoff"
 )
 
 // PendingDetaches implements metrics.State: this driver's VolumeAttachments
@@ -25,7 +26,7 @@ func (c *Controller) PendingDetaches() []metrics.PendingDetach {
 		}
 		var known knownFence
 		known.record, _ = fencing.RecordOf(va)
-		known.intent, _ = fencing.IntentOf(va)
+		known.intent, _ = cutoff.IntentOf(va)
 		in, _ := c.cachedInput(va, known)
 		// Fresh stands for "as the cache says": a gauge does not confirm.
 		in.Fresh = true

@@ -33,8 +33,3 @@ func NewRecord(reason cutoff.Reason, nodeID string, now time.Time) Record {
 func RecordOf(va *storagev1.VolumeAttachment) (*Record, error) {
 	return cutoff.RecordOn(va, names.FenceRecordAnnotation)
 }
-
-// IntentOf returns the fence intent a controller saved on va, or nil.
-func IntentOf(va *storagev1.VolumeAttachment) (*Record, error) {
-	return cutoff.IntentOf(va)
-}
