@@ -121,8 +121,12 @@ func Explain(s *Snapshot, objs *NodeObjects, nodeName string, cfg ExplainConfig)
 	for _, pod := range objs.Pods {
 		e.Verdicts = append(e.Verdicts, podVerdicts(s, objs, node, pod, resolver, attachers, cfg)...)
 	}
+	pvs := make(map[string]*v1.PersistentVolume, len(objs.PVs))
+	for _, pv := range objs.PVs {
+		pvs[pv.Name] = pv
+	}
 	for _, va := range s.VAsOf(nodeName) {
-		e.Verdicts = append(e.Verdicts, attacherVerdict(s, node, va, vaVolume(objs.PVs, va)))
+		e.Verdicts = append(e.Verdicts, attacherVerdict(s, node, va, vaVolume(pvs, va)))
 	}
 	return e, nil
 }
@@ -320,7 +324,7 @@ func attacherVerdict(s *Snapshot, node *v1.Node, va *storagev1.VolumeAttachment,
 // vaVolume is the VolumeAttachment's volume as node status names it (to
 // find it in volumesInUse), "" when its PersistentVolume is not a CSI one
 // the plugin read.
-func vaVolume(pvs []*v1.PersistentVolume, va *storagev1.VolumeAttachment) v1.UniqueVolumeName {
+func vaVolume(pvs map[string]*v1.PersistentVolume, va *storagev1.VolumeAttachment) v1.UniqueVolumeName {
 	name := va.Spec.Source.PersistentVolumeName
 	if name == nil {
 		if in := va.Spec.Source.InlineVolumeSpec; in != nil && in.CSI != nil {
@@ -328,10 +332,8 @@ func vaVolume(pvs []*v1.PersistentVolume, va *storagev1.VolumeAttachment) v1.Uni
 		}
 		return ""
 	}
-	for _, pv := range pvs {
-		if pv.Name == *name && pv.Spec.CSI != nil {
-			return nodeutil.CSIUniqueVolumeName(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle)
-		}
+	if pv := pvs[*name]; pv != nil && pv.Spec.CSI != nil {
+		return nodeutil.CSIUniqueVolumeName(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle)
 	}
 	return ""
 }
