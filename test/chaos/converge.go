@@ -51,7 +51,12 @@ func (e *episode) restore() (time.Time, error) {
 // returns how long that took, or what is still unsettled at ConvergeBound.
 func (e *episode) converge(restored time.Time) (time.Duration, error) {
 	var last error
+	offSince := map[string]time.Time{}
 	err := world.WaitFor(e.ctx, ConvergeBound, "convergence", func(ctx context.Context) (bool, error) {
+		if err := e.bootLateFenced(offSince); err != nil {
+			last = err
+			return false, nil
+		}
 		last = e.unsettled(ctx, restored)
 		return last == nil, nil
 	})
@@ -61,6 +66,38 @@ func (e *episode) converge(restored time.Time) (time.Duration, error) {
 	d := time.Since(restored)
 	e.timeline.Add(time.Now(), "converged")
 	return d, nil
+}
+
+// lateFenceOff is how long a failed node must stay off after the restore
+// before the harness boots it: longer than a Reboot fence's off window,
+// which the fence agent ends itself.
+const lateFenceOff = 5 * time.Second
+
+// bootLateFenced powers on a failed node that a fence admitted before the
+// restore powered off after it (a slow BMC carries the admitted Off out
+// late, by design: an admitted fence is never abandoned), as the node's
+// owner does after any fence. offSince tracks, across polls, since when
+// each such node has been seen off.
+func (e *episode) bootLateFenced(offSince map[string]time.Time) error {
+	for _, n := range e.failed {
+		k := e.w.Kubelets[n]
+		if k.Powered() || k.Partitioned() {
+			delete(offSince, n)
+			continue
+		}
+		since, seen := offSince[n]
+		switch {
+		case !seen:
+			offSince[n] = time.Now()
+		case time.Since(since) >= lateFenceOff:
+			delete(offSince, n)
+			e.timeline.Add(time.Now(), "%s powered off after the restore (a fence that landed late)", n)
+			if err := e.powerOn(n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // unsettled says what is not settled yet, nil when everything is.
