@@ -2,12 +2,8 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"strings"
 
-	"k8s.io/component-base/featuregate"
-
-	"fenceline.io/fenceline/pkg/component/cli"
 	"fenceline.io/fenceline/pkg/controller/app"
 )
 
@@ -26,24 +22,8 @@ func (l listFlag) Set(v string) error {
 	return nil
 }
 
-// config is the parsed command line.
-type config struct {
-	opts        app.Options
-	kubeconfig  string
-	showVersion bool
-	common      *cli.CommonFlags
-}
-
-// parseFlags defines fenceline-controller's flags on fs, parses args and
-// validates them. Every error it returns but flag.ErrHelp is a usage error
-// (exit code 2), found before the kubeconfig is loaded. fs is best a fresh
-// FlagSet with flag.ContinueOnError; parseFlags may run more than once per
-// process (the client-go gates are only replaced by Apply).
-func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
-	c := &config{opts: app.DefaultOptions()}
-	o := &c.opts
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: in-cluster configuration.")
-	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
+// addFlags defines fenceline-controller's own flags on fs, bound to o.
+func addFlags(fs *flag.FlagSet, o *app.Options) func() {
 	fs.Var(listFlag{&o.Controllers}, "controllers", app.ControllersHelp())
 	fs.BoolVar(&o.RemoveOutOfServiceTaint, "remove-out-of-service-taint", false,
 		"Remove node.kubernetes.io/out-of-service once the node is Ready after a reboot (boot ID changed), no pod is terminating on it and no VolumeAttachment remains.")
@@ -66,36 +46,5 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.BoolVar(&o.DryRun, "dry-run", false, "Decide and log (and record Events), but change nothing.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per controller.")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "Informer resync period: a safety net behind the event-driven reactions.")
-	parsedShared := o.Options.AddFlags(fs, "QPS of each client (every controller, the shared informers, leader election and each controller's Events have their own).", "Burst of each client; sized so that a node's worth of force deletions is not throttled.")
-	common, err := newCommonFlags()
-	if err != nil {
-		return nil, err
-	}
-	c.common = common
-	common.AddFlags(fs)
-	if err := cli.Parse(fs, args); err != nil {
-		return nil, err
-	}
-	parsedShared()
-	// Everything is checked before --version is honoured, so that
-	// `--version` appended to a manifest's arguments proves they are valid.
-	if err := common.Validate(); err != nil {
-		return nil, err
-	}
-	o.FeatureGate = common.Gate
-	if err := o.Validate(); err != nil {
-		return nil, cli.UsageError(err)
-	}
-	return c, nil
-}
-
-// newCommonFlags returns --feature-gates (the controllers' own gates, and
-// the logging, metrics and client-go gates of every Kubernetes component)
-// and the logging flags.
-func newCommonFlags() (*cli.CommonFlags, error) {
-	gate := featuregate.NewFeatureGate()
-	if err := gate.Add(app.FeatureGates); err != nil {
-		return nil, fmt.Errorf("register controller feature gates: %w", err)
-	}
-	return cli.NewCommonFlags(gate)
+	return o.Options.AddFlags(fs, "QPS of each client (every controller, the shared informers, leader election and each controller's Events have their own).", "Burst of each client; sized so that a node's worth of force deletions is not throttled.")
 }

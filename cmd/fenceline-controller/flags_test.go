@@ -10,15 +10,17 @@ import (
 	"time"
 
 	"fenceline.io/fenceline/pkg/component/cli"
+	"fenceline.io/fenceline/pkg/component/command"
+	"fenceline.io/fenceline/pkg/controller/app"
 	"fenceline.io/fenceline/test/cluster"
 )
 
-// parse runs parseFlags on a fresh FlagSet, as main does, with the usage
+// parse runs binary.Parse on a fresh FlagSet, as main does, with the usage
 // output discarded.
-func parse(args ...string) (*config, error) {
+func parse(args ...string) (*command.Config[app.Options], error) {
 	fs := flag.NewFlagSet("fenceline-controller", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return parseFlags(fs, args)
+	return binary.Parse(fs, args)
 }
 
 // TestFlagConventions: each convention of the command line, checked on the
@@ -70,7 +72,7 @@ func TestFlagDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := c.opts
+	o := c.Options
 	if !o.LeaderElection || o.LeaderElectionNamespace != "fenceline-system" || o.LeaseDuration != 15*time.Second ||
 		o.RenewDeadline != 10*time.Second || o.RetryPeriod != 2*time.Second || o.KubeAPIQPS != 100 || o.KubeAPIBurst != 500 {
 		t.Errorf("unexpected defaults: %+v", o)

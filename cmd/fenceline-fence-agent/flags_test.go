@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"fenceline.io/fenceline/pkg/component/cli"
+	"fenceline.io/fenceline/pkg/component/command"
+	"fenceline.io/fenceline/pkg/fenceagent/app"
 	"fenceline.io/fenceline/test/cluster"
 )
 
-func parse(args ...string) (*config, error) {
+func parse(args ...string) (*command.Config[app.Options], error) {
 	fs := flag.NewFlagSet("fenceline-fence-agent", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return parseFlags(fs, args)
+	return binary.Parse(fs, args)
 }
 
 // TestFlagConventions: each convention of the command line, checked on the
@@ -65,7 +67,7 @@ func TestFlagDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := c.opts
+	o := c.Options
 	if !o.LeaderElection || o.LeaseName != "fenceline-fence-agent" || o.LeaderElectionNamespace != "fenceline-system" ||
 		o.ProbeInterval != time.Minute || o.FenceWorkers != 4 || o.CredentialsNamespace != "fenceline-system" || o.LeaseDuration != 15*time.Second {
 		t.Errorf("unexpected defaults: %+v", o)

@@ -8,44 +8,27 @@
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
 	"os"
 
-	"k8s.io/klog/v2"
+	"k8s.io/component-base/featuregate"
 
-	"fenceline.io/fenceline/pkg/component/cli"
-	"fenceline.io/fenceline/pkg/component/kubeclient"
+	"fenceline.io/fenceline/pkg/component/command"
 	"fenceline.io/fenceline/pkg/fenceagent/app"
-	"fenceline.io/fenceline/pkg/version"
 )
 
-func main() {
-	os.Exit(run(os.Args))
+// binary is fenceline-fence-agent on the shared command line; the exit
+// codes are package cli's.
+var binary = command.Binary[app.Options]{
+	Component: app.Component,
+	Defaults:  app.DefaultOptions,
+	AddFlags:  addFlags,
+	Validate: func(o *app.Options, gate featuregate.FeatureGate) error {
+		o.FeatureGate = gate
+		return o.Validate()
+	},
+	Run: app.Run,
 }
 
-// run returns the exit code: 0 after a clean stop, --version or --help, 1
-// when the agent failed while running, 2 for a wrong command line.
-func run(args []string) int {
-	fs := flag.NewFlagSet(app.Component, flag.ContinueOnError)
-	cfg, err := parseFlags(fs, args[1:])
-	if err != nil {
-		return cli.ExitCodeOf(os.Stderr, err)
-	}
-	if cfg.showVersion {
-		fmt.Println(args[0], version.String())
-		return cli.ExitOK
-	}
-	if err := cfg.common.Apply(); err != nil {
-		return cli.ExitCodeOf(os.Stderr, err)
-	}
-	defer klog.Flush()
-	return cli.Run(app.Component, version.Version, func(ctx context.Context) error {
-		rc, err := kubeclient.Config(kubeclient.Options{Kubeconfig: cfg.kubeconfig})
-		if err != nil {
-			return err
-		}
-		return app.Run(ctx, rc, cfg.opts)
-	})
+func main() {
+	os.Exit(binary.Main(os.Args, os.Stdout, os.Stderr))
 }
