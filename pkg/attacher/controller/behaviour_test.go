@@ -18,11 +18,7 @@ import (
 
 // drain empties the VA queue as a worker would, resetting backoff.
 func (e *env) drain() {
-	for e.ctrl.vaQueue.Len() > 0 {
-		key, _ := e.ctrl.vaQueue.Get()
-		e.ctrl.vaQueue.Forget(key)
-		e.ctrl.vaQueue.Done(key)
-	}
+	e.ctrl.vaQueue.Drain()
 }
 
 // TestNodeUpdateRequeuesFailingDetach: a plain detach keeps failing with

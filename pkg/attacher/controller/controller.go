@@ -21,11 +21,11 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/csiclient"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
+	"fenceline.io/fenceline/pkg/component/keyloop"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -96,8 +96,8 @@ type Controller struct {
 	csiDriverLister storagelisters.CSIDriverLister
 	synced          []cache.InformerSynced
 
-	vaQueue workqueue.TypedRateLimitingInterface[string]
-	pvQueue workqueue.TypedRateLimitingInterface[string]
+	vaQueue *keyloop.Loop[string]
+	pvQueue *keyloop.Loop[string]
 
 	track tracker
 }
@@ -119,13 +119,15 @@ func New(cfg Config, factory informers.SharedInformerFactory) (*Controller, erro
 		finalizer: names.AttacherFinalizer(cfg.DriverName),
 		track:     newTracker(),
 	}
-	newQueue := func(name string) workqueue.TypedRateLimitingInterface[string] {
-		return workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.RetryIntervalStart, cfg.RetryIntervalMax),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	// The queues keep upstream's names (their workqueue metrics) and
+	// backoff; a failed sync is logged at V(2) only: it already reports
+	// itself in the VolumeAttachment's status and an Event.
+	newLoop := func(name string, sync func(context.Context, string) error) *keyloop.Loop[string] {
+		return keyloop.New(keyloop.Config{Name: name, BaseDelay: cfg.RetryIntervalStart, MaxDelay: cfg.RetryIntervalMax, RetryVerbosity: 2},
+			func(ctx context.Context, key string) (time.Duration, error) { return 0, sync(ctx, key) })
 	}
-	c.vaQueue = newQueue("csi-attacher-va")
-	c.pvQueue = newQueue("csi-attacher-pv")
+	c.vaQueue = newLoop("csi-attacher-va", c.syncVA)
+	c.pvQueue = newLoop("csi-attacher-pv", c.syncPV)
 
 	vaInformer := factory.Storage().V1().VolumeAttachments()
 	if err := vaInformer.Informer().AddIndexers(cache.Indexers{
@@ -172,7 +174,7 @@ func New(cfg Config, factory informers.SharedInformerFactory) (*Controller, erro
 }
 
 // Run waits for the caches, starts workers for each queue and the
-// reconciler, and blocks until ctx is done.
+// reconciler, and blocks until ctx is done and every worker has stopped.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.vaQueue.ShutDown()
@@ -185,46 +187,14 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return nil
 	}
 	var wg sync.WaitGroup
-	for range max(workers, 1) {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.vaWorker, time.Second) })
-		wg.Go(func() { wait.UntilWithContext(ctx, c.pvWorker, time.Second) })
-	}
+	wg.Go(func() { c.vaQueue.Run(ctx, workers) })
+	wg.Go(func() { c.pvQueue.Run(ctx, workers) })
 	if c.cfg.ReconcileSync > 0 && c.cfg.Capabilities.NeedsAttach() && c.cfg.Capabilities.ListVolumesPublishedNodes {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.reconcile, c.cfg.ReconcileSync) })
 	}
-	<-ctx.Done()
-	c.vaQueue.ShutDown()
-	c.pvQueue.ShutDown()
 	wg.Wait()
 	logger.Info("Stopped attacher controller")
 	return nil
-}
-
-func (c *Controller) vaWorker(ctx context.Context) {
-	for c.processNext(ctx, c.vaQueue, c.syncVA) {
-	}
-}
-
-func (c *Controller) pvWorker(ctx context.Context) {
-	for c.processNext(ctx, c.pvQueue, c.syncPV) {
-	}
-}
-
-// processNext runs one sync; a failed sync is retried with per-item
-// exponential backoff, a successful one resets the backoff.
-func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) bool {
-	key, quit := q.Get()
-	if quit {
-		return false
-	}
-	defer q.Done(key)
-	if err := sync(ctx, key); err != nil {
-		klog.FromContext(ctx).V(2).Info("Sync failed, will retry", "key", key, "err", err, "retries", q.NumRequeues(key))
-		q.AddRateLimited(key)
-		return true
-	}
-	q.Forget(key)
-	return true
 }
 
 // ours reports whether a VolumeAttachment belongs to this attacher.

@@ -55,11 +55,7 @@ func TestFenceAnnotationEditDoesNotRequeue(t *testing.T) {
 	e.attached()
 	e.waitCached("va-1")
 	old := e.va("va-1")
-	for e.ctrl.vaQueue.Len() > 0 {
-		k, _ := e.ctrl.vaQueue.Get()
-		e.ctrl.vaQueue.Done(k)
-		e.ctrl.vaQueue.Forget(k)
-	}
+	e.ctrl.vaQueue.Drain()
 	withIntentVA := old.DeepCopy()
 	withIntent(cutoff.ReasonOutOfService)(withIntentVA)
 	withIntentVA.ResourceVersion = "2"

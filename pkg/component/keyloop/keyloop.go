@@ -28,8 +28,14 @@ type SyncFunc[K comparable] func(ctx context.Context, key K) (requeueAfter time.
 type Config struct {
 	// Name is the controller's, in logs and workqueue metrics.
 	Name string
-	// KeyName is the log key of a key (e.g. "node", "fencingRequest").
+	// KeyName is the log key of a key (e.g. "node", "fencingRequest");
+	// empty adds none, for a sync that names its object in its own logger.
 	KeyName string
+	// RetryVerbosity, when above 0, logs a failed sync at that verbosity
+	// with its retry count, instead of reporting it as an error: for a sync
+	// that reports its own failures where users look (Events, status), as
+	// the CSI sidecars do.
+	RetryVerbosity int
 	// BaseDelay and MaxDelay bound the per-key exponential backoff after
 	// errors; zero values take sample-controller's (5 ms and 1000 s).
 	BaseDelay, MaxDelay time.Duration
@@ -65,8 +71,35 @@ func (l *Loop[K]) Add(key K) { l.queue.Add(key) }
 // AddAfter queues key after d.
 func (l *Loop[K]) AddAfter(key K, d time.Duration) { l.queue.AddAfter(key, d) }
 
+// AddRateLimited queues key after its backoff, as a failed sync does.
+func (l *Loop[K]) AddRateLimited(key K) { l.queue.AddRateLimited(key) }
+
+// Forget resets key's backoff: a change that may end its failures (a
+// taint, a new CSINode) deserves a prompt retry.
+func (l *Loop[K]) Forget(key K) { l.queue.Forget(key) }
+
+// NumRequeues returns how many times key failed since its last success.
+func (l *Loop[K]) NumRequeues(key K) int { return l.queue.NumRequeues(key) }
+
 // Len returns the number of queued keys.
 func (l *Loop[K]) Len() int { return l.queue.Len() }
+
+// Drain takes every queued key out of the queue without syncing it, as if
+// each sync had succeeded (its backoff reset), and returns them: tests
+// step a loop by hand with it.
+func (l *Loop[K]) Drain() []K {
+	var keys []K
+	for l.queue.Len() > 0 {
+		k, quit := l.queue.Get()
+		if quit {
+			break
+		}
+		keys = append(keys, k)
+		l.queue.Forget(k)
+		l.queue.Done(k)
+	}
+	return keys
+}
 
 // ShutDown stops the queue; Run does it when its context ends.
 func (l *Loop[K]) ShutDown() { l.queue.ShutDown() }
@@ -100,9 +133,15 @@ func (l *Loop[K]) next(ctx context.Context) bool {
 		return false
 	}
 	defer l.queue.Done(key)
-	logger := klog.FromContext(ctx).WithValues(l.cfg.KeyName, key)
+	logger := klog.FromContext(ctx)
+	if l.cfg.KeyName != "" {
+		logger = logger.WithValues(l.cfg.KeyName, key)
+	}
 	after, err := l.sync(klog.NewContext(ctx, logger), key)
 	switch {
+	case err != nil && l.cfg.RetryVerbosity > 0:
+		logger.V(l.cfg.RetryVerbosity).Info("Sync failed, will retry", "key", key, "err", err, "retries", l.queue.NumRequeues(key))
+		l.queue.AddRateLimited(key)
 	case err != nil:
 		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", l.cfg.KeyName, key)
 		l.queue.AddRateLimited(key)

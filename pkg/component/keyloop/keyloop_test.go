@@ -77,3 +77,28 @@ func TestSyncOutcomes(t *testing.T) {
 		t.Errorf("one key was synced by two workers at once %d times", overlap.Load())
 	}
 }
+
+// A failed sync counts a retry until a success or Forget resets it; Drain
+// empties the queue as successes would.
+func TestBackoffBookkeeping(t *testing.T) {
+	l := New(Config{Name: "test", BaseDelay: time.Hour, MaxDelay: time.Hour, RetryVerbosity: 2}, func(context.Context, string) (time.Duration, error) {
+		return 0, errors.New("failing")
+	})
+	_, ctx := ktesting.NewTestContext(t)
+	l.Add("a")
+	l.Add("b")
+	if !l.next(ctx) || !l.next(ctx) {
+		t.Fatal("queue shut down")
+	}
+	if l.NumRequeues("a") != 1 || l.NumRequeues("b") != 1 {
+		t.Fatalf("requeues a=%d b=%d after one failure each, want 1", l.NumRequeues("a"), l.NumRequeues("b"))
+	}
+	l.Forget("a")
+	if l.NumRequeues("a") != 0 {
+		t.Errorf("requeues of a = %d after Forget, want 0", l.NumRequeues("a"))
+	}
+	l.Add("c")
+	if got := l.Drain(); len(got) != 1 || got[0] != "c" || l.Len() != 0 {
+		t.Errorf("Drain = %v (left %d), want [c] (a and b wait out their backoff)", got, l.Len())
+	}
+}
