@@ -49,6 +49,10 @@ type Config struct {
 	Driver string
 	// Endpoint is the node's driver socket, "unix:///path".
 	Endpoint string
+	// OtherDrivers are more CSI drivers whose volumes the stand-in mounts,
+	// each through its own node socket, as a kubelet serves every driver
+	// registered on its node.
+	OtherDrivers []Driver
 	// DataDir holds the staging and target paths.
 	DataDir string
 	// WriteInterval is the period of data-plane writes per volume
@@ -74,6 +78,14 @@ type Config struct {
 	ResyncInterval time.Duration
 }
 
+// Driver is a CSI driver of the node beyond Config.Driver.
+type Driver struct {
+	// Name is the CSI driver name.
+	Name string
+	// Endpoint is the node's socket of that driver, "unix:///path".
+	Endpoint string
+}
+
 // Defaults for Config.
 const (
 	DefaultWriteInterval  = 200 * time.Millisecond
@@ -84,8 +96,9 @@ const (
 type Write struct {
 	// Time is when the driver answered.
 	Time time.Time
-	// VolumeID is the volume written to.
+	// VolumeID is the volume written to, and Driver its CSI driver.
 	VolumeID string
+	Driver   string
 	// Seq numbers the writes of this stand-in, from 1.
 	Seq int
 	// PoweredOn is false for writes while the node is cut off from the API
@@ -97,31 +110,27 @@ type Write struct {
 
 // Kubelet is a running stand-in. Its methods are safe for concurrent use.
 type Kubelet struct {
-	cfg  Config
-	conn *grpc.ClientConn
-	node csi.NodeClient
+	cfg Config
+	// drivers are the node's CSI drivers by name, Config.Driver's among
+	// them.
+	drivers map[string]*nodeDriver
 
 	mu          sync.Mutex
 	powered     bool
 	partitioned bool               // cut off by Partition: running, writers intact
 	apiCancel   context.CancelFunc // ends the current powered-on period
 	apiDone     chan struct{}
-	vols        map[string]*volume // by volume handle
+	vols        map[volKey]*volume // by driver and volume handle
 	inUse       []string           // volumesInUse last reported
-	// noAttach records that the driver's CSIDriver says attachRequired:
-	// false, as last seen: its volumes have no VolumeAttachment to wait
-	// for and, like every non-attachable volume, are not reported in
-	// volumesInUse.
-	noAttach  bool
-	writes    []Write
-	seq       int
-	stopped   bool
-	writersWG sync.WaitGroup
-	baseCtx   context.Context
-	cancel    context.CancelFunc
+	writes      []Write
+	seq         int
+	stopped     bool
+	writersWG   sync.WaitGroup
+	baseCtx     context.Context
+	cancel      context.CancelFunc
 }
 
-// Start connects to the node's driver socket and powers the node on. Stop
+// Start connects to the node's driver sockets and powers the node on. Stop
 // ends it.
 func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	if cfg.NodeName == "" || cfg.Client == nil || cfg.Driver == "" || cfg.Endpoint == "" || cfg.DataDir == "" {
@@ -136,16 +145,15 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("kubelet stand-in %s: %w", cfg.NodeName, err)
 	}
-	conn, err := grpc.NewClient(cfg.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	drivers, err := connectDrivers(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubelet stand-in %s: connecting to %s: %w", cfg.NodeName, cfg.Endpoint, err)
+		return nil, err
 	}
 	base, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), klog.FromContext(ctx).WithValues("node", cfg.NodeName)))
 	k := &Kubelet{
 		cfg:     cfg,
-		conn:    conn,
-		node:    csi.NewNodeClient(conn),
-		vols:    map[string]*volume{},
+		drivers: drivers,
+		vols:    map[volKey]*volume{},
 		baseCtx: base,
 		cancel:  cancel,
 	}
@@ -297,9 +305,9 @@ func (k *Kubelet) Published() []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var out []string
-	for h, v := range k.vols {
+	for key, v := range k.vols {
 		if v.published {
-			out = append(out, h)
+			out = append(out, key.handle)
 		}
 	}
 	return out
@@ -325,5 +333,46 @@ func (k *Kubelet) Stop() {
 	}
 	k.writersWG.Wait()
 	k.cancel()
-	_ = k.conn.Close()
+	for _, d := range k.drivers {
+		_ = d.conn.Close()
+	}
+}
+
+// nodeDriver is one CSI driver of the node: its node socket's connection
+// and what its CSIDriver object said last.
+type nodeDriver struct {
+	name string
+	// primary is Config.Driver, whose paths are the stand-in's own.
+	primary bool
+	conn    *grpc.ClientConn
+	node    csi.NodeClient
+	// noAttach records that the driver's CSIDriver says attachRequired:
+	// false, as last seen: its volumes have no VolumeAttachment to wait
+	// for and, like every non-attachable volume, are not reported in
+	// volumesInUse. Guarded by Kubelet.mu.
+	noAttach bool
+}
+
+// connectDrivers connects to the node socket of every driver of cfg.
+func connectDrivers(cfg Config) (map[string]*nodeDriver, error) {
+	out := map[string]*nodeDriver{}
+	for i, d := range append([]Driver{{Name: cfg.Driver, Endpoint: cfg.Endpoint}}, cfg.OtherDrivers...) {
+		if d.Name == "" || d.Endpoint == "" || out[d.Name] != nil {
+			closeDrivers(out)
+			return nil, fmt.Errorf("kubelet stand-in %s: driver %d (%q at %q): want a name of its own and an endpoint", cfg.NodeName, i, d.Name, d.Endpoint)
+		}
+		conn, err := grpc.NewClient(d.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			closeDrivers(out)
+			return nil, fmt.Errorf("kubelet stand-in %s: connecting to %s: %w", cfg.NodeName, d.Endpoint, err)
+		}
+		out[d.Name] = &nodeDriver{name: d.Name, primary: i == 0, conn: conn, node: csi.NewNodeClient(conn)}
+	}
+	return out, nil
+}
+
+func closeDrivers(drivers map[string]*nodeDriver) {
+	for _, d := range drivers {
+		_ = d.conn.Close()
+	}
 }

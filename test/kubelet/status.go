@@ -19,11 +19,10 @@ import (
 // volume manager reports in use.
 func (k *Kubelet) mountedLocked() []string {
 	out := make([]string, 0, len(k.vols))
-	if k.noAttach {
-		return out
-	}
-	for h := range k.vols {
-		out = append(out, string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h)))
+	for key := range k.vols {
+		if !k.drivers[key.driver].noAttach {
+			out = append(out, string(nodeutil.CSIUniqueVolumeName(key.driver, key.handle)))
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
+	"maps"
 	"path/filepath"
 	"sort"
 	"time"
@@ -29,8 +31,13 @@ import (
 	"fenceline.io/fenceline/test/cluster"
 )
 
+// volKey names a volume on the node: handles are a driver's own, so two
+// drivers may use the same one.
+type volKey struct{ driver, handle string }
+
 // volume is the node-side state of one CSI volume.
 type volume struct {
+	driver    *nodeDriver
 	handle    string
 	pv        string
 	published bool
@@ -165,15 +172,17 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 		return err
 	}
 	k.mu.Lock()
-	k.noAttach = !attachable(c.drivers, k.cfg.Driver)
+	for _, d := range k.drivers {
+		d.noAttach = !attachable(c.drivers, d.name)
+	}
 	k.mu.Unlock()
 	// Report in use what is wanted or still mounted.
 	if err := k.reportInUse(ctx, wanted); err != nil {
 		return err
 	}
 	var errs []error
-	for handle, w := range wanted {
-		if err := k.mount(ctx, handle, w, c); err != nil {
+	for key, w := range wanted {
+		if err := k.mount(ctx, key, w, c); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -182,8 +191,8 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 	}
 	k.mu.Lock()
 	var gone []*volume
-	for h, v := range k.vols {
-		if _, ok := wanted[h]; !ok {
+	for key, v := range k.vols {
+		if _, ok := wanted[key]; !ok {
 			gone = append(gone, v)
 		}
 	}
@@ -193,7 +202,7 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 			errs = append(errs, err)
 			continue
 		}
-		logger.Info("Volume cleaned up", "volume", v.handle, "forced", cleanupForce(v.rebooted, k.cfg.ForceCleanup))
+		logger.Info("Volume cleaned up", "driver", v.driver.name, "volume", v.handle, "forced", cleanupForce(v.rebooted, k.cfg.ForceCleanup))
 	}
 	if len(gone) > 0 {
 		if err := k.reportInUse(ctx, wanted); err != nil {
@@ -207,10 +216,10 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 }
 
 // wantedVolumes resolves the claims of running pods to CSI volumes of the
-// driver, from the caches. Terminating pods no longer need their volumes:
-// KWOK has stopped their containers.
-func (k *Kubelet) wantedVolumes(c caches, pods []*corev1.Pod) (map[string]*want, error) {
-	out := map[string]*want{}
+// node's drivers, from the caches. Terminating pods no longer need their
+// volumes: KWOK has stopped their containers.
+func (k *Kubelet) wantedVolumes(c caches, pods []*corev1.Pod) (map[volKey]*want, error) {
+	out := map[volKey]*want{}
 	for _, pod := range pods {
 		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
@@ -238,13 +247,14 @@ func (k *Kubelet) wantedVolumes(c caches, pods []*corev1.Pod) (map[string]*want,
 			if err != nil {
 				return nil, fmt.Errorf("getting volume %s: %w", pvc.Spec.VolumeName, err)
 			}
-			if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != k.cfg.Driver {
+			if pv.Spec.CSI == nil || k.drivers[pv.Spec.CSI.Driver] == nil {
 				continue
 			}
-			w := out[pv.Spec.CSI.VolumeHandle]
+			key := volKey{driver: pv.Spec.CSI.Driver, handle: pv.Spec.CSI.VolumeHandle}
+			w := out[key]
 			if w == nil {
 				w = &want{pv: pv.Name}
-				out[pv.Spec.CSI.VolumeHandle] = w
+				out[key] = w
 			}
 			w.pods = append(w.pods, pod)
 		}
@@ -252,16 +262,15 @@ func (k *Kubelet) wantedVolumes(c caches, pods []*corev1.Pod) (map[string]*want,
 	return out, nil
 }
 
-func (k *Kubelet) reportInUse(ctx context.Context, wanted map[string]*want) error {
+func (k *Kubelet) reportInUse(ctx context.Context, wanted map[volKey]*want) error {
 	k.mu.Lock()
 	set := map[string]bool{}
 	// Like the kubelet's volume manager, report only attachable volumes.
-	if !k.noAttach {
-		for h := range wanted {
-			set[string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h))] = true
-		}
-		for h := range k.vols {
-			set[string(nodeutil.CSIUniqueVolumeName(k.cfg.Driver, h))] = true
+	for _, keys := range []iter.Seq[volKey]{maps.Keys(wanted), maps.Keys(k.vols)} {
+		for key := range keys {
+			if !k.drivers[key.driver].noAttach {
+				set[string(nodeutil.CSIUniqueVolumeName(key.driver, key.handle))] = true
+			}
 		}
 	}
 	inUse := make([]string, 0, len(set))
@@ -287,8 +296,14 @@ func (k *Kubelet) reportInUse(ctx context.Context, wanted map[string]*want) erro
 	return nil
 }
 
-func (k *Kubelet) paths(handle string) (staging, target string) {
-	return filepath.Join(k.cfg.DataDir, "staging", handle), filepath.Join(k.cfg.DataDir, "target", handle)
+// paths are the staging and target paths of a volume: the first driver's
+// under DataDir, another's under a directory named after it.
+func (k *Kubelet) paths(d *nodeDriver, handle string) (staging, target string) {
+	dir := k.cfg.DataDir
+	if !d.primary {
+		dir = filepath.Join(dir, d.name)
+	}
+	return filepath.Join(dir, "staging", handle), filepath.Join(dir, "target", handle)
 }
 
 var rwoCapability = &csi.VolumeCapability{
@@ -304,19 +319,20 @@ var rwoCapability = &csi.VolumeCapability{
 // gives the publish context). The controller takes a volume off that list
 // before it detaches it, so a kubelet never stages a volume being
 // detached; the VolumeAttachment alone still says attached then.
-func (k *Kubelet) mount(ctx context.Context, handle string, w *want, c caches) error {
+func (k *Kubelet) mount(ctx context.Context, key volKey, w *want, c caches) error {
+	handle, d := key.handle, k.drivers[key.driver]
 	k.mu.Lock()
-	v := k.vols[handle]
+	v := k.vols[key]
 	if v == nil {
-		v = &volume{handle: handle, pv: w.pv}
-		k.vols[handle] = v
+		v = &volume{driver: d, handle: handle, pv: w.pv}
+		k.vols[key] = v
 	}
-	published, noAttach := v.published, k.noAttach
+	published, noAttach := v.published, d.noAttach
 	k.mu.Unlock()
 	if !published {
 		var publishContext map[string]string
 		if !noAttach {
-			if !k.reportedAttached(c.nodes, nodeutil.CSIUniqueVolumeName(k.cfg.Driver, handle)) {
+			if !k.reportedAttached(c.nodes, nodeutil.CSIUniqueVolumeName(d.name, handle)) {
 				return nil // not attached, or being detached, as far as the controller says
 			}
 			va := attachedVA(c.vas, w.pv, k.cfg.NodeName)
@@ -325,14 +341,14 @@ func (k *Kubelet) mount(ctx context.Context, handle string, w *want, c caches) e
 			}
 			publishContext = va.Status.AttachmentMetadata
 		}
-		staging, target := k.paths(handle)
-		if _, err := k.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+		staging, target := k.paths(d, handle)
+		if _, err := d.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
 			VolumeId: handle, PublishContext: publishContext,
 			StagingTargetPath: staging, VolumeCapability: rwoCapability,
 		}); err != nil {
 			return fmt.Errorf("NodeStageVolume %s: %w", handle, err)
 		}
-		if _, err := k.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+		if _, err := d.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
 			VolumeId: handle, PublishContext: publishContext,
 			StagingTargetPath: staging, TargetPath: target, VolumeCapability: rwoCapability,
 		}); err != nil {
@@ -342,7 +358,7 @@ func (k *Kubelet) mount(ctx context.Context, handle string, w *want, c caches) e
 		v.published, v.rebooted = true, false
 		k.startWriterLocked(v)
 		k.mu.Unlock()
-		klog.FromContext(ctx).Info("Volume staged and published", "volume", handle, "pv", w.pv)
+		klog.FromContext(ctx).Info("Volume staged and published", "driver", d.name, "volume", handle, "pv", w.pv)
 	}
 	for _, pod := range w.pods {
 		if pod.Annotations[cluster.VolumesMountedAnnotation] == "true" {
@@ -394,10 +410,10 @@ func (k *Kubelet) unmount(ctx context.Context, v *volume) error {
 	}
 	force := cleanupForce(v.rebooted, k.cfg.ForceCleanup)
 	k.mu.Unlock()
-	staging, target := k.paths(v.handle)
+	staging, target := k.paths(v.driver, v.handle)
 	unpub := &csi.NodeUnpublishVolumeRequest{VolumeId: v.handle, TargetPath: target}
 	fence.SetForceUnpublish(unpub, force)
-	if _, err := k.node.NodeUnpublishVolume(ctx, unpub); err != nil {
+	if _, err := v.driver.node.NodeUnpublishVolume(ctx, unpub); err != nil {
 		return fmt.Errorf("NodeUnpublishVolume %s (force=%t): %w", v.handle, force, err)
 	}
 	k.mu.Lock()
@@ -405,11 +421,11 @@ func (k *Kubelet) unmount(ctx context.Context, v *volume) error {
 	k.mu.Unlock()
 	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: v.handle, StagingTargetPath: staging}
 	fence.SetForceUnstage(unstage, force)
-	if _, err := k.node.NodeUnstageVolume(ctx, unstage); err != nil {
+	if _, err := v.driver.node.NodeUnstageVolume(ctx, unstage); err != nil {
 		return fmt.Errorf("NodeUnstageVolume %s (force=%t): %w", v.handle, force, err)
 	}
 	k.mu.Lock()
-	delete(k.vols, v.handle)
+	delete(k.vols, volKey{driver: v.driver.name, handle: v.handle})
 	k.mu.Unlock()
 	return nil
 }
@@ -442,13 +458,13 @@ func (k *Kubelet) startWriterLocked(v *volume) {
 			k.mu.Unlock()
 			data := fmt.Appendf(nil, "%s write %d at %s", k.cfg.NodeName, seq, time.Now().Format(time.RFC3339Nano))
 			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-			err := client.Write(wctx, k.conn, v.handle, data)
+			err := client.Write(wctx, v.driver.conn, v.handle, data)
 			wcancel()
 			if ctx.Err() != nil {
 				return // stopped mid-write: the answer no longer counts
 			}
 			k.mu.Lock()
-			k.writes = append(k.writes, Write{Time: time.Now(), VolumeID: v.handle, Seq: seq, PoweredOn: powered, Err: err})
+			k.writes = append(k.writes, Write{Time: time.Now(), VolumeID: v.handle, Driver: v.driver.name, Seq: seq, PoweredOn: powered, Err: err})
 			k.mu.Unlock()
 		}
 	}()

@@ -37,17 +37,64 @@ func attacherLeaderArgs() []string {
 	}
 }
 
-// startAttachers starts fenceline-attacher (or binary) with args: one process
-// named after the binary without leader election when replicas is 0 or 1,
-// as the world always did; otherwise that many replicas with leader
-// election (StartAttacherReplica), the first of them in Attacher.
-func (w *World) startAttachers(ctx context.Context, binary string, replicas int, args []string) error {
+// attacherGroup is the fenceline-attacher of one driver: one process, or
+// replicas with leader election on that driver's Lease.
+type attacherGroup struct {
+	// Attacher is fenceline-attacher's process (nil when not started);
+	// with Options.AttacherReplicas, one of Attachers.
+	Attacher *cluster.Process
+	// Attachers are the current fenceline-attacher replicas with
+	// Options.AttacherReplicas (Attacher is one of them), else empty.
+	Attachers []*cluster.Process
+	// attacherName names the processes and their logs: empty for the
+	// binary's own name (the first driver's).
+	attacherName string
+	// attacherBinary and attacherArgs are what every attacher replica
+	// runs; attacherStarts counts the replicas started (log names).
+	attacherBinary string
+	attacherArgs   []string
+	attacherStarts int
+	// attacherLogs is what the attacher replicas' logs said about their
+	// leadership (AttacherLeader).
+	attacherLogs leaderLogs
+}
+
+// processes returns the group's current processes: every replica, else
+// the one attacher (none without an attacher). The slice is a copy.
+func (g *attacherGroup) processes() []*cluster.Process {
+	if len(g.Attachers) > 0 {
+		return slices.Clone(g.Attachers)
+	}
+	if g.Attacher == nil {
+		return nil
+	}
+	return []*cluster.Process{g.Attacher}
+}
+
+// replace records that next (a restart) replaced old, in Attacher and in
+// Attachers alike; it reports whether old was the group's.
+func (g *attacherGroup) replace(old, next *cluster.Process) bool {
+	found := false
+	if g.Attacher == old {
+		g.Attacher, found = next, true
+	}
+	if i := slices.Index(g.Attachers, old); i >= 0 {
+		g.Attachers[i], found = next, true
+	}
+	return found
+}
+
+// startAttachers starts the group's fenceline-attacher (or binary) with
+// args: one process without leader election when replicas is 0 or 1, as
+// the world always did; otherwise that many replicas with leader election
+// (startAttacherReplica), the first of them in Attacher.
+func (w *World) startAttachers(ctx context.Context, g *attacherGroup, binary string, replicas int, args []string) error {
 	if replicas <= 1 {
-		p, err := w.startComponent(ctx, binary, "attacher", AttacherServiceAccount, args)
+		p, err := w.startComponentAs(ctx, g.attacherName, binary, "attacher", AttacherServiceAccount, args)
 		if err != nil {
 			return err
 		}
-		w.Attacher = p
+		g.Attacher = p
 		return nil
 	}
 	if filepath.IsAbs(binary) {
@@ -55,41 +102,49 @@ func (w *World) startAttachers(ctx context.Context, binary string, replicas int,
 		// per-process identity; another attacher has neither.
 		return fmt.Errorf("attacher replicas run fenceline-attacher only, not %s", binary)
 	}
-	w.attacherBinary = binary
-	w.attacherArgs = append(attacherLeaderArgs(), args...)
+	g.attacherBinary = binary
+	g.attacherArgs = append(attacherLeaderArgs(), args...)
 	for range replicas {
-		if _, err := w.StartAttacherReplica(ctx); err != nil {
+		if _, err := w.startAttacherReplica(ctx, g); err != nil {
 			return err
 		}
 	}
-	w.Attacher = w.Attachers[0]
+	g.Attacher = g.Attachers[0]
 	return nil
 }
 
-// StartAttacherReplica starts one more fenceline-attacher replica with the
-// flags of the others, as a Deployment replaces a killed pod; it logs to
-// fenceline-attacher-<i>.log (i counts every replica this world started)
-// and joins Attachers. Only a world with Options.AttacherReplicas has
-// replicas.
+// StartAttacherReplica starts one more fenceline-attacher replica of the
+// (first) driver with the flags of the others, as a Deployment replaces a
+// killed pod; it logs to fenceline-attacher-<i>.log (i counts every
+// replica this world started) and joins Attachers. Only a world with
+// Options.AttacherReplicas has replicas.
 func (w *World) StartAttacherReplica(ctx context.Context) (*cluster.Process, error) {
-	if w.attacherArgs == nil {
+	return w.startAttacherReplica(ctx, &w.attacherGroup)
+}
+
+func (w *World) startAttacherReplica(ctx context.Context, g *attacherGroup) (*cluster.Process, error) {
+	if g.attacherArgs == nil {
 		return nil, fmt.Errorf("no fenceline-attacher replicas in this world (Options.AttacherReplicas)")
 	}
-	name := fmt.Sprintf("fenceline-attacher-%d", w.attacherStarts)
-	w.attacherStarts++
-	p, err := w.startComponentAs(ctx, name, w.attacherBinary, "attacher", AttacherServiceAccount, w.attacherArgs)
+	base := g.attacherName
+	if base == "" {
+		base = "fenceline-attacher"
+	}
+	name := fmt.Sprintf("%s-%d", base, g.attacherStarts)
+	g.attacherStarts++
+	p, err := w.startComponentAs(ctx, name, g.attacherBinary, "attacher", AttacherServiceAccount, g.attacherArgs)
 	if err != nil {
 		return nil, err
 	}
-	w.Attachers = append(w.Attachers, p)
+	g.Attachers = append(g.Attachers, p)
 	return p, nil
 }
 
-// KillAttacherReplica ends the current replica p with SIGKILL and starts
-// it again with the same flags and log file, as a Deployment replaces a
-// killed pod: the new process has an identity of its own and competes for
-// the Lease once the killed leader's has expired. Attacher follows when it
-// was p. It returns the new process.
+// KillAttacherReplica ends the current replica p (of any driver's
+// attacher) with SIGKILL and starts it again with the same flags and log
+// file, as a Deployment replaces a killed pod: the new process has an
+// identity of its own and competes for the Lease once the killed leader's
+// has expired. Attacher follows when it was p. It returns the new process.
 func (w *World) KillAttacherReplica(p *cluster.Process) (*cluster.Process, error) {
 	if !slices.Contains(w.AttacherProcesses(), p) {
 		return nil, fmt.Errorf("%s is not a current fenceline-attacher process", p.Name)
@@ -102,45 +157,57 @@ func (w *World) KillAttacherReplica(p *cluster.Process) (*cluster.Process, error
 	return next, nil
 }
 
-// AttacherProcesses returns the current fenceline-attacher processes: every
-// replica with Options.AttacherReplicas, else the one attacher (none
-// without an attacher). The slice is a copy.
+// AttacherProcesses returns the current fenceline-attacher processes of
+// every driver, the first driver's first: every replica with
+// Options.AttacherReplicas, else each driver's one attacher (none without
+// an attacher). The slice is a copy.
 func (w *World) AttacherProcesses() []*cluster.Process {
-	if len(w.Attachers) > 0 {
-		return slices.Clone(w.Attachers)
+	out := w.attacherGroup.processes()
+	if w.Second != nil {
+		out = append(out, w.Second.processes()...)
 	}
-	if w.Attacher == nil {
+	return out
+}
+
+// AttacherProcessesOf returns the current fenceline-attacher processes of
+// the driver named driver (a copy), nil for a driver the world does not run.
+func (w *World) AttacherProcessesOf(driver string) []*cluster.Process {
+	v, err := w.driver(driver)
+	if err != nil {
 		return nil
 	}
-	return []*cluster.Process{w.Attacher}
+	return v.attachers.processes()
 }
 
 // AttacherRestarted records that next, a restart of the attacher process
 // old by its supervisor (a Deployment's), runs in its place, in Attacher
-// and in Attachers alike.
+// and in Attachers alike, whichever driver's it is.
 func (w *World) AttacherRestarted(old, next *cluster.Process) { w.replaceAttacherProcess(old, next) }
 
 // replaceAttacherProcess records that next (a restart) replaced old, in
-// Attacher and in Attachers alike.
+// its driver's Attacher and Attachers alike.
 func (w *World) replaceAttacherProcess(old, next *cluster.Process) {
-	if w.Attacher == old {
-		w.Attacher = next
-	}
-	if i := slices.Index(w.Attachers, old); i >= 0 {
-		w.Attachers[i] = next
+	if !w.attacherGroup.replace(old, next) && w.Second != nil {
+		w.Second.replace(old, next)
 	}
 }
 
-// LeadingAttacher waits until a running replica of Attachers holds the
-// attacher's leader-election Lease and returns it (AttacherLeader). After
-// the leader was killed this finds its successor once it took the Lease.
-// Errors are looked past until the deadline (a fault may be restarting
-// the API server); the last one is reported with it.
+// LeadingAttacher waits until a running replica of the (first) driver's
+// Attachers holds the attacher's leader-election Lease and returns it
+// (AttacherLeader). After the leader was killed this finds its successor
+// once it took the Lease. Errors are looked past until the deadline (a
+// fault may be restarting the API server); the last one is reported with
+// it.
 func (w *World) LeadingAttacher(ctx context.Context, timeout time.Duration) (*cluster.Process, error) {
+	return w.LeadingAttacherOf(ctx, DriverName, timeout)
+}
+
+// LeadingAttacherOf is LeadingAttacher for the driver named driver.
+func (w *World) LeadingAttacherOf(ctx context.Context, driver string, timeout time.Duration) (*cluster.Process, error) {
 	var leader *cluster.Process
 	var last error
-	err := WaitFor(ctx, timeout, "a leading fenceline-attacher replica", func(ctx context.Context) (bool, error) {
-		leader, last = w.AttacherLeader(ctx, w.Attachers)
+	err := WaitFor(ctx, timeout, "a leading fenceline-attacher replica of "+driver, func(ctx context.Context) (bool, error) {
+		leader, last = w.AttacherLeaderOf(ctx, driver, w.AttacherProcessesOf(driver))
 		return leader != nil, nil
 	})
 	if err != nil && last != nil {
@@ -149,18 +216,29 @@ func (w *World) LeadingAttacher(ctx context.Context, timeout time.Duration) (*cl
 	return leader, err
 }
 
-// AttacherLeader returns the process among replicas that holds the
-// attacher's leader-election Lease now: the one that runs and logged
-// "Became leader" with the Lease's holder identity since it started. Each
-// identity is the host name and a per-process ID, so a replica that led
-// before a restart (its log appended to) or a killed leader whose Lease
-// has not expired yet matches no running process: then, and while nobody
-// holds the Lease, it returns nil. replicas is read, never kept (callers
-// that change it concurrently pass a copy).
+// AttacherLeader returns the process among replicas that holds the (first)
+// driver's attacher leader-election Lease now: see AttacherLeaderOf.
 func (w *World) AttacherLeader(ctx context.Context, replicas []*cluster.Process) (*cluster.Process, error) {
-	lease, err := w.Cluster.Client().CoordinationV1().Leases(Namespace).Get(ctx, names.AttacherLeaseName(DriverName), metav1.GetOptions{})
+	return w.AttacherLeaderOf(ctx, DriverName, replicas)
+}
+
+// AttacherLeaderOf returns the process among replicas that holds the
+// leader-election Lease of driver's attacher now: the one that runs and
+// logged "Became leader" with the Lease's holder identity since it
+// started. Each identity is the host name and a per-process ID, so a
+// replica that led before a restart (its log appended to), a killed
+// leader whose Lease has not expired yet, or another driver's replica
+// matches no running process: then, and while nobody holds the Lease, it
+// returns nil. replicas is read, never kept (callers that change it
+// concurrently pass a copy).
+func (w *World) AttacherLeaderOf(ctx context.Context, driver string, replicas []*cluster.Process) (*cluster.Process, error) {
+	v, err := w.driver(driver)
 	if err != nil {
-		return nil, fmt.Errorf("reading the attacher's leader Lease: %w", err)
+		return nil, err
+	}
+	lease, err := w.Cluster.Client().CoordinationV1().Leases(Namespace).Get(ctx, names.AttacherLeaseName(driver), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading the leader Lease of %s's attacher: %w", driver, err)
 	}
 	holder := ""
 	if lease.Spec.HolderIdentity != nil {
@@ -173,7 +251,7 @@ func (w *World) AttacherLeader(ctx context.Context, replicas []*cluster.Process)
 		if exited, _ := p.Exited(); exited {
 			continue
 		}
-		ids, err := w.attacherLogs.ledAs(p)
+		ids, err := v.attachers.attacherLogs.ledAs(p)
 		if err != nil {
 			return nil, err
 		}

@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"fenceline.io/fenceline/mock-driver/client"
-	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/invariant"
 )
@@ -51,22 +47,6 @@ func (w *World) PartitionHeal(ctx context.Context, node string) error {
 		return fmt.Errorf("handing %s back to KWOK: %w", node, err)
 	}
 	return w.Cluster.WaitNodeReady(ctx, node, corev1.ConditionTrue, cluster.NodeReadyTimeout)
-}
-
-// SetDriverFaults replaces every fault-injection rule of the mock driver,
-// e.g. faults.FailNext("ControllerUnpublishVolume", 2, codes.Unavailable)
-// or faults.LoseAnswers("ControllerUnpublishVolume", 1); no rules clears
-// them.
-func (w *World) SetDriverFaults(ctx context.Context, rules ...faults.Fault) error {
-	conn, err := grpc.NewClient(w.ControllerSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", w.ControllerSocket, err)
-	}
-	defer conn.Close()
-	if err := client.SetFaults(ctx, conn, rules...); err != nil {
-		return fmt.Errorf("setting the driver's faults: %w", err)
-	}
-	return nil
 }
 
 // CheckFailover reads the driver's audit log and judges one failover with

@@ -24,10 +24,20 @@ const VolumeSize = 1 << 30
 // ClaimTemplate is the volumeClaimTemplate name of StatefulSet.
 const ClaimTemplate = "data"
 
-// CreateVolume creates a volume on the mock array through the CSI
+// CreateVolume creates a volume on the (first) mock array through the CSI
 // controller service and returns its handle.
 func (w *World) CreateVolume(ctx context.Context, name string) (string, error) {
-	conn, err := grpc.NewClient(w.ControllerSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return w.CreateVolumeOn(ctx, DriverName, name)
+}
+
+// CreateVolumeOn is CreateVolume on the array of the mock driver named
+// driver.
+func (w *World) CreateVolumeOn(ctx context.Context, driver, name string) (string, error) {
+	v, err := w.driver(driver)
+	if err != nil {
+		return "", err
+	}
+	conn, err := grpc.NewClient(v.controllerSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return "", fmt.Errorf("connecting to the driver: %w", err)
 	}
@@ -43,17 +53,20 @@ func (w *World) CreateVolume(ctx context.Context, name string) (string, error) {
 	return resp.GetVolume().GetVolumeId(), nil
 }
 
-// CreateStorageClass creates the mock driver's StorageClass. Volumes are
+// CreateStorageClass creates the mock driver's StorageClass, and one for
+// the second driver's volumes in a world that runs it. Volumes are
 // pre-provisioned (see ProvisionStatefulSet), so no provisioner runs.
 func (w *World) CreateStorageClass(ctx context.Context) error {
-	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: StorageClassName},
-		Provisioner:       DriverName,
-		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
-		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),
-	}
-	if _, err := w.Cluster.Client().StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating StorageClass: %w", err)
+	for _, d := range w.DriverNames() {
+		sc := &storagev1.StorageClass{
+			ObjectMeta:        metav1.ObjectMeta{Name: w.StorageClassOf(d)},
+			Provisioner:       d,
+			VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
+			ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),
+		}
+		if _, err := w.Cluster.Client().StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating StorageClass %s: %w", sc.Name, err)
+		}
 	}
 	return nil
 }
@@ -71,10 +84,19 @@ func (w *World) ProvisionStatefulSet(ctx context.Context, namespace, name string
 // claim of StatefulSet (ReadWriteOnce) binds to such a PV, and the PV is
 // what the controller judges a volume by.
 func (w *World) ProvisionStatefulSetWithAccessModes(ctx context.Context, namespace, name string, replicas int, modes ...corev1.PersistentVolumeAccessMode) ([]string, error) {
+	return w.ProvisionStatefulSetOn(ctx, DriverName, namespace, name, replicas, modes...)
+}
+
+// ProvisionStatefulSetOn is ProvisionStatefulSetWithAccessModes with the
+// volumes on the mock driver named driver, their PVs in its StorageClass
+// (StorageClassOf): the StatefulSet's claims must ask for that class
+// (StatefulSetOf).
+func (w *World) ProvisionStatefulSetOn(ctx context.Context, driver, namespace, name string, replicas int, modes ...corev1.PersistentVolumeAccessMode) ([]string, error) {
+	class := w.StorageClassOf(driver)
 	var handles []string
 	for i := range replicas {
 		claim := fmt.Sprintf("%s-%s-%d", ClaimTemplate, name, i)
-		handle, err := w.CreateVolume(ctx, namespace+"-"+claim)
+		handle, err := w.CreateVolumeOn(ctx, driver, namespace+"-"+claim)
 		if err != nil {
 			return nil, err
 		}
@@ -84,10 +106,10 @@ func (w *World) ProvisionStatefulSetWithAccessModes(ctx context.Context, namespa
 				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(VolumeSize, resource.BinarySI)},
 				AccessModes:                   modes,
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				StorageClassName:              StorageClassName,
+				StorageClassName:              class,
 				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: namespace, Name: claim},
 				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-					Driver: DriverName, VolumeHandle: handle, FSType: "ext4",
+					Driver: driver, VolumeHandle: handle, FSType: "ext4",
 				}},
 			},
 		}
@@ -107,6 +129,12 @@ const TolerationSeconds = 2
 // claim of the mock StorageClass, spread over nodes, tolerating a lost node
 // for TolerationSeconds.
 func StatefulSet(namespace, name string, replicas int32) *appsv1.StatefulSet {
+	return StatefulSetOf(namespace, name, replicas, StorageClassName)
+}
+
+// StatefulSetOf is StatefulSet with claims of storageClass, e.g. the
+// second driver's (SecondStorageClassName).
+func StatefulSetOf(namespace, name string, replicas int32, storageClass string) *appsv1.StatefulSet {
 	labels := map[string]string{"app": name}
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
@@ -135,7 +163,7 @@ func StatefulSet(namespace, name string, replicas int32) *appsv1.StatefulSet {
 				ObjectMeta: metav1.ObjectMeta{Name: ClaimTemplate},
 				Spec: corev1.PersistentVolumeClaimSpec{
 					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: ptr.To(StorageClassName),
+					StorageClassName: ptr.To(storageClass),
 					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
 						corev1.ResourceStorage: *resource.NewQuantity(VolumeSize, resource.BinarySI),
 					}},

@@ -3,49 +3,60 @@ package world
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 
 	"fenceline.io/fenceline/test/cluster"
 )
 
-// KillAttacher ends fenceline-attacher with SIGKILL and starts it again
-// with the same flags, as its Deployment would: whatever it was doing
-// between two writes is cut there.
-func (w *World) KillAttacher(ctx context.Context) error {
-	if w.Attacher == nil {
-		return fmt.Errorf("no fenceline-attacher in this world")
-	}
-	p, err := w.respawn(w.Attacher)
+// KillAttacher ends the (first) driver's fenceline-attacher with SIGKILL
+// and starts it again with the same flags, as its Deployment would:
+// whatever it was doing between two writes is cut there.
+func (w *World) KillAttacher(ctx context.Context) error { return w.KillAttacherOf(ctx, DriverName) }
+
+// KillAttacherOf is KillAttacher for the driver named driver.
+func (w *World) KillAttacherOf(_ context.Context, driver string) error {
+	g, err := w.attachersOf(driver)
 	if err != nil {
 		return err
 	}
-	w.replaceAttacherProcess(w.Attacher, p)
+	p, err := w.respawn(g.Attacher)
+	if err != nil {
+		return err
+	}
+	g.replace(g.Attacher, p)
 	return nil
 }
 
-// StopAttacher ends fenceline-attacher with SIGKILL and leaves it down until
-// StartAttacher, as a Deployment's pod that is rescheduled, pulls its image
-// or waits for a node: the window in which others act without it. With
-// Options.AttacherReplicas every replica goes down (no standby takes over).
-func (w *World) StopAttacher() error {
-	if w.Attacher == nil {
-		return fmt.Errorf("no fenceline-attacher in this world")
+// StopAttacher ends the (first) driver's fenceline-attacher with SIGKILL
+// and leaves it down until StartAttacher, as a Deployment's pod that is
+// rescheduled, pulls its image or waits for a node: the window in which
+// others act without it. With Options.AttacherReplicas every replica goes
+// down (no standby takes over).
+func (w *World) StopAttacher() error { return w.StopAttacherOf(DriverName) }
+
+// StopAttacherOf is StopAttacher for the driver named driver.
+func (w *World) StopAttacherOf(driver string) error {
+	g, err := w.attachersOf(driver)
+	if err != nil {
+		return err
 	}
-	for _, p := range w.AttacherProcesses() {
+	for _, p := range g.processes() {
 		p.Kill()
 	}
 	return nil
 }
 
-// StartAttacher starts fenceline-attacher again, with the same flags, after
-// StopAttacher: every replica that is down.
-func (w *World) StartAttacher() error {
-	if w.Attacher == nil {
-		return fmt.Errorf("no fenceline-attacher in this world")
+// StartAttacher starts the (first) driver's fenceline-attacher again, with
+// the same flags, after StopAttacher: every replica that is down.
+func (w *World) StartAttacher() error { return w.StartAttacherOf(DriverName) }
+
+// StartAttacherOf is StartAttacher for the driver named driver.
+func (w *World) StartAttacherOf(driver string) error {
+	g, err := w.attachersOf(driver)
+	if err != nil {
+		return err
 	}
-	for _, p := range w.AttacherProcesses() {
-		if exited, _ := p.Exited(); !exited && len(w.Attachers) > 0 {
+	for _, p := range g.processes() {
+		if exited, _ := p.Exited(); !exited && len(g.Attachers) > 0 {
 			continue // a replica that runs already (its supervisor restarted it)
 		}
 		next, err := p.Respawn()
@@ -53,30 +64,22 @@ func (w *World) StartAttacher() error {
 			return err
 		}
 		w.Cluster.Track(next)
-		w.replaceAttacherProcess(p, next)
+		g.replace(p, next)
 	}
 	return nil
 }
 
-// KillDriver ends the mock driver with SIGKILL, as a crash of the array's
-// plugin does, and starts it again on the same sockets and state
-// directory; it returns once every endpoint answers again. Calls in flight
-// fail; what the array persisted stays.
-func (w *World) KillDriver(ctx context.Context) error {
-	if w.Driver == nil {
-		return fmt.Errorf("no mock driver in this world")
-	}
-	p, err := w.respawn(w.Driver)
+// attachersOf returns driver's attacher group, an error when the world
+// runs no such driver or no attacher for it.
+func (w *World) attachersOf(driver string) (*attacherGroup, error) {
+	v, err := w.driver(driver)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	w.Driver = p
-	for _, ep := range append([]string{w.ControllerSocket}, slices.Collect(maps.Values(w.NodeSockets))...) {
-		if err := WaitDriverReady(ctx, p, ep); err != nil {
-			return err
-		}
+	if v.attachers.Attacher == nil {
+		return nil, fmt.Errorf("no fenceline-attacher of %s in this world", driver)
 	}
-	return nil
+	return v.attachers, nil
 }
 
 // respawn kills p and starts the same command again, tracked by the

@@ -8,11 +8,9 @@ package world
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -65,6 +63,15 @@ type Options struct {
 	Nodes []string
 	// Driver configures the mock driver.
 	Driver DriverOptions
+	// SecondDriver, when set, runs a second mock driver, SecondDriverName,
+	// beside the first, configured by it: a cluster with two storage
+	// backends, each CSI driver with its own process, sockets, audit log,
+	// CSIDriver object, StorageClass (SecondStorageClassName) and
+	// fenceline-attacher (as many replicas as AttacherReplicas; in
+	// Kubernetes every CSI driver has its own attacher sidecar). Every
+	// node registers both drivers and its kubelet stand-in mounts the
+	// volumes of either. Nil runs the one driver, as always.
+	SecondDriver *DriverOptions
 	// NoAttacher leaves fenceline-attacher out (nothing attaches volumes).
 	NoAttacher bool
 	// AttacherArgs are extra flags for fenceline-attacher.
@@ -147,14 +154,16 @@ type World struct {
 	// StateDir is the mock driver's state directory.
 	StateDir string
 
-	// Driver, Attacher and Controller are the product's processes (nil
-	// when not started). With Options.ControllerReplicas, Controller is
-	// the first replica and Controllers holds them all.
-	Driver, Attacher, Controller *cluster.Process
-	Controllers                  []*cluster.Process
-	// Attachers are the current fenceline-attacher replicas with
-	// Options.AttacherReplicas (Attacher is one of them), else empty.
-	Attachers []*cluster.Process
+	// Driver and Controller are the product's processes (nil when not
+	// started). With Options.ControllerReplicas, Controller is the first
+	// replica and Controllers holds them all.
+	Driver, Controller *cluster.Process
+	Controllers        []*cluster.Process
+	// attacherGroup is the first driver's fenceline-attacher: Attacher,
+	// and Attachers with Options.AttacherReplicas.
+	attacherGroup
+	// Second is the second mock driver with Options.SecondDriver, else nil.
+	Second *MockDriver
 	// FenceAgent is fenceline-fence-agent with Options.Fencing, else nil.
 	FenceAgent *cluster.Process
 
@@ -167,14 +176,6 @@ type World struct {
 	// installed: an Installer put the RBAC in; none is applied from
 	// deploy/.
 	installed bool
-	// attacherBinary and attacherArgs are what every attacher replica
-	// runs; attacherStarts counts the replicas started (log names).
-	attacherBinary string
-	attacherArgs   []string
-	attacherStarts int
-	// attacherLogs is what the attacher replicas' logs said about their
-	// leadership (AttacherLeader).
-	attacherLogs leaderLogs
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -225,14 +226,11 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 	}
 	w.standinLog = standinLog
 	standinCtx := klog.NewContext(ctx, textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(standinLog), textlogger.Verbosity(4))))
-	if err := w.startDriver(ctx, opts.Driver); err != nil {
-		return w, err
-	}
-	if err := w.createCSIDriver(ctx, opts.Driver); err != nil {
+	if err := w.startDrivers(ctx, opts); err != nil {
 		return w, err
 	}
 	for _, n := range w.Nodes {
-		if err := c.AddNode(ctx, n, DriverName); err != nil {
+		if err := c.AddNode(ctx, n, w.DriverNames()...); err != nil {
 			return w, err
 		}
 		k, err := kubelet.Start(standinCtx, kubelet.Config{
@@ -240,6 +238,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 			Client:        c.Client(),
 			Driver:        DriverName,
 			Endpoint:      w.NodeSockets[n],
+			OtherDrivers:  w.otherKubeletDrivers(n),
 			DataDir:       filepath.Join(c.Dir(), "kubelet", n),
 			WriteInterval: opts.WriteInterval,
 			ZombieWrites:  opts.ZombieWrites,
@@ -266,17 +265,20 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		if opts.AttacherPath != "" {
 			binary = opts.AttacherPath
 		}
-		if err := w.startAttachers(ctx, binary, opts.AttacherReplicas, append([]string{
-			"--csi-address=" + w.ControllerSocket,
-			// As in a Pod: the heartbeat Lease goes to the attacher's own
-			// namespace, where its RBAC allows Leases.
-			"--leader-election-namespace=" + Namespace,
-			"--timeout=10s",
-			"--retry-interval-start=500ms",
-			"--retry-interval-max=5s",
-			"--v=4",
-		}, opts.AttacherArgs...)); err != nil {
-			return w, err
+		for _, d := range w.DriverNames() {
+			v, _ := w.driver(d)
+			if err := w.startAttachers(ctx, v.attachers, binary, opts.AttacherReplicas, append([]string{
+				"--csi-address=" + v.controllerSocket,
+				// As in a Pod: the heartbeat Lease goes to the attacher's
+				// own namespace, where its RBAC allows Leases.
+				"--leader-election-namespace=" + Namespace,
+				"--timeout=10s",
+				"--retry-interval-start=500ms",
+				"--retry-interval-max=5s",
+				"--v=4",
+			}, opts.AttacherArgs...)); err != nil {
+				return w, err
+			}
 		}
 	}
 	if opts.Fencing {
@@ -336,43 +338,6 @@ func (o DriverOptions) unpublishMode() array.UnpublishMode {
 	return array.UnpublishRealArray
 }
 
-func (w *World) startDriver(ctx context.Context, o DriverOptions) error {
-	bin, err := cluster.Binary("mock-driver")
-	if err != nil {
-		return err
-	}
-	sock := filepath.Join(w.Cluster.Dir(), "sock")
-	if err := os.MkdirAll(sock, 0o755); err != nil {
-		return fmt.Errorf("creating socket directory: %w", err)
-	}
-	w.ControllerSocket = "unix://" + filepath.Join(sock, "controller.sock")
-	args := []string{
-		"--endpoint=" + w.ControllerSocket,
-		"--state-dir=" + w.StateDir,
-		"--name=" + DriverName,
-		"--fence=" + strconv.FormatBool(!o.NoFence),
-		"--force-unpublish=" + strconv.FormatBool(!o.NoForceUnpublish),
-		"--unpublish-mode=" + string(o.unpublishMode()),
-		"--no-attach=" + strconv.FormatBool(o.NoAttach),
-	}
-	for _, n := range w.Nodes {
-		w.NodeSockets[n] = "unix://" + filepath.Join(sock, n+".sock")
-		args = append(args, "--node-endpoint="+n+"="+w.NodeSockets[n])
-	}
-	p, err := cluster.StartProcess("mock-driver", w.Cluster.LogDir(), bin, append(args, o.Args...)...)
-	if err != nil {
-		return err
-	}
-	w.Cluster.Track(p)
-	w.Driver = p
-	for _, ep := range append([]string{w.ControllerSocket}, slices.Collect(maps.Values(w.NodeSockets))...) {
-		if err := WaitDriverReady(ctx, p, ep); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // WaitDriverReady waits until the CSI Identity service at ep, served by the
 // driver process p, answers Probe ready; it fails at once if p exits.
 func WaitDriverReady(ctx context.Context, p *cluster.Process, ep string) error {
@@ -394,17 +359,17 @@ func WaitDriverReady(ctx context.Context, p *cluster.Process, ep string) error {
 	})
 }
 
-func (w *World) createCSIDriver(ctx context.Context, o DriverOptions) error {
+func (w *World) createCSIDriver(ctx context.Context, name string, o DriverOptions) error {
 	attach := !o.NoAttach
 	d := &storagev1.CSIDriver{
-		ObjectMeta: metav1.ObjectMeta{Name: DriverName},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       storagev1.CSIDriverSpec{AttachRequired: &attach},
 	}
 	if o.SafeDetach {
 		d.Annotations = map[string]string{names.SafeDetachAnnotation: "true"}
 	}
 	if _, err := w.Cluster.Client().StorageV1().CSIDrivers().Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating CSIDriver %s: %w", DriverName, err)
+		return fmt.Errorf("creating CSIDriver %s: %w", name, err)
 	}
 	return nil
 }
@@ -469,17 +434,12 @@ func (w *World) PowerOn(ctx context.Context, node string) error {
 	return nil
 }
 
-// AuditPath returns the mock driver's audit log.
+// AuditPath returns the (first) mock driver's audit log.
 func (w *World) AuditPath() string { return filepath.Join(w.StateDir, "audit.jsonl") }
 
-// Audit reads the mock driver's audit log.
-func (w *World) Audit() ([]audit.Record, error) {
-	recs, err := audit.ReadFile(w.AuditPath())
-	if err != nil {
-		return nil, fmt.Errorf("reading the driver's audit log: %w", err)
-	}
-	return recs, nil
-}
+// Audit reads the (first) mock driver's audit log; Audits reads every
+// driver's.
+func (w *World) Audit() ([]audit.Record, error) { return w.AuditOf(DriverName) }
 
 // Stop stops the kubelet stand-ins; the processes stop with the cluster
 // (they are tracked by it), newest first.
@@ -487,7 +447,11 @@ func (w *World) Stop() {
 	for _, k := range w.Kubelets {
 		k.Stop()
 	}
-	for _, p := range slices.Concat(w.Controllers, w.AttacherProcesses(), []*cluster.Process{w.Driver}) {
+	procs := slices.Concat(w.Controllers, w.AttacherProcesses(), []*cluster.Process{w.Driver})
+	if w.Second != nil {
+		procs = append(procs, w.Second.Process)
+	}
+	for _, p := range procs {
 		if p != nil {
 			p.Stop(5 * time.Second)
 		}
