@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // SyncFunc handles one key. requeueAfter > 0 looks at the key again after
@@ -39,6 +40,9 @@ type Config struct {
 	// BaseDelay and MaxDelay bound the per-key exponential backoff after
 	// errors; zero values take sample-controller's (5 ms and 1000 s).
 	BaseDelay, MaxDelay time.Duration
+	// Clock times the delays (requeue-after, backoff); nil is the real
+	// clock. Tests step a fake one.
+	Clock clock.WithTicker
 }
 
 // Loop is a rate-limited queue of keys with its workers.
@@ -60,7 +64,7 @@ func New[K comparable](cfg Config, sync SyncFunc[K]) *Loop[K] {
 	}
 	return &Loop[K]{
 		cfg:   cfg,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[K]{Name: cfg.Name}),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[K]{Name: cfg.Name, Clock: cfg.Clock}),
 		sync:  sync,
 	}
 }

@@ -25,10 +25,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"fenceline.io/fenceline/pkg/component/keyloop"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/renewals"
 	"fenceline.io/fenceline/pkg/names"
@@ -51,7 +51,7 @@ type Tracker struct {
 	leases  cache.SharedIndexInformer
 	drivers storagelisters.CSIDriverLister
 	clock   clock.Clock
-	queue   workqueue.TypedDelayingInterface[string]
+	queue   *keyloop.Loop[string]
 	// renewals is when each heartbeat Lease was seen renewed, on the
 	// controller's clock: the attacher's renewTime is never compared with
 	// it (cutoff.Heartbeat).
@@ -78,10 +78,11 @@ func newTracker(client kubernetes.Interface, csiDrivers storageinformers.CSIDriv
 		leases:   factory.Coordination().V1().Leases().Informer(),
 		drivers:  csiDrivers.Lister(),
 		clock:    clk,
-		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "attacher-evidence", Clock: clk}),
 		renewals: renewals.NewTracker(clk.Now),
 		verdicts: map[string]bool{},
 	}
+	// One worker: the handlers hear a driver's verdicts in order.
+	t.queue = keyloop.New(keyloop.Config{Name: "attacher-evidence", KeyName: "driver", Clock: clk}, t.sync)
 	if err := t.leases.AddIndexers(cache.Indexers{driverIndex: leaseDriver}); err != nil {
 		return nil, fmt.Errorf("adding heartbeat Lease index: %w", err)
 	}
@@ -119,13 +120,8 @@ func (t *Tracker) AddHandler(f func(driver string)) {
 func (t *Tracker) Start(ctx context.Context) {
 	t.factory.Start(ctx.Done())
 	go func() {
-		<-ctx.Done()
-		t.queue.ShutDown()
+		t.queue.Run(ctx, 1)
 		t.factory.Shutdown()
-	}()
-	go func() {
-		for t.next(ctx) {
-		}
 	}()
 }
 
@@ -208,18 +204,14 @@ func (t *Tracker) cachedLeases(driver string) []*coordinationv1.Lease {
 	return out
 }
 
-// next re-evaluates one driver, tells the handlers if its verdict changed,
+// sync re-evaluates one driver, tells the handlers if its verdict changed,
 // and schedules the next look for when its evidence expires.
-func (t *Tracker) next(ctx context.Context) bool {
-	driver, shutdown := t.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer t.queue.Done(driver)
+func (t *Tracker) sync(ctx context.Context, driver string) (time.Duration, error) {
 	now := t.clock.Now()
 	ev := t.evidence(driver, now)
+	var after time.Duration
 	if ev.Serving {
-		t.queue.AddAfter(driver, ev.Until.Sub(now)+recheckSlack)
+		after = max(ev.Until.Sub(now), 0) + recheckSlack
 	}
 	t.mu.Lock()
 	prev, seen := t.verdicts[driver]
@@ -227,13 +219,13 @@ func (t *Tracker) next(ctx context.Context) bool {
 	handlers := t.handlers
 	t.mu.Unlock()
 	if seen && prev == ev.Serving {
-		return true
+		return after, nil
 	}
 	klog.FromContext(ctx).V(2).Info("Attacher evidence changed", "driver", driver, "serving", ev.Serving, "missing", ev.Missing)
 	for _, h := range handlers {
 		h(driver)
 	}
-	return true
+	return after, nil
 }
 
 func (t *Tracker) enqueueLease(obj any) {
