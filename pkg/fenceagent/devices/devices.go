@@ -1,12 +1,13 @@
 // Package devices builds the power.Device of one FenceTarget endpoint from
-// its FenceClass and its credentials Secret. Each method has one
-// constructor in the Constructors table; adding a method is adding its
-// entry. Building a device never contacts it.
+// its FenceClass and its credentials Secret. Each method is one entry of
+// Methods (its settings, credentials, constructor and error reasons);
+// adding a method is adding its entry and its API constant. Building a
+// device never contacts it.
 //
-// The credentials Secret holds the keys "username" and "password" (both
-// required, non-empty) and, for Redfish, an optional "ca.crt": PEM
-// certificates the BMC's certificate must chain to. No error of this
-// package carries a credential.
+// The credentials Secret holds what the method's CredentialKind names:
+// "username" and "password", or "token" (required, non-empty) and, for
+// Redfish, an optional "ca.crt": PEM certificates the BMC's certificate
+// must chain to. No error of this package carries a credential.
 package devices
 
 import (
@@ -24,6 +25,8 @@ import (
 const (
 	UsernameKey = "username"
 	PasswordKey = "password"
+	// TokenKey holds a bearer token, for a method of kind Token.
+	TokenKey = "token"
 	// CAKey holds PEM CA certificates for a Redfish BMC's TLS certificate.
 	CAKey = "ca.crt"
 )
@@ -38,9 +41,11 @@ var (
 	ErrCredentials = errors.New("fence credentials missing")
 )
 
-// Credentials are what a Secret gives a device.
+// Credentials are what a Secret gives a device: the fields of its method's
+// CredentialKind are set.
 type Credentials struct {
 	Username, Password string
+	Token              string
 	// CA is the optional PEM bundle of the "ca.crt" key.
 	CA []byte
 }
@@ -64,14 +69,6 @@ type Input struct {
 // Constructor builds the device of one method. Its errors must not carry
 // the credentials.
 type Constructor func(Input) (power.Device, error)
-
-// Constructors maps each supported method to its constructor. A method
-// without an entry is an ErrInvalidConfiguration.
-var Constructors = map[fencingv1alpha1.FenceMethod]Constructor{
-	fencingv1alpha1.FenceMethodRedfish: newRedfish,
-	fencingv1alpha1.FenceMethodIPMI:    newIPMI,
-	fencingv1alpha1.FenceMethodExec:    newExec,
-}
 
 // DefaultActionTimeout is the per-call bound when the class sets none (the
 // CRD's default).
@@ -102,7 +99,7 @@ func Build(class *fencingv1alpha1.FenceClass, ep fencingv1alpha1.FenceEndpoint, 
 	if err := checkSettings(class); err != nil {
 		return nil, err
 	}
-	newDevice, ok := Constructors[class.Spec.Method]
+	method, ok := MethodOf(class.Spec.Method)
 	if !ok {
 		return nil, fmt.Errorf("%w: FenceClass %q: method %q is not supported by this fence agent", ErrInvalidConfiguration, class.Name, class.Spec.Method)
 	}
@@ -110,11 +107,11 @@ func Build(class *fencingv1alpha1.FenceClass, ep fencingv1alpha1.FenceEndpoint, 
 	if err != nil {
 		return nil, err
 	}
-	creds, err := credentials(ref, secret)
+	creds, err := credentials(method.Credentials, ref, secret)
 	if err != nil {
 		return nil, err
 	}
-	d, err := newDevice(Input{Class: class, Endpoint: ep, Credentials: creds, Timeout: PowerOptions(class).ActionTimeout})
+	d, err := method.New(Input{Class: class, Endpoint: ep, Credentials: creds, Timeout: PowerOptions(class).ActionTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("%w: FenceClass %q, address %q: %w", ErrInvalidConfiguration, class.Name, ep.Address, err)
 	}
@@ -125,30 +122,19 @@ func Build(class *fencingv1alpha1.FenceClass, ep fencingv1alpha1.FenceEndpoint, 
 // CRD's CEL rules do too; a class written before them, or a fake client,
 // does not go through them).
 func checkSettings(c *fencingv1alpha1.FenceClass) error {
-	s, m := c.Spec, c.Spec.Method
-	switch {
-	case s.Redfish != nil && m != fencingv1alpha1.FenceMethodRedfish,
-		s.IPMI != nil && m != fencingv1alpha1.FenceMethodIPMI,
-		s.Exec != nil && m != fencingv1alpha1.FenceMethodExec:
-		return fmt.Errorf("%w: FenceClass %q: settings of another method than %q", ErrInvalidConfiguration, c.Name, m)
+	for _, m := range Methods {
+		if m.Name != c.Spec.Method && m.HasSettings(&c.Spec) {
+			return fmt.Errorf("%w: FenceClass %q: settings of another method (%s) than its method %q", ErrInvalidConfiguration, c.Name, m.Name, c.Spec.Method)
+		}
 	}
 	return nil
 }
 
-// credentials reads the keys of secret, the Secret ref names.
-func credentials(ref *fencingv1alpha1.SecretReference, secret *corev1.Secret) (Credentials, error) {
+// credentials reads the keys of kind from secret, the Secret ref names.
+func credentials(kind CredentialKind, ref *fencingv1alpha1.SecretReference, secret *corev1.Secret) (Credentials, error) {
 	where := ref.Namespace + "/" + ref.Name
 	if secret == nil {
 		return Credentials{}, fmt.Errorf("%w: Secret %s not found", ErrCredentials, where)
-	}
-	var missing []string
-	for _, k := range []string{UsernameKey, PasswordKey} {
-		if len(secret.Data[k]) == 0 && secret.StringData[k] == "" {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return Credentials{}, fmt.Errorf("%w: Secret %s has no (or an empty) %q", ErrCredentials, where, missing)
 	}
 	get := func(k string) string {
 		if v, ok := secret.Data[k]; ok {
@@ -156,5 +142,21 @@ func credentials(ref *fencingv1alpha1.SecretReference, secret *corev1.Secret) (C
 		}
 		return secret.StringData[k]
 	}
-	return Credentials{Username: get(UsernameKey), Password: get(PasswordKey), CA: secret.Data[CAKey]}, nil
+	var missing []string
+	for _, k := range kind.required() {
+		if get(k) == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return Credentials{}, fmt.Errorf("%w: Secret %s has no (or an empty) %q", ErrCredentials, where, missing)
+	}
+	c := Credentials{CA: secret.Data[CAKey]}
+	switch kind {
+	case Token:
+		c.Token = get(TokenKey)
+	default:
+		c.Username, c.Password = get(UsernameKey), get(PasswordKey)
+	}
+	return c, nil
 }

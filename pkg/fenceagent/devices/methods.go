@@ -127,13 +127,13 @@ func Reason(err error) string {
 		return ReasonCredentialsMissing
 	case errors.Is(err, ErrInvalidConfiguration):
 		return ReasonInvalidConfiguration
-	case errors.Is(err, redfish.ErrAuth), errors.Is(err, ipmi.ErrAuth):
-		return ReasonCredentialsRejected
-	case errors.Is(err, redfish.ErrTLS):
-		return ReasonTLSNotTrusted
-	case errors.Is(err, redfish.ErrSystemNotFound), errors.Is(err, redfish.ErrAmbiguousSystem):
-		return ReasonSystemNotFound
-	case errors.Is(err, redfish.ErrUnreachable), errors.Is(err, context.DeadlineExceeded):
+	}
+	for _, m := range Methods {
+		if r := m.Reason(err); r != "" {
+			return r
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
 		return ReasonUnreachable
 	}
 	var ne net.Error

@@ -16,19 +16,25 @@ type scrubbedError struct {
 func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.err }
 
-// Scrub masks the Secret's password in err's text: the methods already
-// keep credentials out of their errors, this is the second guard before
-// status, Events and logs.
+// Scrub masks the Secret's password and token in err's text: the methods
+// already keep credentials out of their errors, this is the second guard
+// before status, Events and logs.
 func Scrub(err error, secret *corev1.Secret) error {
 	if err == nil || secret == nil {
 		return err
 	}
-	pw := string(secret.Data[PasswordKey])
-	if pw == "" {
-		pw = secret.StringData[PasswordKey]
+	msg := err.Error()
+	for _, k := range []string{PasswordKey, TokenKey} {
+		v := string(secret.Data[k])
+		if v == "" {
+			v = secret.StringData[k]
+		}
+		if len(v) >= 3 {
+			msg = strings.ReplaceAll(msg, v, "***")
+		}
 	}
-	if len(pw) < 3 || !strings.Contains(err.Error(), pw) {
+	if msg == err.Error() {
 		return err
 	}
-	return &scrubbedError{err: err, msg: strings.ReplaceAll(err.Error(), pw, "***")}
+	return &scrubbedError{err: err, msg: msg}
 }
