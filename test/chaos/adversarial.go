@@ -41,8 +41,12 @@ func (e *episode) startSkews(on []string) error {
 			e.skewed[whom] = s.By
 			skew, err = e.w.SkewNodeLease(e.ctx, whom, s.By)
 		case SkewAttacher:
+			d := e.skewedAttacher()
 			whom = "fenceline-attacher's heartbeat"
-			skew, err = e.w.SkewAttacherHeartbeat(e.ctx, s.By)
+			if e.p.TwoDrivers {
+				whom = "the heartbeat of " + d + "'s fenceline-attacher"
+			}
+			skew, err = e.w.SkewAttacherHeartbeatOf(e.ctx, d, s.By)
 		default:
 			err = fmt.Errorf("unknown skew target %q", s.Of)
 		}
@@ -54,6 +58,18 @@ func (e *episode) startSkews(on []string) error {
 		e.timeline.Add(time.Now(), "clock of %s runs %+ds off: every renewTime it writes", whom, int(s.By.Seconds()))
 	}
 	return nil
+}
+
+// skewedAttacher is the driver whose attacher an attacher skew hits: the
+// safe-detach one (its heartbeat is quarantine's evidence), else the
+// first.
+func (e *episode) skewedAttacher() string {
+	for _, d := range e.p.Drivers() {
+		if e.p.SafeDetachDriver(d) {
+			return d
+		}
+	}
+	return world.DriverName
 }
 
 // healthyNode is the node a healthy-node skew hits: the first node of the

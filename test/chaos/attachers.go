@@ -48,19 +48,19 @@ func (h AttacherHandovers) judged() string {
 	return fmt.Sprintf(", attacher Lease taken over after %s (%d not within %s)", strings.Join(took, ", "), h.Missed, attacherTakeoverBound)
 }
 
-// attacherFailover kills the replica that leads and starts it again at
-// once (a new process, a new identity), as a Deployment replaces a killed
-// pod; then, in the background, it times the hand-over to whichever
-// replica takes the Lease next.
-func (e *episode) attacherFailover() error {
+// attacherFailover kills the replica of driver's attacher that leads and
+// starts it again at once (a new process, a new identity), as a
+// Deployment replaces a killed pod; then, in the background, it times the
+// hand-over to whichever replica takes the Lease next.
+func (e *episode) attacherFailover(driver string) error {
 	deadline := time.Now().Add(attacherLeaderSearch)
 	for {
-		leader, err := e.leadingAttacher(time.Until(deadline))
+		leader, err := e.leadingAttacher(driver, time.Until(deadline))
 		if err != nil {
 			return err
 		}
 		e.procMu.Lock()
-		current := slices.Contains(e.w.AttacherProcesses(), leader)
+		current := slices.Contains(e.w.AttacherProcessesOf(driver), leader)
 		if exited, _ := leader.Exited(); !current || exited {
 			// It exited on its own (or was replaced) since it was seen
 			// leading: look for the leader again.
@@ -75,15 +75,16 @@ func (e *episode) attacherFailover() error {
 			return err
 		}
 		e.timeline.Add(killed, "killed the leading %s (SIGKILL, Lease not released); its replacement starts as a standby", leader.Name)
-		e.bg.Go(func() { e.timeTakeover(killed, next) })
+		e.bg.Go(func() { e.timeTakeover(driver, killed, next) })
 		return nil
 	}
 }
 
-// timeTakeover waits for a running replica to hold the attacher's Lease
-// after the leader was killed at killed, and records how long it took.
-func (e *episode) timeTakeover(killed time.Time, replacement *cluster.Process) {
-	leader, err := e.leadingAttacher(attacherTakeoverBound)
+// timeTakeover waits for a running replica to hold the Lease of driver's
+// attacher after the leader was killed at killed, and records how long it
+// took.
+func (e *episode) timeTakeover(driver string, killed time.Time, replacement *cluster.Process) {
+	leader, err := e.leadingAttacher(driver, attacherTakeoverBound)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
@@ -100,14 +101,15 @@ func (e *episode) timeTakeover(killed time.Time, replacement *cluster.Process) {
 	e.timeline.Add(time.Now(), "%s, %s, took the attacher's Lease over %.1fs after the kill", leader.Name, who, d.Seconds())
 }
 
-// leadingAttacher waits up to timeout for a running fenceline-attacher
-// replica that holds the leader Lease. It reads the replicas under procMu
-// but waits without it, so that supervise restarts replicas meanwhile.
-func (e *episode) leadingAttacher(timeout time.Duration) (*cluster.Process, error) {
+// leadingAttacher waits up to timeout for a running replica of driver's
+// fenceline-attacher that holds its leader Lease. It reads the replicas
+// under procMu but waits without it, so that supervise restarts replicas
+// meanwhile.
+func (e *episode) leadingAttacher(driver string, timeout time.Duration) (*cluster.Process, error) {
 	var leader *cluster.Process
 	var last error
-	err := world.WaitFor(e.ctx, timeout, "a leading fenceline-attacher replica", func(ctx context.Context) (bool, error) {
-		leader, last = e.w.AttacherLeader(ctx, e.attacherProcesses())
+	err := world.WaitFor(e.ctx, timeout, "a leading fenceline-attacher replica of "+driver, func(ctx context.Context) (bool, error) {
+		leader, last = e.w.AttacherLeaderOf(ctx, driver, e.attacherProcesses(driver))
 		return leader != nil, nil
 	})
 	if err != nil && last != nil {
@@ -116,25 +118,25 @@ func (e *episode) leadingAttacher(timeout time.Duration) (*cluster.Process, erro
 	return leader, err
 }
 
-// attacherProcesses returns the current attacher processes, read under
-// procMu.
-func (e *episode) attacherProcesses() []*cluster.Process {
+// attacherProcesses returns the current processes of driver's attacher,
+// read under procMu.
+func (e *episode) attacherProcesses(driver string) []*cluster.Process {
 	e.procMu.Lock()
 	defer e.procMu.Unlock()
-	return e.w.AttacherProcesses()
+	return e.w.AttacherProcessesOf(driver)
 }
 
-// leaderNow returns the attacher replica that leads now, nil when none
-// does. An error reading the Lease (a restarting API server) keeps the
-// leader seen last if it still runs, so that a poll does not take a
-// moment without an answer for a hand-over.
-func (e *episode) leaderNow() *cluster.Process {
-	procs := e.attacherProcesses()
-	leader, err := e.w.AttacherLeader(e.ctx, procs)
+// leaderNow returns the replica of driver's attacher that leads now, nil
+// when none does. An error reading the Lease (a restarting API server)
+// keeps the leader seen last if it still runs, so that a poll does not
+// take a moment without an answer for a hand-over.
+func (e *episode) leaderNow(driver string) *cluster.Process {
+	procs := e.attacherProcesses(driver)
+	leader, err := e.w.AttacherLeaderOf(e.ctx, driver, procs)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
-		leader = e.lastLeader
+		leader = e.lastLeader[driver]
 		if leader == nil || !slices.Contains(procs, leader) {
 			return nil
 		}
@@ -142,14 +144,15 @@ func (e *episode) leaderNow() *cluster.Process {
 			return nil
 		}
 	}
-	e.lastLeader = leader
+	e.lastLeader[driver] = leader
 	return leader
 }
 
-// retireAttachers marks every attacher process killed on purpose, so that
-// supervise leaves its restart to the fault. Callers hold procMu.
-func (e *episode) retireAttachers() {
-	for _, p := range e.w.AttacherProcesses() {
+// retireAttachers marks every process of driver's attacher killed on
+// purpose, so that supervise leaves its restart to the fault. Callers
+// hold procMu.
+func (e *episode) retireAttachers(driver string) {
+	for _, p := range e.w.AttacherProcessesOf(driver) {
 		e.retired[p] = true
 	}
 }

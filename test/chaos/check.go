@@ -14,12 +14,19 @@ import (
 	"fenceline.io/fenceline/test/world"
 )
 
+// Volume names a volume: handles are a driver's own, so two drivers may
+// use the same one.
+type Volume struct{ Driver, Handle string }
+
 // Facts is everything an episode recorded, for Check.
 type Facts struct {
-	// Audit is the mock driver's audit log.
-	Audit []audit.Record
-	// SingleWriter holds the handles of the ReadWriteOnce volumes.
-	SingleWriter map[string]bool
+	// Audit holds every mock driver's audit log, by driver name.
+	Audit map[string][]audit.Record
+	// SingleWriter holds the ReadWriteOnce volumes.
+	SingleWriter map[Volume]bool
+	// NotSafeDetach holds the pods (namespace/name) whose volume is of a
+	// driver not annotated safe-detach: quarantine must leave them alone.
+	NotSafeDetach map[string]bool
 	// Nodes and Deletions are the API history (History.Snapshot).
 	Nodes     []NodeState
 	Deletions []PodDeletion
@@ -54,8 +61,9 @@ type Facts struct {
 // refused writes, fenced unpublishes, node states, pod deletions and
 // power changes the checker read.
 func (f Facts) Judged() string {
-	var accepted, refused, fenced, power int
-	for _, r := range f.Audit {
+	var accepted, refused, fenced, power, records int
+	for _, r := range slices.Concat(slices.Collect(maps.Values(f.Audit))...) {
+		records++
 		switch {
 		case r.Method == "Write" && r.Code == "OK":
 			accepted++
@@ -68,8 +76,12 @@ func (f Facts) Judged() string {
 	for _, l := range f.Power {
 		power += len(l)
 	}
-	return fmt.Sprintf("%d audit records (%d writes accepted, %d refused, %d fenced unpublishes), %d node states, %d pod deletions, %d power changes, %d fencing request states",
-		len(f.Audit), accepted, refused, fenced, len(f.Nodes), len(f.Deletions), power, len(f.Requests))
+	logs := ""
+	if len(f.Audit) > 1 {
+		logs = fmt.Sprintf(" of %d drivers", len(f.Audit))
+	}
+	return fmt.Sprintf("%d audit records%s (%d writes accepted, %d refused, %d fenced unpublishes), %d node states, %d pod deletions, %d power changes, %d fencing request states",
+		records, logs, accepted, refused, fenced, len(f.Nodes), len(f.Deletions), power, len(f.Requests))
 }
 
 // Finding is one broken invariant.
@@ -111,15 +123,23 @@ const (
 	// deletion by name and retries it, and so can delete a replacement of
 	// the same name (a real kubelet deletes with a UID precondition).
 	RuleUnmarkedDeletion = "healthy-node-pod-deleted-by-name-not-by-fenceline"
+	// RuleNotSafeDetachQuarantined: a pod whose volume is of a driver
+	// without the safe-detach annotation left a node that was not Ready
+	// and carried quarantine as its only trigger. Quarantine must refuse
+	// such a pod: only a safe-detach driver promises the fence that makes
+	// its release safe.
+	RuleNotSafeDetachQuarantined = "not-safe-detach-pod-deleted-under-quarantine"
 )
 
 // Check judges an episode's facts against the safety invariants:
 //
 //  1. never two writers, unpublish before publish, fenced where the node
-//     may still write (the driver's audit log, every RWO volume);
+//     may still write (each driver's audit log, every RWO volume);
 //  2. a pod disappears from a node that is not Ready only when the node
 //     carries a trigger: out of service, FencingComplete, quarantine or
 //     force-eviction (nothing else may delete it: no kubelet confirms);
+//     quarantine alone is no trigger for a pod of a driver that is not
+//     safe-detach;
 //  3. with node fencing, FencingComplete turns True and the out-of-service
 //     taint appears only while the node's BMC last cut its power (a
 //     verified Off, not a promise);
@@ -132,8 +152,14 @@ const (
 // It is a pure function, table-tested with violating histories.
 func Check(f Facts) []Finding {
 	var out []Finding
-	for _, v := range invariant.CheckHistory(f.Audit, func(vol string) bool { return f.SingleWriter[vol] }) {
-		out = append(out, Finding{Rule: string(v.Rule), Detail: v.String()})
+	for _, d := range slices.Sorted(maps.Keys(f.Audit)) {
+		for _, v := range invariant.CheckHistory(f.Audit[d], func(vol string) bool { return f.SingleWriter[Volume{d, vol}] }) {
+			detail := v.String()
+			if len(f.Audit) > 1 {
+				detail = "driver " + d + ": " + detail
+			}
+			out = append(out, Finding{Rule: string(v.Rule), Detail: detail})
+		}
 	}
 	byNode := map[string][]NodeState{}
 	for _, s := range f.Nodes {
@@ -201,6 +227,9 @@ func checkDeletions(f Facts, byNode map[string][]NodeState) []Finding {
 		}
 		if s.Ready != corev1.ConditionTrue && !s.Triggered() {
 			out = append(out, Finding{Rule: RuleForceDeleteWithoutTrigger, Detail: fmt.Sprintf("pod %s deleted from %s (rv %d, seen %s) while the node was Ready=%q with no out-of-service, FencingComplete, quarantine or force-eviction (node rv %d)", pod, d.Node, d.RV, clock(d.Seen), s.Ready, s.RV)})
+		}
+		if s.Ready != corev1.ConditionTrue && f.NotSafeDetach[pod] && s.Quarantined && s.OutOfService == nil && !s.FencingComplete && !s.ForceEvicted {
+			out = append(out, Finding{Rule: RuleNotSafeDetachQuarantined, Detail: fmt.Sprintf("pod %s, whose volume's driver is not safe-detach, deleted from %s (rv %d, seen %s) while the node was Ready=%q with quarantine its only trigger (node rv %d)", pod, d.Node, d.RV, clock(d.Seen), s.Ready, s.RV)})
 		}
 	}
 	return out

@@ -19,12 +19,32 @@ var t0 = time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 type facts struct {
 	Facts
 	rv uint64
+	// driver is the driver whose audit log write and call append to
+	// (world.DriverName until on says otherwise).
+	driver string
 }
 
 func newFacts() *facts {
-	f := &facts{Facts: Facts{SingleWriter: map[string]bool{"vol": true}, Failed: map[string]bool{"a": true},
+	f := &facts{Facts: Facts{Audit: map[string][]audit.Record{}, SingleWriter: map[Volume]bool{{world.DriverName, "vol"}: true},
+		NotSafeDetach: map[string]bool{}, Failed: map[string]bool{"a": true},
 		Power: map[string][]world.PowerChange{}, OperatorTaintRemovals: map[string][]uint64{}}}
+	f.driver = world.DriverName
 	return f.node("a", corev1.ConditionTrue).node("b", corev1.ConditionTrue)
+}
+
+// on makes the next calls and writes driver's, and its volume "vol" (a
+// handle the first driver uses too) a single-writer one.
+func (f *facts) on(driver string) *facts {
+	f.driver = driver
+	f.SingleWriter[Volume{driver, "vol"}] = true
+	return f
+}
+
+// notSafeDetach makes the pod db0-0's volume one of a driver that is not
+// safe-detach.
+func (f *facts) notSafeDetach() *facts {
+	f.NotSafeDetach["chaos/db0-0"] = true
+	return f
 }
 
 func (f *facts) next() (uint64, time.Time) {
@@ -77,13 +97,13 @@ func (f *facts) powerAt(node string, on bool, d time.Duration) *facts {
 
 func (f *facts) write(node string, code string) *facts {
 	_, at := f.next()
-	f.Audit = append(f.Audit, audit.Record{Time: at, Method: "Write", VolumeID: "vol", NodeID: node, Code: code})
+	f.Audit[f.driver] = append(f.Audit[f.driver], audit.Record{Time: at, Method: "Write", VolumeID: "vol", NodeID: node, Code: code})
 	return f
 }
 
 func (f *facts) call(method, node string, fence bool) *facts {
 	_, at := f.next()
-	f.Audit = append(f.Audit, audit.Record{Time: at, Method: method, VolumeID: "vol", NodeID: node, Code: "OK", Fence: fence})
+	f.Audit[f.driver] = append(f.Audit[f.driver], audit.Record{Time: at, Method: method, VolumeID: "vol", NodeID: node, Code: "OK", Fence: fence})
 	return f
 }
 
@@ -367,6 +387,36 @@ func TestCheck(t *testing.T) {
 			f: newFacts().call("ControllerPublishVolume", "a", false).call("NodeStageVolume", "a", false).
 				call("ControllerUnpublishVolume", "a", false).call("ControllerPublishVolume", "b", false).write("a", "OK"),
 			rules: []string{"fence-required", "never-two-writers"},
+		},
+		{
+			name: "the same handle on two drivers is two volumes, each with one writer",
+			f: newFacts().call("ControllerPublishVolume", "a", false).call("NodeStageVolume", "a", false).write("a", "OK").
+				on(world.SecondDriverName).call("ControllerPublishVolume", "b", false).call("NodeStageVolume", "b", false).write("b", "OK").
+				on(world.DriverName).write("a", "OK"),
+		},
+		{
+			name: "a plain detach on the second driver, judged on its own log",
+			f: newFacts().call("ControllerPublishVolume", "a", false).call("NodeStageVolume", "a", false).write("a", "OK").
+				on(world.SecondDriverName).call("ControllerPublishVolume", "a", false).call("NodeStageVolume", "a", false).
+				call("ControllerUnpublishVolume", "a", false).call("ControllerPublishVolume", "b", false).write("a", "OK"),
+			rules: []string{"fence-required", "never-two-writers"},
+		},
+		{
+			name:  "a pod of a driver that is not safe-detach deleted under quarantine alone",
+			f:     newFacts().notSafeDetach().node("a", corev1.ConditionUnknown, quarantined).deleted("a"),
+			rules: []string{RuleNotSafeDetachQuarantined},
+		},
+		{
+			name: "a pod of a driver that is not safe-detach deleted under quarantine and out of service",
+			f:    newFacts().noBMCs().notSafeDetach().node("a", corev1.ConditionUnknown, quarantined, outOfService(operator)).deleted("a"),
+		},
+		{
+			name: "a pod of a driver that is not safe-detach gone once its node is back",
+			f:    newFacts().notSafeDetach().node("a", corev1.ConditionUnknown, quarantined).node("a", corev1.ConditionTrue, quarantined).deleted("a"),
+		},
+		{
+			name: "a safe-detach driver's pod deleted under quarantine",
+			f:    newFacts().node("a", corev1.ConditionUnknown, quarantined).deleted("a"),
 		},
 	}
 	for _, tt := range tests {

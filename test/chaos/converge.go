@@ -23,7 +23,10 @@ import (
 func (e *episode) restore() (time.Time, error) {
 	at := time.Now()
 	e.timeline.Add(at, "restore: faults off, failed nodes back")
-	errs := []error{e.w.SetDriverFaults(e.ctx)}
+	var errs []error
+	for _, d := range e.p.Drivers() {
+		errs = append(errs, e.w.SetDriverFaultsOf(e.ctx, d))
+	}
 	e.endLies()
 	e.endLatency()
 	if e.fencing != nil {
@@ -166,14 +169,17 @@ var maxConcurrentFencing = max(int(world.TestFencePolicy("").Spec.StormGuard.Max
 
 // facts gathers what Check judges.
 func (e *episode) facts() (Facts, error) {
-	recs, err := e.w.Audit()
+	audits, err := e.w.Audits()
 	if err != nil {
 		return Facts{}, err
 	}
-	f := Facts{Audit: recs, SingleWriter: map[string]bool{}, Failed: map[string]bool{}, OperatorTaintRemovals: map[string][]uint64{}}
+	f := Facts{Audit: audits, SingleWriter: map[Volume]bool{}, NotSafeDetach: map[string]bool{}, Failed: map[string]bool{}, OperatorTaintRemovals: map[string][]uint64{}}
 	for _, s := range e.p.Sets {
 		if s.Mode == corev1.ReadWriteOnce {
-			f.SingleWriter[e.handles[s.Name]] = true
+			f.SingleWriter[Volume{s.driver(), e.handles[s.Name]}] = true
+		}
+		if !e.p.SafeDetachDriver(s.driver()) {
+			f.NotSafeDetach[namespace+"/"+s.Name+"-0"] = true
 		}
 	}
 	f.Nodes, f.Deletions = e.history.Snapshot()

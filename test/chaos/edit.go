@@ -78,10 +78,12 @@ func (e *episode) startEdit() {
 // seen lose those annotations; then it judges whether the attacher writes
 // them back.
 func (e *episode) editFenceAnnotations() error {
-	if err := e.w.SetDriverFaults(e.ctx, faults.FailNext("ControllerUnpublishVolume", editStuckCalls, codes.Unavailable)); err != nil {
-		e.timeline.Add(time.Now(), "third party: the stuck detach was not set up: %v", err)
+	for _, d := range e.p.Drivers() {
+		if err := e.w.SetDriverFaultsOf(e.ctx, d, faults.FailNext("ControllerUnpublishVolume", editStuckCalls, codes.Unavailable)); err != nil {
+			e.timeline.Add(time.Now(), "third party: the stuck detach of %s was not set up: %v", d, err)
+		}
 	}
-	vas, attacher, err := e.annotatedVAs()
+	vas, attachers, err := e.annotatedVAs()
 	if err != nil || len(vas) == 0 {
 		return err
 	}
@@ -97,7 +99,7 @@ func (e *episode) editFenceAnnotations() error {
 		removed[va] = keys
 		e.timeline.Add(time.Now(), "third party: removed %s from VolumeAttachment %s", strings.Join(keys, ", "), va)
 	}
-	out := e.judgeRestore(removed, attacher)
+	out := e.judgeRestore(removed, attachers)
 	e.mu.Lock()
 	e.edits.Removed += out.Removed
 	e.edits.Restored += out.Restored
@@ -108,26 +110,35 @@ func (e *episode) editFenceAnnotations() error {
 	return nil
 }
 
+// sighting is when a VolumeAttachment of driver was first seen with a
+// record or intent while attacher, a process of that driver's attacher,
+// ran.
+type sighting struct {
+	at       time.Time
+	driver   string
+	attacher *cluster.Process
+}
+
 // annotatedVAs waits up to editSearch for VolumeAttachments that have
-// carried a record or intent for editSeen under one running attacher
-// process, and returns them with the annotations they carry, and that
-// process.
-func (e *episode) annotatedVAs() (map[string][]string, *cluster.Process, error) {
-	type sighting struct {
-		at       time.Time
-		attacher *cluster.Process
-	}
+// carried a record or intent for editSeen under one running process of
+// their driver's attacher, and returns them with the annotations they
+// carry, and how they were seen, by VolumeAttachment.
+func (e *episode) annotatedVAs() (map[string][]string, map[string]sighting, error) {
 	seen := map[string]sighting{}
 	var found map[string][]string
-	var attacher *cluster.Process
+	var attachers map[string]sighting
 	err := world.WaitFor(e.ctx, editSearch, "a VolumeAttachment with a fence record or intent", func(ctx context.Context) (bool, error) {
 		list, err := e.w.Cluster.Client().StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil //nolint:nilerr // the API server may be restarting: look again
 		}
-		now, current := time.Now(), e.runningAttacher()
-		found = map[string][]string{}
+		now, running := time.Now(), map[string]*cluster.Process{}
+		for _, d := range e.p.Drivers() {
+			running[d] = e.runningAttacher(d)
+		}
+		found, attachers = map[string][]string{}, map[string]sighting{}
 		for _, va := range list.Items {
+			current := running[va.Spec.Attacher]
 			var keys []string
 			for _, k := range fenceAnnotations {
 				if _, ok := va.Annotations[k]; ok {
@@ -139,9 +150,9 @@ func (e *episode) annotatedVAs() (map[string][]string, *cluster.Process, error) 
 			case len(keys) == 0 || current == nil:
 				delete(seen, va.Name)
 			case !ok || s.attacher != current:
-				seen[va.Name] = sighting{at: now, attacher: current}
+				seen[va.Name] = sighting{at: now, driver: va.Spec.Attacher, attacher: current}
 			case now.Sub(s.at) >= editSeen:
-				found[va.Name], attacher = keys, current
+				found[va.Name], attachers[va.Name] = keys, s
 			}
 		}
 		return len(found) > 0, nil
@@ -150,19 +161,30 @@ func (e *episode) annotatedVAs() (map[string][]string, *cluster.Process, error) 
 		e.timeline.Add(time.Now(), "third party: no VolumeAttachment with a fence record or intent within %s; nothing edited", editSearch)
 		return nil, nil, nil
 	}
-	return found, attacher, nil
+	return found, attachers, nil
 }
 
 // judgeRestore waits up to editRestoreBound for each edited
-// VolumeAttachment to be written back (or gone, or its attacher
-// restarted), then looks for the attacher's Events; what is still missing
-// is a finding.
-func (e *episode) judgeRestore(removed map[string][]string, attacher *cluster.Process) EditOutcome {
+// VolumeAttachment to be written back (or gone, or the attacher process
+// that had seen it, in attachers, restarted), then looks for the
+// attachers' Events; what is still missing is a finding.
+func (e *episode) judgeRestore(removed map[string][]string, attachers map[string]sighting) EditOutcome {
 	out := EditOutcome{Removed: len(removed)}
 	pending := maps.Clone(removed)
 	restored := map[string]bool{}
+	// restarted moves the VolumeAttachments whose attacher restarted out
+	// of pending: its memory went with it, so they are not judged.
+	restarted := func() {
+		for va := range pending {
+			if s := attachers[va]; e.runningAttacher(s.driver) != s.attacher {
+				out.Inconclusive++
+				delete(pending, va)
+				e.timeline.Add(time.Now(), "third party: the fenceline-attacher that had seen VolumeAttachment %s restarted before it was written back: not judged", va)
+			}
+		}
+	}
 	_ = world.WaitFor(e.ctx, editRestoreBound, "the fence annotations written back", func(ctx context.Context) (bool, error) {
-		if e.runningAttacher() != attacher {
+		if restarted(); len(pending) == 0 {
 			return true, nil
 		}
 		for va, keys := range pending {
@@ -182,11 +204,7 @@ func (e *episode) judgeRestore(removed map[string][]string, attacher *cluster.Pr
 		}
 		return len(pending) == 0, nil
 	})
-	if e.runningAttacher() != attacher {
-		out.Inconclusive += len(pending)
-		e.timeline.Add(time.Now(), "third party: fenceline-attacher restarted before %d edited VolumeAttachment(s) were written back: not judged", len(pending))
-		pending = nil
-	}
+	restarted()
 	for va, keys := range pending {
 		e.addFinding(Finding{Rule: RuleFenceRecordNotRestored, Detail: fmt.Sprintf("VolumeAttachment %s: %s removed by a third party and not written back within %s by the fenceline-attacher that had seen it", va, strings.Join(keys, ", "), editRestoreBound)})
 	}
@@ -214,16 +232,16 @@ func (e *episode) restoredEvent(va string) bool {
 	return found
 }
 
-// runningAttacher returns the fenceline-attacher process if it runs; with
-// two replicas, the one that leads (the memory that counts is the
-// leader's), nil during a hand-over.
-func (e *episode) runningAttacher() *cluster.Process {
+// runningAttacher returns the process of driver's fenceline-attacher if it
+// runs; with two replicas, the one that leads (the memory that counts is
+// the leader's), nil during a hand-over.
+func (e *episode) runningAttacher(driver string) *cluster.Process {
 	if e.p.AttacherReplicas > 1 {
-		return e.leaderNow()
+		return e.leaderNow(driver)
 	}
 	e.procMu.Lock()
 	defer e.procMu.Unlock()
-	p := e.w.Attacher
+	p := e.w.AttacherOf(driver)
 	if p == nil {
 		return nil
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/kubelet"
@@ -96,10 +95,10 @@ type episode struct {
 	lies     map[string]Lie
 	edits    EditOutcome
 	findings []Finding
-	// handovers times the attacher's leader fail-overs; lastLeader is the
-	// attacher replica last seen leading (leaderNow).
+	// handovers times the attachers' leader fail-overs; lastLeader is
+	// each driver's attacher replica last seen leading (leaderNow).
 	handovers  AttacherHandovers
-	lastLeader *cluster.Process
+	lastLeader map[string]*cluster.Process
 
 	// skewed holds the skewed nodes' clock offsets; bg the background
 	// work Run waits for before it gathers the facts.
@@ -123,7 +122,7 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	defer cancel()
 	e := &episode{t: t, ctx: ctx, p: p, timeline: &world.Timeline{}, handles: map[string]string{},
 		operatorTainted: map[string]bool{}, operatorRemovals: map[string][]uint64{}, retired: map[*cluster.Process]bool{},
-		lies: map[string]Lie{}, skewed: map[string]time.Duration{},
+		lies: map[string]Lie{}, skewed: map[string]time.Duration{}, lastLeader: map[string]*cluster.Process{},
 		proxies: map[Component]*world.APIProxy{}, kubeconfigs: map[Component]string{}}
 	if err := e.setUp(); err != nil {
 		return res, fmt.Errorf("setting up: %w", err)
@@ -191,7 +190,7 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	res.Restarts = e.restarts
 	res.Duration = time.Since(start)
 	if len(res.Findings) > 0 {
-		e.timeline.AddAudit(facts.Audit)
+		e.addAudits(facts.Audit)
 		t.Logf("timeline of %s (seconds from the failure):\n%s", p, e.timeline.Format(t0))
 	}
 	return res, errors.Join(errs...)
@@ -211,7 +210,10 @@ func (e *episode) setUp() error {
 		ControllerReplicas: e.p.Replicas,
 		AttacherReplicas:   e.p.AttacherReplicas,
 		TaintEviction:      e.p.TaintEviction,
-		Driver:             world.DriverOptions{SafeDetach: e.p.Recovery == SafeDetach},
+		Driver:             world.DriverOptions{SafeDetach: e.p.SafeDetachDriver(world.DriverName)},
+	}
+	if e.p.TwoDrivers {
+		opts.SecondDriver = &world.DriverOptions{SafeDetach: e.p.SafeDetachDriver(world.SecondDriverName)}
 	}
 	if e.p.UpstreamAttacher {
 		upstream, err := cluster.Tool("csi-attacher")
@@ -247,21 +249,8 @@ func (e *episode) setUp() error {
 	if err := e.w.CreateStorageClass(e.ctx); err != nil {
 		return err
 	}
-	for _, s := range e.p.Sets {
-		// The StatefulSet's claim asks for ReadWriteOnce: a multi-writer
-		// PV must offer that too to bind it.
-		modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
-		if s.Mode != corev1.ReadWriteOnce {
-			modes = append(modes, s.Mode)
-		}
-		handles, err := e.w.ProvisionStatefulSetWithAccessModes(e.ctx, namespace, s.Name, 1, modes...)
-		if err != nil {
-			return err
-		}
-		e.handles[s.Name] = handles[0]
-		if _, err := e.w.Cluster.Client().AppsV1().StatefulSets(namespace).Create(e.ctx, world.StatefulSet(namespace, s.Name, 1), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating StatefulSet %s: %w", s.Name, err)
-		}
+	if err := e.createSets(); err != nil {
+		return err
 	}
 	var on []string
 	for _, s := range e.p.Sets {
@@ -282,8 +271,10 @@ func (e *episode) setUp() error {
 		return err
 	}
 	if e.p.AttacherReplicas > 1 {
-		if _, err := e.w.LeadingAttacher(e.ctx, startBound); err != nil {
-			return err
+		for _, d := range e.p.Drivers() {
+			if _, err := e.w.LeadingAttacherOf(e.ctx, d, startBound); err != nil {
+				return err
+			}
 		}
 	}
 	e.failed = []string{on[0]}
@@ -316,11 +307,18 @@ func (e *episode) waitWrite(node string, after time.Time, timeout time.Duration)
 	})
 }
 
-// waitFailover waits until every set runs on a node the failure did not
-// hit, and returns how long that took. It also returns, without a
-// failover, once the failure is over (a healed partition, a booted node)
-// and every set runs again wherever it is.
+// waitFailover waits until every set the recovery moves (Plan.Moves) runs
+// on a node the failure did not hit, and returns how long that took. It
+// also returns, without a failover, once the failure is over (a healed
+// partition, a booted node) and every such set runs again wherever it is.
+// The sets the recovery leaves on a failed node (a driver that is not
+// safe-detach under quarantine) are waited for by the convergence, after
+// the restore.
 func (e *episode) waitFailover(t0 time.Time, failureOver <-chan struct{}) (time.Duration, bool) {
+	if !slices.ContainsFunc(e.p.Sets, e.p.Moves) {
+		e.timeline.Add(time.Now(), "no set the recovery moves: the workload stays until the restore")
+		return 0, false
+	}
 	moved := false
 	err := world.WaitFor(e.ctx, failoverBound, "the workload running on surviving nodes", func(ctx context.Context) (bool, error) {
 		over := false
@@ -331,6 +329,9 @@ func (e *episode) waitFailover(t0 time.Time, failureOver <-chan struct{}) (time.
 		}
 		moved = true
 		for _, s := range e.p.Sets {
+			if !e.p.Moves(s) {
+				continue
+			}
 			p, err := e.w.RunningPod(ctx, namespace, s.Name+"-0")
 			if err != nil || p == nil {
 				return false, nil //nolint:nilerr // keep polling until the deadline

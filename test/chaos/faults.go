@@ -41,7 +41,7 @@ func (e *episode) inject(f Fault) error {
 		e.startEdit()
 		return nil
 	case AttacherLeaderFailover:
-		return e.attacherFailover() // takes procMu itself, once it found the leader
+		return e.attacherFailover(f.driver()) // takes procMu itself, once it found the leader
 	}
 	// The others are quick; the kills among them hold procMu so that
 	// supervise never restarts a process the fault is replacing.
@@ -50,8 +50,8 @@ func (e *episode) inject(f Fault) error {
 	w := e.w
 	switch f.Kind {
 	case KillAttacher:
-		e.retired[w.Attacher] = true
-		return w.KillAttacher(e.ctx)
+		e.retired[w.AttacherOf(f.driver())] = true
+		return w.KillAttacherOf(e.ctx, f.driver())
 	case KillController:
 		e.retired[w.Controller] = true
 		defer e.repointController()
@@ -70,18 +70,18 @@ func (e *episode) inject(f Fault) error {
 		e.retired[w.FenceAgent] = true
 		return w.KillFenceAgent(e.ctx)
 	case KillDriver:
-		return w.KillDriver(e.ctx)
+		return w.KillDriverOf(e.ctx, f.driver())
 	case KillControllerManager:
 		return w.Cluster.KillControllerManager(e.ctx)
 	case KillAPIServer:
 		return w.Cluster.KillAPIServer(e.ctx)
 	case DriverErrors:
-		return w.SetDriverFaults(e.ctx, faults.FailNext("ControllerUnpublishVolume", f.N, codes.Unavailable))
+		return w.SetDriverFaultsOf(e.ctx, f.driver(), faults.FailNext("ControllerUnpublishVolume", f.N, codes.Unavailable))
 	case DriverLatency:
-		return w.SetDriverFaults(e.ctx, faults.DelayNext("ControllerUnpublishVolume", f.N, driverLatency),
+		return w.SetDriverFaultsOf(e.ctx, f.driver(), faults.DelayNext("ControllerUnpublishVolume", f.N, driverLatency),
 			faults.DelayNext("ControllerPublishVolume", f.N, driverLatency))
 	case DriverLostAnswers:
-		return w.SetDriverFaults(e.ctx, faults.LoseAnswers("ControllerUnpublishVolume", f.N))
+		return w.SetDriverFaultsOf(e.ctx, f.driver(), faults.LoseAnswers("ControllerUnpublishVolume", f.N))
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -96,20 +96,20 @@ func (e *episode) injectLasting(f Fault) error {
 	case PauseController:
 		return e.pauseController(f.For)
 	case AttacherDown:
-		return e.attacherDown(f.For)
+		return e.attacherDown(f.driver(), f.For)
 	case APILatency:
 		return e.apiLatency(f)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
 
-// attacherDown kills fenceline-attacher (every replica) and starts it
-// again d later: it is retired meanwhile, so that supervise does not
-// restart it sooner.
-func (e *episode) attacherDown(d time.Duration) error {
+// attacherDown kills driver's fenceline-attacher (every replica) and
+// starts it again d later: it is retired meanwhile, so that supervise
+// does not restart it sooner.
+func (e *episode) attacherDown(driver string, d time.Duration) error {
 	e.procMu.Lock()
-	e.retireAttachers()
-	err := e.w.StopAttacher()
+	e.retireAttachers(driver)
+	err := e.w.StopAttacherOf(driver)
 	e.procMu.Unlock()
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ func (e *episode) attacherDown(d time.Duration) error {
 	waitErr := e.sleepUntil(time.Now().Add(d))
 	e.procMu.Lock()
 	defer e.procMu.Unlock()
-	return errors.Join(waitErr, e.w.StartAttacher())
+	return errors.Join(waitErr, e.w.StartAttacherOf(driver))
 }
 
 // bmcFault puts faults on bmcs for d, then makes them honest again, but

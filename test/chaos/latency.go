@@ -44,15 +44,15 @@ func (e *episode) routeThroughProxy(c Component) error {
 	e.timeline.Add(time.Now(), "the %s talks to kube-apiserver through a proxy at %s", c, proxy.URL())
 	e.procMu.Lock()
 	defer e.procMu.Unlock()
-	if c == AttacherComponent && len(e.w.Attachers) > 0 {
-		// Every replica restarts to read it (none leads for a moment).
-		if err := e.w.StopAttacher(); err != nil {
-			return err
-		}
-		return e.w.StartAttacher()
-	}
 	if c == AttacherComponent {
-		return e.w.KillAttacher(e.ctx)
+		// Every driver's attacher shares the ServiceAccount, so its
+		// kubeconfig: each restarts to read it.
+		for _, d := range e.p.Drivers() {
+			if err := e.restartAttacher(d); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	for i, p := range e.w.Controllers {
 		p.Kill()
@@ -67,6 +67,18 @@ func (e *episode) routeThroughProxy(c Component) error {
 		e.w.Controllers[i] = next
 	}
 	return nil
+}
+
+// restartAttacher restarts driver's attacher: every replica (none leads
+// for a moment), or the one process. Callers hold procMu.
+func (e *episode) restartAttacher(driver string) error {
+	if e.p.AttacherReplicas > 1 {
+		if err := e.w.StopAttacherOf(driver); err != nil {
+			return err
+		}
+		return e.w.StartAttacherOf(driver)
+	}
+	return e.w.KillAttacherOf(e.ctx, driver)
 }
 
 // repointController names the controller's proxy in its kubeconfig again

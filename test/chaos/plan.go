@@ -11,6 +11,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"fenceline.io/fenceline/test/world"
 )
 
 // Failure is how the episode's node(s) fail.
@@ -139,6 +142,13 @@ const AdversarialSeeds = 2001
 // drew before it existed.
 const AttacherReplicaSeeds = 3001
 
+// TwoDriverSeeds is the first seed whose plan may run two mock drivers at
+// once (Plan.TwoDrivers), one safe-detach and the other not, with the
+// StatefulSets spread over both and each driver or attacher fault aimed
+// at one of them (Fault.Driver). Seeds below it draw exactly what they
+// drew before it existed.
+const TwoDriverSeeds = 4001
+
 // SkewTarget is whose clock a Skew puts off.
 type SkewTarget string
 
@@ -151,7 +161,8 @@ const (
 	// pod of the workload when there is one) does.
 	SkewHealthyNode SkewTarget = "healthy-node"
 	// SkewAttacher: fenceline-attacher writes its heartbeat Lease with a
-	// skewed renewTime.
+	// skewed renewTime (with two drivers, the safe-detach driver's
+	// attacher: its heartbeat is quarantine's evidence).
 	SkewAttacher SkewTarget = "attacher"
 )
 
@@ -181,10 +192,18 @@ type Fault struct {
 	// Component and Delay are an APILatency fault's component and delay.
 	Component Component
 	Delay     time.Duration
+	// Driver is the CSI driver whose mock driver or fenceline-attacher a
+	// driver or attacher fault hits in a plan of two drivers; "" is the
+	// one (first) driver.
+	Driver string
 }
 
 func (f Fault) String() string {
-	s := fmt.Sprintf("%s@%.1fs", f.Kind, f.At.Seconds())
+	s := string(f.Kind)
+	if f.Driver != "" {
+		s += "[" + driverShort(f.Driver) + "]"
+	}
+	s += fmt.Sprintf("@%.1fs", f.At.Seconds())
 	if f.For > 0 {
 		s += fmt.Sprintf("/%.1fs", f.For.Seconds())
 	}
@@ -197,12 +216,21 @@ func (f Fault) String() string {
 	return s
 }
 
+// driver returns the CSI driver the fault hits.
+func (f Fault) driver() string { return cmp.Or(f.Driver, world.DriverName) }
+
 // Set is one StatefulSet of the workload (one replica).
 type Set struct {
 	Name string
 	// Mode is the access mode of its PersistentVolume.
 	Mode corev1.PersistentVolumeAccessMode
+	// Driver is the CSI driver of its volume in a plan of two drivers;
+	// "" is the one (first) driver.
+	Driver string
 }
+
+// driver returns the CSI driver of the set's volume.
+func (s Set) driver() string { return cmp.Or(s.Driver, world.DriverName) }
 
 // Plan is one episode.
 type Plan struct {
@@ -240,6 +268,39 @@ type Plan struct {
 	// fenceline-attacher. Draw never sets it: the harness's own test
 	// does, to show that the checker catches what Fenceline prevents.
 	UpstreamAttacher bool
+	// TwoDrivers runs a second mock driver, world.SecondDriverName, beside
+	// the first, each with its own fenceline-attacher (AttacherReplicas
+	// each): one is safe-detach and the other not (SafeDetachDriver). The
+	// sets are spread over both (Set.Driver).
+	TwoDrivers bool
+}
+
+// Drivers returns the CSI drivers the plan runs, the first one first.
+func (p Plan) Drivers() []string {
+	if p.TwoDrivers {
+		return []string{world.DriverName, world.SecondDriverName}
+	}
+	return []string{world.DriverName}
+}
+
+// SafeDetachDriver reports whether driver's CSIDriver is annotated
+// fenceline.io/safe-detach: the first driver exactly when the recovery is
+// SafeDetach, as in a plan of one driver; the second the other way round,
+// so that two drivers always mean one of each.
+func (p Plan) SafeDetachDriver(driver string) bool {
+	if driver == world.SecondDriverName {
+		return p.Recovery != SafeDetach
+	}
+	return p.Recovery == SafeDetach
+}
+
+// Moves reports whether the recovery moves set s off a failed node before
+// the failed nodes are back: with recovery safe-detach, only quarantine
+// acts, and only for a safe-detach driver's volumes; the other driver's
+// pods stay until the restore (or a healed partition) brings their node
+// back.
+func (p Plan) Moves(s Set) bool {
+	return p.Recovery != SafeDetach || p.SafeDetachDriver(s.driver())
 }
 
 // Nodes is the number of nodes of every episode: enough for two to fail
@@ -319,7 +380,37 @@ func Draw(seed uint64) Plan {
 		// kills, attacher-down, the third party's edits and latency.
 		p.AttacherReplicas = 2
 	}
+	if seed >= TwoDriverSeeds && r.IntN(3) == 0 {
+		// Drawn last too: every draw above stays what it was.
+		p.drawSecondDriver(r)
+	}
 	return p
+}
+
+// driverFaults are the faults that hit one driver's mock driver or
+// fenceline-attacher: in a plan of two drivers each picks one.
+var driverFaults = []FaultKind{KillDriver, DriverErrors, DriverLatency, DriverLostAnswers,
+	KillAttacher, AttacherDown, AttacherLeaderFailover}
+
+// drawSecondDriver makes p a plan of two drivers: a second set when it
+// had one (so that each driver has a volume), the sets alternating over
+// the two drivers from a drawn first one, and each driver or attacher
+// fault aimed at a drawn driver.
+func (p *Plan) drawSecondDriver(r *rand.Rand) {
+	p.TwoDrivers = true
+	if len(p.Sets) == 1 {
+		p.Sets = append(p.Sets, Set{Name: "db1", Mode: corev1.ReadWriteOnce})
+	}
+	drivers := p.Drivers()
+	first := r.IntN(len(drivers))
+	for i := range p.Sets {
+		p.Sets[i].Driver = drivers[(first+i)%len(drivers)]
+	}
+	for i, f := range p.Faults {
+		if slices.Contains(driverFaults, f.Kind) {
+			p.Faults[i].Driver = pick(r, drivers)
+		}
+	}
 }
 
 // drawSkews draws the clocks of an adversarial plan that run off: a node's
@@ -343,7 +434,11 @@ func pick[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }
 func (p Plan) String() string {
 	sets := make([]string, 0, len(p.Sets))
 	for _, s := range p.Sets {
-		sets = append(sets, s.Name+":"+accessModeShort(s.Mode))
+		set := s.Name + ":" + accessModeShort(s.Mode)
+		if s.Driver != "" {
+			set += "@" + driverShort(s.Driver)
+		}
+		sets = append(sets, set)
 	}
 	faults := make([]string, 0, len(p.Faults))
 	for _, f := range p.Faults {
@@ -369,6 +464,14 @@ func (p Plan) String() string {
 		// Only plans with attacher replicas say so, as with skews below.
 		s += fmt.Sprintf(" attacher-replicas=%d", p.AttacherReplicas)
 	}
+	if p.TwoDrivers {
+		// Only plans of two drivers say so, and which is safe-detach.
+		drivers := make([]string, 0, 2)
+		for _, d := range p.Drivers() {
+			drivers = append(drivers, driverShort(d)+map[bool]string{true: "(safe-detach)"}[p.SafeDetachDriver(d)])
+		}
+		s += fmt.Sprintf(" drivers=%s", strings.Join(drivers, ","))
+	}
 	if len(p.Skews) > 0 {
 		// Only plans with skews say so: the others read as they always did.
 		skews := make([]string, 0, len(p.Skews))
@@ -379,6 +482,10 @@ func (p Plan) String() string {
 	}
 	return s
 }
+
+// driverShort is a driver's name in a plan's description: "mock" for
+// mock.fenceline.io.
+func driverShort(driver string) string { return strings.TrimSuffix(driver, ".fenceline.io") }
 
 func accessModeShort(m corev1.PersistentVolumeAccessMode) string {
 	if m == corev1.ReadWriteMany {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fenceline.io/fenceline/test/world"
 )
 
 func TestDrawIsDeterministic(t *testing.T) {
@@ -229,5 +231,107 @@ func TestAttacherReplicaDrawKeepsRecordedSeeds(t *testing.T) {
 	}
 	if failovers < 10 || standbys < 10 {
 		t.Errorf("of 200 attacher replica seeds %d drew a fail-over and %d a standby without one; want 10 or more each", failovers, standbys)
+	}
+}
+
+// recordedAttacherReplicaPlans is the SHA-256 of the plans of seeds
+// AttacherReplicaSeeds to TwoDriverSeeds-1 (as recordedPlans) as they were
+// drawn before plans of two drivers existed.
+const recordedAttacherReplicaPlans = "73266a00cc5954f1eeb88489427f7f57777e72214ab72d24f23a558984de61a9"
+
+// TestTwoDriverDrawKeepsRecordedSeeds: every seed below TwoDriverSeeds
+// draws exactly the plan it drew before (the digest of the attacher replica
+// ones; the tests above cover the older), with one driver; seeds from it
+// draw plans of two drivers, each with a set on either driver, one driver
+// safe-detach and the other not, and driver and attacher faults aimed at
+// either, all said in the plan's description.
+func TestTwoDriverDrawKeepsRecordedSeeds(t *testing.T) {
+	h := sha256.New()
+	for seed := range uint64(TwoDriverSeeds) {
+		p := Draw(seed)
+		if seed >= AttacherReplicaSeeds {
+			fmt.Fprintln(h, p.String(), p.HealAfter)
+		}
+		if p.TwoDrivers || slices.ContainsFunc(p.Sets, func(s Set) bool { return s.Driver != "" }) ||
+			slices.ContainsFunc(p.Faults, func(f Fault) bool { return f.Driver != "" }) {
+			t.Fatalf("seed %d below %d drew two drivers: %v", seed, TwoDriverSeeds, p)
+		}
+	}
+	if got := fmt.Sprintf("%x", h.Sum(nil)); got != recordedAttacherReplicaPlans {
+		t.Fatalf("the plans of seeds %d to %d changed: digest %s, recorded %s", AttacherReplicaSeeds, TwoDriverSeeds-1, got, recordedAttacherReplicaPlans)
+	}
+	two, aimed := 0, map[string]bool{}
+	for seed := uint64(TwoDriverSeeds); seed < TwoDriverSeeds+300; seed++ {
+		p := Draw(seed)
+		if !p.TwoDrivers {
+			continue
+		}
+		two++
+		if !strings.Contains(p.String(), " drivers=") {
+			t.Fatalf("seed %d: the plan does not say it runs two drivers: %s", seed, p)
+		}
+		if p.SafeDetachDriver(world.DriverName) == p.SafeDetachDriver(world.SecondDriverName) {
+			t.Fatalf("seed %d: both drivers safe-detach or neither: %s", seed, p)
+		}
+		on := map[string]bool{}
+		for _, s := range p.Sets {
+			on[s.Driver] = true
+			if !strings.Contains(p.String(), s.Name+":"+accessModeShort(s.Mode)+"@"+driverShort(s.Driver)) {
+				t.Fatalf("seed %d: the description does not say set %s is on %s: %s", seed, s.Name, s.Driver, p)
+			}
+		}
+		if !on[world.DriverName] || !on[world.SecondDriverName] {
+			t.Fatalf("seed %d: a driver without a set: %s", seed, p)
+		}
+		for _, f := range p.Faults {
+			switch {
+			case slices.Contains(driverFaults, f.Kind) && f.Driver == "":
+				t.Fatalf("seed %d: %s aimed at no driver: %s", seed, f, p)
+			case !slices.Contains(driverFaults, f.Kind) && f.Driver != "":
+				t.Fatalf("seed %d: %s aimed at a driver: %s", seed, f, p)
+			case f.Driver != "":
+				aimed[f.Driver] = true
+				if !strings.Contains(f.String(), "["+driverShort(f.Driver)+"]") {
+					t.Fatalf("seed %d: %s does not name its driver", seed, f)
+				}
+			}
+		}
+	}
+	if two < 50 || !aimed[world.DriverName] || !aimed[world.SecondDriverName] {
+		t.Errorf("of 300 two-driver seeds %d drew two drivers (want 50 or more), faults aimed at %v (want both)", two, aimed)
+	}
+}
+
+// TestMovesOnlyWhatTheRecoveryMoves: with recovery safe-detach only the
+// safe-detach driver's sets move before the restore; the other recoveries
+// move every set.
+func TestMovesOnlyWhatTheRecoveryMoves(t *testing.T) {
+	first, second := Set{Name: "db0", Mode: "ReadWriteOnce"}, Set{Name: "db1", Mode: "ReadWriteOnce", Driver: world.SecondDriverName}
+	for _, tc := range []struct {
+		recovery              Recovery
+		twoDrivers            bool
+		wantFirst, wantSecond bool
+		firstSafe, secondSafe bool
+	}{
+		{recovery: SafeDetach, wantFirst: true, firstSafe: true},
+		{recovery: SafeDetach, twoDrivers: true, wantFirst: true, firstSafe: true},
+		{recovery: NodeFencing, twoDrivers: true, wantFirst: true, wantSecond: true, secondSafe: true},
+		{recovery: Operator, twoDrivers: true, wantFirst: true, wantSecond: true, secondSafe: true},
+		{recovery: Operator, wantFirst: true},
+	} {
+		p := Plan{Recovery: tc.recovery, TwoDrivers: tc.twoDrivers}
+		if got := p.Moves(first); got != tc.wantFirst {
+			t.Errorf("%s (two drivers %t): Moves(first driver's set) = %t, want %t", tc.recovery, tc.twoDrivers, got, tc.wantFirst)
+		}
+		if !tc.twoDrivers {
+			continue
+		}
+		if got := p.Moves(second); got != tc.wantSecond {
+			t.Errorf("%s: Moves(second driver's set) = %t, want %t", tc.recovery, got, tc.wantSecond)
+		}
+		if p.SafeDetachDriver(world.DriverName) != tc.firstSafe || p.SafeDetachDriver(world.SecondDriverName) != tc.secondSafe {
+			t.Errorf("%s: safe-detach first %t second %t, want %t and %t", tc.recovery,
+				p.SafeDetachDriver(world.DriverName), p.SafeDetachDriver(world.SecondDriverName), tc.firstSafe, tc.secondSafe)
+		}
 	}
 }

@@ -47,6 +47,7 @@ func Summary(results []Result, violations, broken int, wall time.Duration) strin
 		b.WriteString(line)
 	}
 	b.WriteString(handoverSummary(results))
+	b.WriteString(twoDriverSummary(results))
 	return b.String()
 }
 

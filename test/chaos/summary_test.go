@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fenceline.io/fenceline/test/world"
 )
 
 // TestSummaryAdversarial: the summary's adversarial line counts the skews,
@@ -47,6 +49,24 @@ func TestSummaryAttacherHandovers(t *testing.T) {
 		{Plan: Plan{Recovery: NodeFencing}},
 	}
 	want := "attacher replicas: 3 episodes with two, 3 leader fail-overs: taken over in 2 (median 6s, max 6s), not within 1m0s in 1"
+	if got := Summary(results, 0, 0, time.Minute); !strings.Contains(got, want) {
+		t.Errorf("summary lacks %q:\n%s", want, got)
+	}
+}
+
+// TestSummaryTwoDrivers: the summary's line on two drivers counts the
+// episodes that ran two, those under safe-detach, and the faults aimed at
+// each driver, and is absent when no episode ran two.
+func TestSummaryTwoDrivers(t *testing.T) {
+	if s := Summary([]Result{{Plan: Draw(5)}, {Plan: Draw(3005)}}, 0, 0, time.Minute); strings.Contains(s, "two drivers") {
+		t.Errorf("a run of one driver reports two:\n%s", s)
+	}
+	results := []Result{
+		{Plan: Plan{Recovery: SafeDetach, TwoDrivers: true, Faults: []Fault{{Kind: KillDriver, Driver: world.SecondDriverName}, {Kind: KillController}}}},
+		{Plan: Plan{Recovery: Operator, TwoDrivers: true, Faults: []Fault{{Kind: AttacherDown, Driver: world.DriverName}, {Kind: KillAttacher, Driver: world.SecondDriverName}}}},
+		{Plan: Plan{Recovery: NodeFencing}},
+	}
+	want := "two drivers: 2 episodes, 1 of them under safe-detach (the other driver's sets left for the restore); driver and attacher faults: 1 at mock, 2 at mock2"
 	if got := Summary(results, 0, 0, time.Minute); !strings.Contains(got, want) {
 		t.Errorf("summary lacks %q:\n%s", want, got)
 	}

@@ -179,6 +179,16 @@ func (w *World) AttacherProcessesOf(driver string) []*cluster.Process {
 	return v.attachers.processes()
 }
 
+// AttacherOf returns the fenceline-attacher process of the driver named
+// driver (Attacher for the first), nil for a driver the world does not run.
+func (w *World) AttacherOf(driver string) *cluster.Process {
+	v, err := w.driver(driver)
+	if err != nil {
+		return nil
+	}
+	return v.attachers.Attacher
+}
+
 // AttacherRestarted records that next, a restart of the attacher process
 // old by its supervisor (a Deployment's), runs in its place, in Attacher
 // and in Attachers alike, whichever driver's it is.

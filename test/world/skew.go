@@ -25,10 +25,19 @@ func (w *World) SkewNodeLease(ctx context.Context, node string, skew time.Durati
 	return w.SkewLease(ctx, corev1.NamespaceNodeLease, node, skew)
 }
 
-// SkewAttacherHeartbeat makes fenceline-attacher renew its heartbeat Lease
-// with a clock off by skew: see SkewLease.
+// SkewAttacherHeartbeat makes the (first) driver's fenceline-attacher
+// renew its heartbeat Lease with a clock off by skew: see SkewLease.
 func (w *World) SkewAttacherHeartbeat(ctx context.Context, skew time.Duration) (*LeaseSkew, error) {
-	return w.SkewLease(ctx, Namespace, names.AttacherHeartbeatLeaseName(DriverName), skew)
+	return w.SkewAttacherHeartbeatOf(ctx, DriverName, skew)
+}
+
+// SkewAttacherHeartbeatOf is SkewAttacherHeartbeat for the attacher of the
+// driver named driver.
+func (w *World) SkewAttacherHeartbeatOf(ctx context.Context, driver string, skew time.Duration) (*LeaseSkew, error) {
+	if _, err := w.driver(driver); err != nil {
+		return nil, err
+	}
+	return w.SkewLease(ctx, Namespace, names.AttacherHeartbeatLeaseName(driver), skew)
 }
 
 // SkewLease plays the clock of Lease namespace/name's writer (KWOK for a
