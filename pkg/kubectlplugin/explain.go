@@ -23,7 +23,6 @@ import (
 	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
 	"fenceline.io/fenceline/pkg/controller/podgc"
-	"fenceline.io/fenceline/pkg/controller/podutil"
 	"fenceline.io/fenceline/pkg/controller/podvolumes"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
 	"fenceline.io/fenceline/pkg/controller/tainteviction"
@@ -115,7 +114,7 @@ func Explain(s *Snapshot, objs *NodeObjects, nodeName string, cfg ExplainConfig)
 	}
 	e := Explanation{Node: nodeName, Now: s.Now}
 	e.Verdicts = append(e.Verdicts, nodeFencingVerdict(s, objs, node))
-	e.Verdicts = append(e.Verdicts, outOfServiceVerdict(s, objs, node))
+	e.Verdicts = append(e.Verdicts, outOfServiceVerdict(nodeView{s: s, objs: objs, node: nodeName}, node))
 	resolver := newResolver(s, objs)
 	attachers := attacherEvidence(s)
 	for _, pod := range objs.Pods {
@@ -188,15 +187,14 @@ func bracket(s string) string {
 	return "(" + s + ")"
 }
 
-// outOfServiceVerdict is the opt-in out-of-service taint remover's decision.
-func outOfServiceVerdict(s *Snapshot, objs *NodeObjects, node *v1.Node) Verdict {
-	terminating := 0
-	for _, p := range objs.Pods {
-		if podutil.IsTerminating(p) {
-			terminating++
-		}
+// outOfServiceVerdict is the opt-in out-of-service taint remover's decision,
+// on the input gathered as the controller gathers it.
+func outOfServiceVerdict(v nodeView, node *v1.Node) Verdict {
+	in, err := outofservice.Gather(context.Background(), v, node.Name)
+	if err != nil {
+		return Verdict{Controller: "out-of-service (opt-in)", Object: nodeRef(node), Decision: "unknown", Why: err.Error()}
 	}
-	d := outofservice.Decide(node, terminating, len(s.VAsOf(node.Name)))
+	d := in.Decide()
 	decision := "keep"
 	switch {
 	case d.Untaint:

@@ -9,13 +9,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/nodequeue"
 	"fenceline.io/fenceline/pkg/controller/podutil"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/view"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -26,10 +26,10 @@ const Name = "out-of-service-taint-removal"
 type Controller struct {
 	act   *actuator.Actuator
 	nodes corelisters.NodeLister
-	pods  cache.Indexer
-	vas   cache.Indexer
-	queue *nodequeue.Queue
-	now   func() time.Time
+	// cached is the controller's view of its caches, for Gather.
+	cached view.View
+	queue  *nodequeue.Queue
+	now    func() time.Time
 }
 
 // New wires the controller to the shared informers. Call it before the
@@ -40,11 +40,10 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 		return nil, err
 	}
 	c := &Controller{
-		act:   act,
-		nodes: f.Core().V1().Nodes().Lister(),
-		pods:  podInf.GetIndexer(),
-		vas:   vaInf.GetIndexer(),
-		now:   time.Now,
+		act:    act,
+		nodes:  f.Core().V1().Nodes().Lister(),
+		cached: view.Informers{Nodes: f.Core().V1().Nodes().Lister(), Pods: podInf.GetIndexer(), VAs: vaInf.GetIndexer()},
+		now:    time.Now,
 	}
 	c.queue = nodequeue.New(Name, c.sync)
 	if err := nodequeue.AddHandler(f.Core().V1().Nodes().Informer(), "node", c.queue.NodeHandler(func(old, cur *v1.Node) bool {
@@ -74,29 +73,27 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	}
 	if !nodeutil.HasTaint(node, names.OutOfServiceTaint) {
 		if _, ok := node.Annotations[names.BootIDAnnotation]; !ok {
-			return 0, nil
+			return 0, nil // fast path: nothing to remove, nothing to forget
 		}
 	}
-	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
-	if err != nil {
+	in, err := Gather(ctx, c.cached, nodeName)
+	if in.Node == nil || err != nil {
 		return 0, err
 	}
-	terminating := 0
-	for _, p := range pods {
-		if podutil.IsTerminating(p) {
-			terminating++
-		}
-	}
-	vas, err := nodeutil.VAsOnNode(c.vas, nodeName)
-	if err != nil {
-		return 0, err
-	}
-	d := Decide(node, terminating, len(vas))
+	d := in.Decide()
 	klog.FromContext(ctx).V(4).Info("Out-of-service decision", "why", d.Why)
-	// Each write re-checks its part of the decision on the fresh node.
+	// Each write re-checks its part of the decision on fresh data: the
+	// node the actuator just read, the pods and VolumeAttachments read
+	// from the API server (a cache that lags may miss a VolumeAttachment
+	// still there). What cannot be read refuses the write.
 	recheck := func(want func(Decision) bool) actuator.NodeCheck {
 		return func(fresh *v1.Node) (bool, string) {
-			fd := Decide(fresh, terminating, len(vas))
+			fin, err := Gather(ctx, view.API{Client: c.act.Client}, nodeName)
+			if err != nil {
+				return false, "the node's pods and VolumeAttachments could not be read fresh: " + err.Error()
+			}
+			fin.Node = fresh
+			fd := fin.Decide()
 			return want(fd), fd.Why
 		}
 	}

@@ -1,0 +1,81 @@
+package view
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
+)
+
+// names returns the names of objs, sorted.
+func names[T interface{ GetName() string }](objs []T) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestSourcesAgree: the caches and the API server give the same answers
+// for the same objects, a missing object is nil without an error, and a
+// source a view was not given is an error, never an empty answer.
+func TestSourcesAgree(t *testing.T) {
+	objs := []runtime.Object{
+		testobj.Node("n1"), testobj.Node("n2"),
+		testobj.Lease("n1", time.Unix(1000, 0)),
+		testobj.Pod("default", "a", testobj.OnNode("n1")), testobj.Pod("default", "b", testobj.OnNode("n2")), testobj.Pod("kube-system", "c", testobj.OnNode("n1")),
+		testobj.VA("va-1", "d", "pv-1", "n1"), testobj.VA("va-2", "d", "pv-2", "n2"),
+	}
+	client := fake.NewClientset(objs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := informers.NewSharedInformerFactory(client, 0)
+	pods, vas, err := nodeutil.NodeIndexedInformers(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, leases := f.Core().V1().Nodes(), f.Coordination().V1().Leases()
+	nodes.Informer()
+	leases.Informer()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	views := map[string]View{
+		"informers": Informers{Nodes: nodes.Lister(), Leases: leases.Lister().Leases(v1.NamespaceNodeLease), Pods: pods.GetIndexer(), VAs: vas.GetIndexer()},
+		"api":       API{Client: client},
+	}
+	for name, v := range views {
+		t.Run(name, func(t *testing.T) {
+			if n, err := v.Node(ctx, "n1"); err != nil || n == nil || n.Name != "n1" {
+				t.Errorf("Node(n1) = %v, %v", n, err)
+			}
+			if n, err := v.Node(ctx, "gone"); err != nil || n != nil {
+				t.Errorf("Node(gone) = %v, %v; want nil, nil", n, err)
+			}
+			if l, err := v.NodeLease(ctx, "n1"); err != nil || l == nil {
+				t.Errorf("NodeLease(n1) = %v, %v", l, err)
+			}
+			if l, err := v.NodeLease(ctx, "n2"); err != nil || l != nil {
+				t.Errorf("NodeLease(n2) = %v, %v; want nil, nil", l, err)
+			}
+			if p, err := v.PodsOnNode(ctx, "n1"); err != nil || !slices.Equal(names(p), []string{"a", "c"}) {
+				t.Errorf("PodsOnNode(n1) = %v, %v", names(p), err)
+			}
+			if a, err := v.VolumeAttachmentsOnNode(ctx, "n2"); err != nil || !slices.Equal(names(a), []string{"va-2"}) {
+				t.Errorf("VolumeAttachmentsOnNode(n2) = %v, %v", names(a), err)
+			}
+		})
+	}
+	if _, err := (Informers{Nodes: nodes.Lister()}).PodsOnNode(ctx, "n1"); err == nil || !strings.Contains(err.Error(), "not watched") {
+		t.Errorf("pods of a view without a pod cache: %v, want an error", err)
+	}
+}

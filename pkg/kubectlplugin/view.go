@@ -1,0 +1,42 @@
+package kubectlplugin
+
+import (
+	"context"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"fenceline.io/fenceline/pkg/kube/view"
+)
+
+// nodeView is view.View over what explain read: the snapshot, and the
+// objects of the one node it explains (its Lease and pods). The
+// controllers' Gather functions read it as they read their caches.
+type nodeView struct {
+	s    *Snapshot
+	objs *NodeObjects
+	node string
+}
+
+var _ view.View = nodeView{}
+
+func (v nodeView) Node(_ context.Context, name string) (*v1.Node, error) { return v.s.Node(name), nil }
+
+func (v nodeView) NodeLease(_ context.Context, node string) (*coordinationv1.Lease, error) {
+	if node != v.node {
+		return nil, nil
+	}
+	return v.objs.Lease, nil
+}
+
+func (v nodeView) PodsOnNode(_ context.Context, node string) ([]*v1.Pod, error) {
+	if node != v.node {
+		return nil, nil
+	}
+	return v.objs.Pods, nil
+}
+
+func (v nodeView) VolumeAttachmentsOnNode(_ context.Context, node string) ([]*storagev1.VolumeAttachment, error) {
+	return v.s.VAsOf(node), nil
+}
