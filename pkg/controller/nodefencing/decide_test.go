@@ -36,16 +36,16 @@ func TestDecide(t *testing.T) {
 	up := testobj.ReadySince(ago(time.Hour))
 	stale := testobj.Lease("n1", ago(time.Minute))
 	fresh := testobj.Lease("n1", now)
-	recreated := nodeUID("uid-n1-new")
+	recreated := testobj.NodeUID("uid-n1-new")
 	oos := testobj.TaintAt(names.OutOfServiceTaint, v1.TaintEffectNoExecute, ago(time.Hour))
 	owner := testobj.Annotation(names.OutOfServiceOwnerAnnotation, "uid-req-n1")
 	rebooted := testobj.BootID("boot-2")
 
-	pol := policy("p")
-	manualPol := policy("p", manualApproval())
-	proof := attempts(attempt(1, "bmc", succeeded, off))
-	atFence := bootAtFence("boot-1")
-	failedReq := request("n1", inPhase(failed), atFence)
+	pol := testobj.FencePolicy("p")
+	manualPol := testobj.FencePolicy("p", testobj.ManualApproval())
+	proof := testobj.Attempts(testobj.FenceAttempt(1, "bmc", succeeded, off))
+	atFence := testobj.BootIDAtFence("boot-1")
+	failedReq := testobj.FencingRequest("n1", testobj.InPhase(failed), atFence)
 
 	type want struct {
 		step    Step
@@ -76,217 +76,217 @@ func TestDecide(t *testing.T) {
 		{"no request, node deleted", Input{Lease: stale, Policy: pol}, want{}},
 
 		// Pending and Triaged.
-		{"Pending, node still a candidate: triage", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1")},
+		{"Pending, node still a candidate: triage", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1")},
 			want{step: StepTriage, reason: "LeaseExpired"}},
-		{"new request without a phase: triage", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(""))},
+		{"new request without a phase: triage", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(""))},
 			want{step: StepTriage, reason: "LeaseExpired"}},
-		{"Pending request naming no node UID: the node is its node", Input{Node: testobj.Node("n1", dead, recreated), Lease: stale, Policy: pol, Request: request("n1", forNodeUID(""))},
+		{"Pending request naming no node UID: the node is its node", Input{Node: testobj.Node("n1", dead, recreated), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.ForNodeUID(""))},
 			want{step: StepTriage, reason: "LeaseExpired"}},
-		{"automatic Pending, node healthy again: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1")},
+		{"automatic Pending, node healthy again: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1")},
 			want{step: StepCancel, reason: ReasonNodeHealthy}},
-		{"automatic Triaged, node healthy again: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"automatic Triaged, node healthy again: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{step: StepCancel, reason: ReasonNodeHealthy}},
-		{"automatic Triaged after a restart, Lease only seen since, node not Ready: wait, neither cancel nor admit", Input{Node: testobj.Node("n1", dead), Lease: stale, LeaseObserved: ago(5 * time.Second), Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"automatic Triaged after a restart, Lease only seen since, node not Ready: wait, neither cancel nor admit", Input{Node: testobj.Node("n1", dead), Lease: stale, LeaseObserved: ago(5 * time.Second), Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{reason: ReasonAwaitingRenewal, recheck: 15 * time.Second}},
-		{"automatic Triaged after a restart, Lease seen renewed since: cancel", Input{Node: testobj.Node("n1", dead), Lease: stale, LeaseObserved: ago(5 * time.Second), LeaseRenewed: true, Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"automatic Triaged after a restart, Lease seen renewed since: cancel", Input{Node: testobj.Node("n1", dead), Lease: stale, LeaseObserved: ago(5 * time.Second), LeaseRenewed: true, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{step: StepCancel, reason: ReasonNodeHealthy}},
-		{"automatic Triaged after a restart, node reports Ready: cancel", Input{Node: testobj.Node("n1", up), Lease: stale, LeaseObserved: ago(5 * time.Second), Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"automatic Triaged after a restart, node reports Ready: cancel", Input{Node: testobj.Node("n1", up), Lease: stale, LeaseObserved: ago(5 * time.Second), Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{step: StepCancel, reason: ReasonNodeHealthy}},
-		{"automatic Pending, node deleted: cancel", Input{Lease: stale, Policy: pol, Request: request("n1")},
+		{"automatic Pending, node deleted: cancel", Input{Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1")},
 			want{step: StepCancel, reason: ReasonNodeDeleted}},
-		{"automatic Triaged, node deleted: cancel", Input{Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"automatic Triaged, node deleted: cancel", Input{Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{step: StepCancel, reason: ReasonNodeDeleted}},
-		{"automatic Triaged, node recreated (another UID), dead too: cancel", Input{Node: testobj.Node("n1", dead, recreated), Lease: stale, Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"automatic Triaged, node recreated (another UID), dead too: cancel", Input{Node: testobj.Node("n1", dead, recreated), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{step: StepCancel, reason: ReasonNodeRecreated}},
-		{"automatic Pending, node recreated and healthy: cancel as recreated", Input{Node: testobj.Node("n1", up, recreated), Lease: fresh, Policy: pol, Request: request("n1")},
+		{"automatic Pending, node recreated and healthy: cancel as recreated", Input{Node: testobj.Node("n1", up, recreated), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1")},
 			want{step: StepCancel, reason: ReasonNodeRecreated}},
-		{"manual Pending, node healthy: a human asked, triage", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"))},
+		{"manual Pending, node healthy: a human asked, triage", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.ByUser("ada"))},
 			want{step: StepTriage, reason: "Manual"}},
-		{"manual Triaged, node healthy, policy approves: admit", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"), inPhase(triaged))},
+		{"manual Triaged, node healthy, policy approves: admit", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.InPhase(triaged))},
 			want{step: StepAdmit, reason: "Manual"}},
-		{"Pending, policy gone: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Request: request("n1")},
+		{"Pending, policy gone: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Request: testobj.FencingRequest("n1")},
 			want{reason: ReasonInvalidPolicy}},
-		{"Pending, policy invalid: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, PolicyProblem: "FencePolicy p has no level", Request: request("n1")},
+		{"Pending, policy invalid: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, PolicyProblem: "FencePolicy p has no level", Request: testobj.FencingRequest("n1")},
 			want{reason: ReasonInvalidPolicy}},
-		{"Triaged, policy invalid: no admission", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, PolicyProblem: "FencePolicy p has no level", Request: request("n1", inPhase(triaged))},
+		{"Triaged, policy invalid: no admission", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, PolicyProblem: "FencePolicy p has no level", Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{reason: ReasonInvalidPolicy}},
-		{"Triaged, candidate, automatic approval: admit", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"Triaged, candidate, automatic approval: admit", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{step: StepAdmit, reason: "LeaseExpired"}},
-		{"Triaged, Lease stale just now: settle half a renew interval first", Input{Node: testobj.Node("n1", dead), Lease: testobj.Lease("n1", ago(20*time.Second)), Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"Triaged, Lease stale just now: settle half a renew interval first", Input{Node: testobj.Node("n1", dead), Lease: testobj.Lease("n1", ago(20*time.Second)), Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{reason: ReasonSettling, recheck: 5 * time.Second}},
-		{"Triaged, Lease stale 4 s: still settling", Input{Node: testobj.Node("n1", dead), Lease: testobj.Lease("n1", ago(24*time.Second)), Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"Triaged, Lease stale 4 s: still settling", Input{Node: testobj.Node("n1", dead), Lease: testobj.Lease("n1", ago(24*time.Second)), Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{reason: ReasonSettling, recheck: time.Second}},
-		{"Triaged, Lease stale 5 s: settled, admit", Input{Node: testobj.Node("n1", dead), Lease: testobj.Lease("n1", ago(25*time.Second)), Policy: pol, Request: request("n1", inPhase(triaged))},
+		{"Triaged, Lease stale 5 s: settled, admit", Input{Node: testobj.Node("n1", dead), Lease: testobj.Lease("n1", ago(25*time.Second)), Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{step: StepAdmit, reason: "LeaseExpired"}},
-		{"Triaged manual request, Lease stale just now: a human asked, no settling", Input{Node: testobj.Node("n1", dead), Lease: testobj.Lease("n1", ago(20*time.Second)), Policy: pol, Request: request("n1", byUser("ada"), inPhase(triaged), approval(true))},
+		{"Triaged manual request, Lease stale just now: a human asked, no settling", Input{Node: testobj.Node("n1", dead), Lease: testobj.Lease("n1", ago(20*time.Second)), Policy: pol, Request: testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.InPhase(triaged), testobj.Approved(true))},
 			want{step: StepAdmit, reason: "Manual"}},
-		{"Triaged, manual approval, spec.approved unset: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: request("n1", inPhase(triaged))},
+		{"Triaged, manual approval, spec.approved unset: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{reason: ReasonAwaitingApproval}},
-		{"Triaged, manual approval, spec.approved false: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: request("n1", inPhase(triaged), approval(false))},
+		{"Triaged, manual approval, spec.approved false: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged), testobj.Approved(false))},
 			want{reason: ReasonAwaitingApproval}},
-		{"Triaged, manual approval, spec.approved true: admit", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: request("n1", inPhase(triaged), approval(true))},
+		{"Triaged, manual approval, spec.approved true: admit", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged), testobj.Approved(true))},
 			want{step: StepAdmit, reason: "LeaseExpired"}},
-		{"Triaged, automatic policy but spec.approved false: the request decides, wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(triaged), approval(false))},
+		{"Triaged, automatic policy but spec.approved false: the request decides, wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged), testobj.Approved(false))},
 			want{reason: ReasonAwaitingApproval}},
-		{"Pending, manual approval: triage first", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: request("n1")},
+		{"Pending, manual approval: triage first", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: testobj.FencingRequest("n1")},
 			want{step: StepTriage, reason: "LeaseExpired"}},
 
 		// Fencing: only a level read back Off ends it well; never cancelled.
-		{"Fencing, level 1 read back Off: fenced", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, proof)},
+		{"Fencing, level 1 read back Off: fenced", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, proof)},
 			want{step: StepFenced, reason: "Level1Verified", level: 1}},
 		{"Fencing, level 1 failed, both classes of level 2 Off: fenced at 2", Input{Node: testobj.Node("n1", dead), Lease: stale,
-			Policy: policy("p", levels(level(1, "bmc"), level(2, "pdu-a", "pdu-b"))),
-			Request: request("n1", inPhase(fencing), atFence, attempts(attempt(1, "bmc", fencingv1alpha1.FenceAttemptTimedOut, fencingv1alpha1.PowerStateOn),
-				attempt(2, "pdu-a", succeeded, off), attempt(2, "pdu-b", succeeded, off)))},
+			Policy: testobj.FencePolicy("p", testobj.Levels(testobj.FenceLevel(1, "bmc"), testobj.FenceLevel(2, "pdu-a", "pdu-b"))),
+			Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.Attempts(testobj.FenceAttempt(1, "bmc", fencingv1alpha1.FenceAttemptTimedOut, fencingv1alpha1.PowerStateOn),
+				testobj.FenceAttempt(2, "pdu-a", succeeded, off), testobj.FenceAttempt(2, "pdu-b", succeeded, off)))},
 			want{step: StepFenced, reason: "Level2Verified", level: 2}},
 		{"Fencing, one class of two at level 2 Off: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale,
-			Policy:  policy("p", levels(level(2, "pdu-a", "pdu-b"))),
-			Request: request("n1", inPhase(fencing), atFence, attempts(attempt(2, "pdu-a", succeeded, off)))},
+			Policy:  testobj.FencePolicy("p", testobj.Levels(testobj.FenceLevel(2, "pdu-a", "pdu-b"))),
+			Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.Attempts(testobj.FenceAttempt(2, "pdu-a", succeeded, off)))},
 			want{reason: ReasonAwaitingAgent}},
-		{"Fencing, Succeeded but no power state read back: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, attempts(attempt(1, "bmc", succeeded, "")))},
+		{"Fencing, Succeeded but no power state read back: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.Attempts(testobj.FenceAttempt(1, "bmc", succeeded, "")))},
 			want{reason: ReasonAwaitingAgent}},
-		{"Fencing, Succeeded but read back On: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, attempts(attempt(1, "bmc", succeeded, fencingv1alpha1.PowerStateOn)))},
+		{"Fencing, Succeeded but read back On: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.Attempts(testobj.FenceAttempt(1, "bmc", succeeded, fencingv1alpha1.PowerStateOn)))},
 			want{reason: ReasonAwaitingAgent}},
-		{"Fencing, Off read back on a Failed attempt: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, attempts(attempt(1, "bmc", fencingv1alpha1.FenceAttemptFailed, off)))},
+		{"Fencing, Off read back on a Failed attempt: no proof", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.Attempts(testobj.FenceAttempt(1, "bmc", fencingv1alpha1.FenceAttemptFailed, off)))},
 			want{reason: ReasonAwaitingAgent}},
-		{"Fencing, no attempt yet: wait for the agent", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence)},
+		{"Fencing, no attempt yet: wait for the agent", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence)},
 			want{reason: ReasonAwaitingAgent}},
-		{"Fencing, 4 failed rounds of the default 5: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, failedRounds(4))},
+		{"Fencing, 4 failed rounds of the default 5: wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.FailedRounds(4))},
 			want{reason: ReasonAwaitingAgent}},
-		{"Fencing, 5 failed rounds of the default 5: fail", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, failedRounds(5))},
+		{"Fencing, 5 failed rounds of the default 5: fail", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.FailedRounds(5))},
 			want{step: StepFail, reason: "MaxAttemptsReached"}},
-		{"Fencing, maxAttempts 2 and 3 failed rounds: fail", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: policy("p", maxAttempts(2)), Request: request("n1", inPhase(fencing), atFence, failedRounds(3))},
+		{"Fencing, maxAttempts 2 and 3 failed rounds: fail", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: testobj.FencePolicy("p", testobj.MaxAttempts(2)), Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.FailedRounds(3))},
 			want{step: StepFail, reason: "MaxAttemptsReached"}},
-		{"Fencing, proven in the round that also reached maxAttempts: the proof wins", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencing), atFence, failedRounds(5), proof)},
+		{"Fencing, proven in the round that also reached maxAttempts: the proof wins", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.FailedRounds(5), proof)},
 			want{step: StepFenced, reason: "Level1Verified", level: 1}},
-		{"Fencing, policy gone: Off attempts prove nothing, stays Fencing", Input{Node: testobj.Node("n1", dead), Lease: stale, Request: request("n1", inPhase(fencing), atFence, proof)},
+		{"Fencing, policy gone: Off attempts prove nothing, stays Fencing", Input{Node: testobj.Node("n1", dead), Lease: stale, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, proof)},
 			want{reason: ReasonInvalidPolicy}},
-		{"Fencing, node healthy again: never cancelled", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fencing), atFence)},
+		{"Fencing, node healthy again: never cancelled", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence)},
 			want{reason: ReasonAwaitingAgent}},
-		{"Fencing, node deleted: never cancelled", Input{Policy: pol, Request: request("n1", inPhase(fencing), atFence)},
+		{"Fencing, node deleted: never cancelled", Input{Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence)},
 			want{reason: ReasonAwaitingAgent}},
-		{"manual Fencing, node healthy: never cancelled", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"), inPhase(fencing), atFence)},
+		{"manual Fencing, node healthy: never cancelled", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.InPhase(fencing), atFence)},
 			want{reason: ReasonAwaitingAgent}},
 
 		// Fenced: out of service, then a return with a new boot ID.
-		{"Fenced, no out-of-service taint: add it", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence, proof)},
+		{"Fenced, no out-of-service taint: add it", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence, proof)},
 			want{step: StepOutOfService, reason: "Fenced"}},
-		{"Fenced, our out-of-service taint present: wait for the node", Input{Node: testobj.Node("n1", dead, oos, owner), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, our out-of-service taint present: wait for the node", Input{Node: testobj.Node("n1", dead, oos, owner), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{reason: ReasonNodeDown}},
-		{"Fenced, a human's out-of-service taint present: not added again", Input{Node: testobj.Node("n1", dead, oos), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, a human's out-of-service taint present: not added again", Input{Node: testobj.Node("n1", dead, oos), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{reason: ReasonNodeDown}},
-		{"Fenced, owner annotation names the request but the taint was removed: not added again", Input{Node: testobj.Node("n1", dead, owner), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, owner annotation names the request but the taint was removed: not added again", Input{Node: testobj.Node("n1", dead, owner), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{reason: ReasonNodeDown}},
-		{"Fenced, policy says outOfServiceTaint None", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: policy("p", noOutOfService()), Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, policy says outOfServiceTaint None", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: testobj.FencePolicy("p", testobj.NoOutOfServiceTaint()), Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{reason: ReasonNodeDown}},
-		{"Fenced, node recreated: no out-of-service taint on the new node", Input{Node: testobj.Node("n1", dead, recreated), Lease: stale, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, node recreated: no out-of-service taint on the new node", Input{Node: testobj.Node("n1", dead, recreated), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{}},
-		{"Fenced, node recreated Ready with a new boot ID: never recovered", Input{Node: testobj.Node("n1", up, recreated, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, node recreated Ready with a new boot ID: never recovered", Input{Node: testobj.Node("n1", up, recreated, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{}},
-		{"Fenced, node deleted: stays fenced", Input{Policy: pol, Request: request("n1", inPhase(fenced), atFence)}, want{}},
-		{"Fenced, policy gone: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Request: request("n1", inPhase(fenced), atFence)}, want{}},
-		{"Fenced, Ready as reported before the fence, no sign of life since: down, no warning", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, node deleted: stays fenced", Input{Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)}, want{}},
+		{"Fenced, policy gone: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)}, want{}},
+		{"Fenced, Ready as reported before the fence, no sign of life since: down, no warning", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{reason: ReasonNodeDown}},
-		{"Fenced, one renewal since the fence (it may have been in flight): down", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence), Signs: LifeSigns{Watching: true, LeaseRenewals: 1, ReadyReports: 1}},
+		{"Fenced, one renewal since the fence (it may have been in flight): down", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence), Signs: LifeSigns{Watching: true, LeaseRenewals: 1, ReadyReports: 1}},
 			want{reason: ReasonNodeDown}},
-		{"Fenced, Lease renewed twice since the fence with the fenced boot ID: a lying fence, stays fenced", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence), Signs: LifeSigns{Watching: true, LeaseRenewals: 2}},
+		{"Fenced, Lease renewed twice since the fence with the fenced boot ID: a lying fence, stays fenced", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence), Signs: LifeSigns{Watching: true, LeaseRenewals: 2}},
 			want{reason: ReasonLyingFence}},
-		{"Fenced, lie recorded on the node, no observations (restart): still a lying fence", Input{Node: testobj.Node("n1", up, oos, owner, lieCaught), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, lie recorded on the node, no observations (restart): still a lying fence", Input{Node: testobj.Node("n1", up, oos, owner, lieCaught), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{reason: ReasonLyingFence}},
-		{"Fenced, lie recorded, the node rebooted: recovering", Input{Node: testobj.Node("n1", up, oos, owner, lieCaught, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, lie recorded, the node rebooted: recovering", Input{Node: testobj.Node("n1", up, oos, owner, lieCaught, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{step: StepRecovering, reason: "NewBootID"}},
-		{"Fenced, Ready, boot ID at fence time unknown: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced))},
+		{"Fenced, Ready, boot ID at fence time unknown: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced))},
 			want{reason: ReasonUnknownBootID}},
-		{"Fenced, Ready, node reports no boot ID: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, testobj.BootID("")), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, Ready, node reports no boot ID: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, testobj.BootID("")), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{reason: ReasonUnknownBootID}},
-		{"Fenced, new boot ID but not Ready: wait", Input{Node: testobj.Node("n1", testobj.NotReadySince(ago(time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, new boot ID but not Ready: wait", Input{Node: testobj.Node("n1", testobj.NotReadySince(ago(time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{reason: ReasonNodeDown}},
-		{"Fenced, Ready with a new boot ID: recovering", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence)},
+		{"Fenced, Ready with a new boot ID: recovering", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence)},
 			want{step: StepRecovering, reason: "NewBootID"}},
 
 		// Recovering: unfence once nothing of the old boot is left.
-		{"Recovering, not Ready: wait", Input{Node: testobj.Node("n1", testobj.NotReadySince(ago(time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, not Ready: wait", Input{Node: testobj.Node("n1", testobj.NotReadySince(ago(time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{reason: ReasonNodeDown}},
-		{"Recovering, Ready 3 s of the default 10 s: wait 7 s", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(3*time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, Ready 3 s of the default 10 s: wait 7 s", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(3*time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{reason: ReasonHealthyDelay, recheck: 7 * time.Second}},
-		{"Recovering, Ready 30 s of a 1 m healthy delay: wait 30 s", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(30*time.Second)), oos, owner, rebooted), Lease: fresh, Policy: policy("p", healthyDelay(time.Minute)), Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, Ready 30 s of a 1 m healthy delay: wait 30 s", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(30*time.Second)), oos, owner, rebooted), Lease: fresh, Policy: testobj.FencePolicy("p", testobj.HealthyDelay(time.Minute)), Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{reason: ReasonHealthyDelay, recheck: 30 * time.Second}},
-		{"Recovering, Ready exactly the healthy delay: recover", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(10*time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, Ready exactly the healthy delay: recover", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(10*time.Second)), oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{step: StepRecover, reason: "Unfenced"}},
-		{"Recovering, a VolumeAttachment left: wait", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence), VolumeAttachments: 1},
+		{"Recovering, a VolumeAttachment left: wait", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence), VolumeAttachments: 1},
 			want{reason: ReasonAttachmentsRemain}},
-		{"Recovering, volumes in use left: wait", Input{Node: testobj.Node("n1", up, oos, owner, rebooted, testobj.VolumesInUse("kubernetes.io/csi/disk^v1")), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, volumes in use left: wait", Input{Node: testobj.Node("n1", up, oos, owner, rebooted, testobj.VolumesInUse("kubernetes.io/csi/disk^v1")), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{reason: ReasonVolumesInUse}},
-		{"Recovering, policy unfences by hand", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: policy("p", manualUnfence()), Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, policy unfences by hand", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: testobj.FencePolicy("p", testobj.ManualUnfence()), Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{reason: ReasonManualUnfence}},
-		{"Recovering, boot ID back to the fenced one: wait", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, boot ID back to the fenced one: wait", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{reason: ReasonSameBootID}},
-		{"Recovering, node recreated: never recovered", Input{Node: testobj.Node("n1", up, recreated, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, node recreated: never recovered", Input{Node: testobj.Node("n1", up, recreated, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{}},
-		{"Recovering, policy gone: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, policy gone: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{}},
-		{"Recovering, all clear: recover", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(recovering), atFence)},
+		{"Recovering, all clear: recover", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence)},
 			want{step: StepRecover, reason: "Unfenced"}},
 
 		// Asks (kubectl fenceline unfence, fence --override-exclusion).
-		{"automatic Pending, node dead, operator asks: cancel", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", asked("user:ada", ""))},
+		{"automatic Pending, node dead, operator asks: cancel", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.UnfenceAsked("user:ada", ""))},
 			want{step: StepCancel, reason: ReasonUnfenceRequested}},
-		{"manual Triaged, operator asks: cancel", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", byUser("ada"), inPhase(triaged), approval(true), asked("user:bob", ""))},
+		{"manual Triaged, operator asks: cancel", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.InPhase(triaged), testobj.Approved(true), testobj.UnfenceAsked("user:bob", ""))},
 			want{step: StepCancel, reason: ReasonUnfenceRequested}},
-		{"Fencing, operator asks: never stopped", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fencing), atFence, asked("user:ada", "Off"))},
+		{"Fencing, operator asks: never stopped", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, testobj.UnfenceAsked("user:ada", "Off"))},
 			want{reason: ReasonAwaitingAgent}},
-		{"manual Pending, node excluded from fencing: held", Input{Node: testobj.Node("n1", up, testobj.Label(detect.ExcludeLabel, "")), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"), approval(true))},
+		{"manual Pending, node excluded from fencing: held", Input{Node: testobj.Node("n1", up, testobj.Label(detect.ExcludeLabel, "")), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.Approved(true))},
 			want{reason: ReasonExcluded}},
-		{"manual Triaged, node labelled excluded after triage: not admitted", Input{Node: testobj.Node("n1", dead, testobj.Label(detect.ExcludeLabel, "")), Lease: stale, Policy: pol, Request: request("n1", byUser("ada"), inPhase(triaged), approval(true))},
+		{"manual Triaged, node labelled excluded after triage: not admitted", Input{Node: testobj.Node("n1", dead, testobj.Label(detect.ExcludeLabel, "")), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.InPhase(triaged), testobj.Approved(true))},
 			want{reason: ReasonExcluded}},
-		{"manual Triaged, node excluded, exclusion overridden: admit", Input{Node: testobj.Node("n1", up, testobj.Label(detect.ExcludeLabel, "")), Lease: fresh, Policy: pol, Request: request("n1", byUser("ada"), inPhase(triaged), approval(true), overridden())},
+		{"manual Triaged, node excluded, exclusion overridden: admit", Input{Node: testobj.Node("n1", up, testobj.Label(detect.ExcludeLabel, "")), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.InPhase(triaged), testobj.Approved(true), testobj.ExclusionOverridden())},
 			want{step: StepAdmit, reason: "Manual"}},
-		{"Fenced, boot ID at fence unknown, verified rebooted: recovering", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), asked("user:ada", "Rebooted"))},
+		{"Fenced, boot ID at fence unknown, verified rebooted: recovering", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), testobj.UnfenceAsked("user:ada", "Rebooted"))},
 			want{step: StepRecovering, reason: ReasonVerifiedByOperator}},
-		{"Fenced, boot ID at fence unknown, ask without a verification: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), asked("user:ada", "yes"))},
+		{"Fenced, boot ID at fence unknown, ask without a verification: stays fenced", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), testobj.UnfenceAsked("user:ada", "yes"))},
 			want{reason: ReasonUnknownBootID}},
-		{"Fenced, same boot ID, verified Off: a boot ID that did not change wins", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence, asked("user:ada", "Off"))},
+		{"Fenced, same boot ID, verified Off: a boot ID that did not change wins", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence, testobj.UnfenceAsked("user:ada", "Off"))},
 			want{reason: ReasonNodeDown}},
-		{"Fenced, same boot ID alive, verified Off: a lying fence all the same", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: request("n1", inPhase(fenced), atFence, asked("user:ada", "Off")), Signs: LifeSigns{Watching: true, ReadyReports: 2}},
+		{"Fenced, same boot ID alive, verified Off: a lying fence all the same", Input{Node: testobj.Node("n1", up, oos, owner), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fenced), atFence, testobj.UnfenceAsked("user:ada", "Off")), Signs: LifeSigns{Watching: true, ReadyReports: 2}},
 			want{reason: ReasonLyingFence}},
-		{"Recovering, policy unfences by hand, operator asks: recover", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: policy("p", manualUnfence()), Request: request("n1", inPhase(recovering), atFence, asked("user:ada", ""))},
+		{"Recovering, policy unfences by hand, operator asks: recover", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: testobj.FencePolicy("p", testobj.ManualUnfence()), Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence, testobj.UnfenceAsked("user:ada", ""))},
 			want{step: StepRecover, reason: "Unfenced"}},
-		{"Recovering, policy unfences by hand, asked, a VolumeAttachment left: wait", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: policy("p", manualUnfence()), Request: request("n1", inPhase(recovering), atFence, asked("user:ada", "")), VolumeAttachments: 1},
+		{"Recovering, policy unfences by hand, asked, a VolumeAttachment left: wait", Input{Node: testobj.Node("n1", up, oos, owner, rebooted), Lease: fresh, Policy: testobj.FencePolicy("p", testobj.ManualUnfence()), Request: testobj.FencingRequest("n1", testobj.InPhase(recovering), atFence, testobj.UnfenceAsked("user:ada", "")), VolumeAttachments: 1},
 			want{reason: ReasonAttachmentsRemain}},
 
 		// No open request, marks of a Failed or deleted request left.
-		{"Failed request's marks, Ready with a new boot ID: clear", Input{Node: testobj.Node("n1", up, rebooted, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
+		{"Failed request's marks, Ready with a new boot ID: clear", Input{Node: testobj.Node("n1", up, rebooted, testobj.FailedFenceMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
 			want{step: StepClear, reason: "Unfenced"}},
-		{"Failed request's marks, Ready 3 s: wait 7 s", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(3*time.Second)), rebooted, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
+		{"Failed request's marks, Ready 3 s: wait 7 s", Input{Node: testobj.Node("n1", testobj.ReadySince(ago(3*time.Second)), rebooted, testobj.FailedFenceMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
 			want{reason: ReasonHealthyDelay, recheck: 7 * time.Second}},
-		{"Failed request's marks, Ready with the same boot ID: they stay", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
+		{"Failed request's marks, Ready with the same boot ID: they stay", Input{Node: testobj.Node("n1", up, testobj.FailedFenceMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
 			want{reason: ReasonSameBootID}},
-		{"Failed request's marks, same boot ID, verified Rebooted: they stay", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: request("n1", inPhase(failed), atFence, asked("user:ada", "Rebooted"))},
+		{"Failed request's marks, same boot ID, verified Rebooted: they stay", Input{Node: testobj.Node("n1", up, testobj.FailedFenceMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: testobj.FencingRequest("n1", testobj.InPhase(failed), atFence, testobj.UnfenceAsked("user:ada", "Rebooted"))},
 			want{reason: ReasonSameBootID}},
-		{"Failed request's marks, no boot ID at fence, verified Off: clear", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: request("n1", inPhase(failed), asked("user:ada", "Off"))},
+		{"Failed request's marks, no boot ID at fence, verified Off: clear", Input{Node: testobj.Node("n1", up, testobj.FailedFenceMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: testobj.FencingRequest("n1", testobj.InPhase(failed), testobj.UnfenceAsked("user:ada", "Off"))},
 			want{step: StepClear, reason: "Unfenced"}},
-		{"Failed request's marks, node not Ready: they stay", Input{Node: testobj.Node("n1", testobj.NotReadySince(ago(time.Second)), rebooted, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
+		{"Failed request's marks, node not Ready: they stay", Input{Node: testobj.Node("n1", testobj.NotReadySince(ago(time.Second)), rebooted, testobj.FailedFenceMarks(ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq},
 			want{reason: ReasonNodeDown}},
-		{"Failed request's marks, node dead again, blocked: no new request", Input{Node: testobj.Node("n1", dead, failedMarks(ago(time.Hour))), Lease: stale, Policy: pol, Failed: failedReq, Blocked: "FencingRequest n1-req failed"},
+		{"Failed request's marks, node dead again, blocked: no new request", Input{Node: testobj.Node("n1", dead, testobj.FailedFenceMarks(ago(time.Hour))), Lease: stale, Policy: pol, Failed: failedReq, Blocked: "FencingRequest n1-req failed"},
 			want{reason: ReasonEarlierFailure}},
-		{"marks of an older boot's failure, node dead again: a new request takes them over", Input{Node: testobj.Node("n1", dead, rebooted, failedMarks(ago(time.Hour))), Lease: stale, Policy: pol, Failed: failedReq},
+		{"marks of an older boot's failure, node dead again: a new request takes them over", Input{Node: testobj.Node("n1", dead, rebooted, testobj.FailedFenceMarks(ago(time.Hour))), Lease: stale, Policy: pol, Failed: failedReq},
 			want{step: StepCreate, reason: detect.ReasonLeaseExpired}},
-		{"request deleted, marks left, no boot ID to compare: they stay", Input{Node: testobj.Node("n1", up, rebooted, failedMarks(ago(time.Hour))), Lease: fresh, Policy: pol},
+		{"request deleted, marks left, no boot ID to compare: they stay", Input{Node: testobj.Node("n1", up, rebooted, testobj.FailedFenceMarks(ago(time.Hour))), Lease: fresh, Policy: pol},
 			want{reason: ReasonUnknownBootID}},
-		{"request deleted, marks left, operator verified Rebooted on the node: clear", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour)), nodeAsked("user:ada", "Rebooted")), Lease: fresh, Policy: pol},
+		{"request deleted, marks left, operator verified Rebooted on the node: clear", Input{Node: testobj.Node("n1", up, testobj.FailedFenceMarks(ago(time.Hour)), testobj.NodeUnfenceAsked("user:ada", "Rebooted")), Lease: fresh, Policy: pol},
 			want{step: StepClear, reason: "Unfenced"}},
-		{"request deleted, marks left, no policy any more, verified: clear after the default delay", Input{Node: testobj.Node("n1", up, failedMarks(ago(time.Hour)), nodeAsked("user:ada", "Off"))},
+		{"request deleted, marks left, no policy any more, verified: clear after the default delay", Input{Node: testobj.Node("n1", up, testobj.FailedFenceMarks(ago(time.Hour)), testobj.NodeUnfenceAsked("user:ada", "Off"))},
 			want{step: StepClear, reason: "Unfenced"}},
 		{"fenced request deleted, out of service, new boot, a VolumeAttachment left: they stay", Input{Node: testobj.Node("n1", up, rebooted, oos, owner, testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, ago(time.Hour))), Lease: fresh, Policy: pol, Failed: failedReq, VolumeAttachments: 1},
 			want{reason: ReasonAttachmentsRemain}},
-		{"fenced request deleted, out of service, verified, volumes in use: they stay", Input{Node: testobj.Node("n1", up, oos, owner, nodeAsked("user:ada", "Off"), testobj.VolumesInUse("kubernetes.io/csi/disk^v1")), Lease: fresh, Policy: pol},
+		{"fenced request deleted, out of service, verified, volumes in use: they stay", Input{Node: testobj.Node("n1", up, oos, owner, testobj.NodeUnfenceAsked("user:ada", "Off"), testobj.VolumesInUse("kubernetes.io/csi/disk^v1")), Lease: fresh, Policy: pol},
 			want{reason: ReasonVolumesInUse}},
-		{"fenced request deleted, out of service, verified, nothing left: clear", Input{Node: testobj.Node("n1", up, oos, owner, nodeAsked("user:ada", "Off")), Lease: fresh, Policy: pol},
+		{"fenced request deleted, out of service, verified, nothing left: clear", Input{Node: testobj.Node("n1", up, oos, owner, testobj.NodeUnfenceAsked("user:ada", "Off")), Lease: fresh, Policy: pol},
 			want{step: StepClear, reason: "Unfenced"}},
 
 		// A terminal request is never acted on.
-		{"Recovered request given: nothing", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencingv1alpha1.FencingPhaseRecovered))}, want{}},
-		{"Failed request given: nothing", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: request("n1", inPhase(fencingv1alpha1.FencingPhaseFailed))}, want{}},
+		{"Recovered request given: nothing", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseRecovered))}, want{}},
+		{"Failed request given: nothing", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseFailed))}, want{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -444,18 +444,18 @@ func TestDecideInvariants(t *testing.T) {
 		"up 1 s, new boot":      testobj.Node("n1", testobj.ReadySince(ago(time.Second)), rebooted),
 		"up, no boot ID":        testobj.Node("n1", up, testobj.BootID("")),
 		"up, new boot, volumes": testobj.Node("n1", up, rebooted, testobj.VolumesInUse("v")),
-		"recreated, up":         testobj.Node("n1", up, rebooted, nodeUID("uid-other")),
-		"recreated, dead":       testobj.Node("n1", testobj.UnknownSince(ago(time.Minute)), nodeUID("uid-other")),
+		"recreated, up":         testobj.Node("n1", up, rebooted, testobj.NodeUID("uid-other")),
+		"recreated, dead":       testobj.Node("n1", testobj.UnknownSince(ago(time.Minute)), testobj.NodeUID("uid-other")),
 	}
 	leases := map[string]*coordinationv1.Lease{"none": nil, "stale": testobj.Lease("n1", ago(time.Minute)), "fresh": testobj.Lease("n1", now)}
 	proofs := map[string][]fencingv1alpha1.FenceAttempt{
 		"none":       nil,
-		"off":        {attempt(1, "bmc", succeeded, off)},
-		"no read":    {attempt(1, "bmc", succeeded, "")},
-		"failed off": {attempt(1, "bmc", fencingv1alpha1.FenceAttemptFailed, off)},
+		"off":        {testobj.FenceAttempt(1, "bmc", succeeded, off)},
+		"no read":    {testobj.FenceAttempt(1, "bmc", succeeded, "")},
+		"failed off": {testobj.FenceAttempt(1, "bmc", fencingv1alpha1.FenceAttemptFailed, off)},
 	}
 	policies := map[string]*fencingv1alpha1.FencePolicy{
-		"none": nil, "default": policy("p"), "manual": policy("p", manualApproval(), manualUnfence()), "no oos": policy("p", noOutOfService()),
+		"none": nil, "default": testobj.FencePolicy("p"), "manual": testobj.FencePolicy("p", testobj.ManualApproval(), testobj.ManualUnfence()), "no oos": testobj.FencePolicy("p", testobj.NoOutOfServiceTaint()),
 	}
 	n := 0
 	for _, phase := range phases {
@@ -465,11 +465,11 @@ func TestDecideInvariants(t *testing.T) {
 					for polName, pol := range policies {
 						for _, vas := range []int{0, 1} {
 							for _, manual := range []bool{false, true} {
-								opts := []requestOption{inPhase(phase), bootAtFence("boot-1"), attempts(proof...)}
+								opts := []testobj.RequestOption{testobj.InPhase(phase), testobj.BootIDAtFence("boot-1"), testobj.Attempts(proof...)}
 								if manual {
-									opts = append(opts, byUser("ada"))
+									opts = append(opts, testobj.ByUser("ada"))
 								}
-								in := seenAtRenewal(Input{Node: node.DeepCopy(), Lease: lease, Policy: pol, Request: request("n1", opts...), VolumeAttachments: vas, Now: now})
+								in := seenAtRenewal(Input{Node: node.DeepCopy(), Lease: lease, Policy: pol, Request: testobj.FencingRequest("n1", opts...), VolumeAttachments: vas, Now: now})
 								d := Decide(in)
 								n++
 								if msg := brokenInvariant(in, d); msg != "" {
@@ -490,12 +490,23 @@ func TestDecideInvariants(t *testing.T) {
 // registered under the same name.
 func TestDecideManualRequestOfARecreatedNode(t *testing.T) {
 	now := testobj.Epoch.Add(time.Hour)
-	node := testobj.Node("n1", testobj.UnknownSince(now.Add(-time.Minute)), nodeUID("uid-n1-new"))
+	node := testobj.Node("n1", testobj.UnknownSince(now.Add(-time.Minute)), testobj.NodeUID("uid-n1-new"))
 	for _, phase := range []fencingv1alpha1.FencingPhase{pending, triaged} {
-		d := Decide(Input{Node: node, Lease: testobj.Lease("n1", now.Add(-time.Minute)), Policy: policy("p"),
-			Request: request("n1", byUser("ada"), inPhase(phase), approval(true)), Now: now})
+		d := Decide(Input{Node: node, Lease: testobj.Lease("n1", now.Add(-time.Minute)), Policy: testobj.FencePolicy("p"),
+			Request: testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.InPhase(phase), testobj.Approved(true)), Now: now})
 		if d.Step != StepCancel || d.Reason != ReasonNodeRecreated {
 			t.Errorf("manual %s request of uid-n1, node now uid-n1-new: Decide() = %s (%s), want Cancel (NodeRecreated)", phase, d.Step, d.Reason)
 		}
+	}
+}
+
+// testobj.FencingRequest builds this controller's automatic request: the
+// builder names the requester literally (testobj imports no controller).
+func TestFencingRequestBuilderIsAutomatic(t *testing.T) {
+	if r := testobj.FencingRequest("n1"); !automatic(r) {
+		t.Fatalf("testobj.FencingRequest requester = %q, want %q", r.Spec.Requester, RequesterController)
+	}
+	if r := testobj.FencingRequest("n1", testobj.ByUser("ada")); automatic(r) {
+		t.Fatalf("testobj.ByUser request counts as automatic: %q", r.Spec.Requester)
 	}
 }

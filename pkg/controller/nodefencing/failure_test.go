@@ -14,11 +14,11 @@ func TestLastFailure(t *testing.T) {
 		return a
 	}
 	failed, timedOut := fencingv1alpha1.FenceAttemptFailed, fencingv1alpha1.FenceAttemptTimedOut
-	rejected := with(attempt(1, "bmc", failed, ""), "credentials rejected by the fence device: redfish off of system 1: 401")
-	stillOn := with(attempt(2, "pdu", timedOut, fencingv1alpha1.PowerStateOn), "the level's timeout ran out (last read: On)")
-	running := attempt(1, "bmc", "", "")
+	rejected := with(testobj.FenceAttempt(1, "bmc", failed, ""), "credentials rejected by the fence device: redfish off of system 1: 401")
+	stillOn := with(testobj.FenceAttempt(2, "pdu", timedOut, fencingv1alpha1.PowerStateOn), "the level's timeout ran out (last read: On)")
+	running := testobj.FenceAttempt(1, "bmc", "", "")
 	running.EndTime = nil
-	long := with(attempt(1, "bmc", failed, ""), "credentials rejected by the fence device: "+strings.Repeat("x", 2000))
+	long := with(testobj.FenceAttempt(1, "bmc", failed, ""), "credentials rejected by the fence device: "+strings.Repeat("x", 2000))
 	for _, tc := range []struct {
 		name     string
 		attempts []fencingv1alpha1.FenceAttempt
@@ -29,7 +29,7 @@ func TestLastFailure(t *testing.T) {
 			[]string{"level 1, FenceClass bmc (Redfish): Failed: credentials rejected by the fence device: redfish off of system 1: 401"}, 0},
 		{"the latest failure, not the first", []fencingv1alpha1.FenceAttempt{rejected, stillOn},
 			[]string{"level 2, FenceClass pdu", "TimedOut", "last read: On"}, 0},
-		{"a running attempt and a success are skipped", []fencingv1alpha1.FenceAttempt{rejected, attempt(2, "pdu", fencingv1alpha1.FenceAttemptSucceeded, fencingv1alpha1.PowerStateOff), running},
+		{"a running attempt and a success are skipped", []fencingv1alpha1.FenceAttempt{rejected, testobj.FenceAttempt(2, "pdu", fencingv1alpha1.FenceAttemptSucceeded, fencingv1alpha1.PowerStateOff), running},
 			[]string{"FenceClass bmc", "credentials rejected"}, 0},
 		{"no attempt ended", []fencingv1alpha1.FenceAttempt{running}, []string{"no fence attempt ended"}, 0},
 		{"no attempt at all", nil, []string{"no fence attempt ended"}, 0},
@@ -52,12 +52,12 @@ func TestLastFailure(t *testing.T) {
 // TestFailedRequestNamesTheCause: the request that runs out of rounds
 // fails with a message that names the fence agent's cause.
 func TestFailedRequestNamesTheCause(t *testing.T) {
-	rejected := attempt(1, "bmc", fencingv1alpha1.FenceAttemptFailed, "")
+	rejected := testobj.FenceAttempt(1, "bmc", fencingv1alpha1.FenceAttemptFailed, "")
 	rejected.Message = "credentials rejected by the fence device: redfish off of system 1: 401"
 	in := Input{
 		Node:    testobj.Node("n1"),
-		Policy:  policy("p", maxAttempts(2)),
-		Request: request("n1", inPhase(fencingv1alpha1.FencingPhaseFencing), bootAtFence("boot-1"), failedRounds(2), attempts(rejected, rejected)),
+		Policy:  testobj.FencePolicy("p", testobj.MaxAttempts(2)),
+		Request: testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseFencing), testobj.BootIDAtFence("boot-1"), testobj.FailedRounds(2), testobj.Attempts(rejected, rejected)),
 		Now:     testobj.Epoch,
 	}
 	d := Decide(in)

@@ -14,7 +14,7 @@ import (
 )
 
 // rate sets the policy's token bucket.
-func rate(qps string, burst int32) policyOption {
+func rate(qps string, burst int32) testobj.PolicyOption {
 	return func(p *fencingv1alpha1.FencePolicy) {
 		q := resource.MustParse(qps)
 		p.Spec.StormGuard.Rate = fencingv1alpha1.FenceRate{QPS: &q, Burst: burst}
@@ -22,7 +22,7 @@ func rate(qps string, burst int32) policyOption {
 }
 
 // withGuardStatus sets the policy's saved storm-guard state.
-func withGuardStatus(s *fencingv1alpha1.StormGuardStatus) policyOption {
+func withGuardStatus(s *fencingv1alpha1.StormGuardStatus) testobj.PolicyOption {
 	return func(p *fencingv1alpha1.FencePolicy) { p.Status.StormGuard = s }
 }
 
@@ -59,7 +59,7 @@ func (e *env) admitOnce() {
 func TestSyncGuardStateSurvivesRestart(t *testing.T) {
 	now := testobj.Epoch
 	slow := rate("0.01", 1) // one token per 100 s
-	e := newEnv(t, now, cluster(now, nil, policy("p", slow))[1:]...)
+	e := newEnv(t, now, cluster(now, nil, testobj.FencePolicy("p", slow))[1:]...)
 	e.admitOnce()
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
 	p, err := e.fencing.FencingV1alpha1().FencePolicies().Get(e.ctx, "p", metav1.GetOptions{})
@@ -72,12 +72,12 @@ func TestSyncGuardStateSurvivesRestart(t *testing.T) {
 	}
 
 	later := now.Add(time.Hour)
-	restarted := newEnv(t, later, cluster(later, nil, policy("p", slow, withGuardStatus(sg)))[1:]...)
+	restarted := newEnv(t, later, cluster(later, nil, testobj.FencePolicy("p", slow, withGuardStatus(sg)))[1:]...)
 	restarted.admitOnce()
 	restarted.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
 	restarted.wantRequestCondition("n1", fencingv1alpha1.FencingRequestRequired, metav1.ConditionFalse, stormguard.ReasonRateLimited)
 
-	fresh := newEnv(t, later, cluster(later, nil, policy("p", slow))[1:]...)
+	fresh := newEnv(t, later, cluster(later, nil, testobj.FencePolicy("p", slow))[1:]...)
 	fresh.admitOnce()
 	fresh.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
 }
@@ -87,7 +87,7 @@ func TestSyncGuardStateSurvivesRestart(t *testing.T) {
 func TestSyncGuardStateUnreadable(t *testing.T) {
 	now := testobj.Epoch
 	broken := &fencingv1alpha1.StormGuardStatus{Tokens: resource.NewQuantity(2, resource.DecimalSI)} // no times
-	e := newEnv(t, now, cluster(now, nil, policy("p", withGuardStatus(broken)))[1:]...)
+	e := newEnv(t, now, cluster(now, nil, testobj.FencePolicy("p", withGuardStatus(broken)))[1:]...)
 	e.admitOnce()
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
 	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestRequired, metav1.ConditionFalse, stormguard.ReasonStormCooldownActive)

@@ -26,7 +26,7 @@ func signs(renewals, ready int) LifeSigns {
 }
 
 func TestJudgeFence(t *testing.T) {
-	fenced := request("n1", inPhase(fencingv1alpha1.FencingPhaseFenced), bootAtFence("boot-1"))
+	fenced := testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseFenced), testobj.BootIDAtFence("boot-1"))
 	up := testobj.ReadySince(testobj.Epoch.Add(-time.Hour))
 	same, other := testobj.Node("n1", up, testobj.BootID("boot-1")), testobj.Node("n1", up, testobj.BootID("boot-2"))
 	noBoot := testobj.Node("n1", up, testobj.BootID(""))
@@ -44,9 +44,9 @@ func TestJudgeFence(t *testing.T) {
 		{"two Ready reports, fenced boot ID: lying", fenced, same, signs(0, 2), true, true},
 		{"renewing with a new boot ID: rebooted, not lying", fenced, other, signs(5, 2), true, false},
 		{"renewing, boot ID now unknown: alive, cannot tell", fenced, noBoot, signs(5, 0), true, false},
-		{"renewing, boot ID at fence unknown: alive, cannot tell", request("n1", inPhase(fencingv1alpha1.FencingPhaseFenced)), same, signs(5, 0), true, false},
-		{"request Recovering: not judged", request("n1", inPhase(fencingv1alpha1.FencingPhaseRecovering), bootAtFence("boot-1")), same, signs(5, 5), false, false},
-		{"request Fencing: not judged", request("n1", inPhase(fencingv1alpha1.FencingPhaseFencing), bootAtFence("boot-1")), same, signs(5, 5), false, false},
+		{"renewing, boot ID at fence unknown: alive, cannot tell", testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseFenced)), same, signs(5, 0), true, false},
+		{"request Recovering: not judged", testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseRecovering), testobj.BootIDAtFence("boot-1")), same, signs(5, 5), false, false},
+		{"request Fencing: not judged", testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseFencing), testobj.BootIDAtFence("boot-1")), same, signs(5, 5), false, false},
 		{"no request", nil, same, signs(5, 5), false, false},
 		{"no node", fenced, nil, signs(5, 5), false, false},
 	} {
@@ -63,7 +63,7 @@ func TestJudgeFence(t *testing.T) {
 }
 
 func TestLieCondition(t *testing.T) {
-	fenced := request("n1", inPhase(fencingv1alpha1.FencingPhaseFenced), bootAtFence("boot-1"))
+	fenced := testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseFenced), testobj.BootIDAtFence("boot-1"))
 	up := testobj.ReadySince(testobj.Epoch.Add(-time.Hour))
 	node := func(opts ...testobj.NodeOption) *v1.Node {
 		return testobj.Node("n1", append([]testobj.NodeOption{up, testobj.BootID("boot-1")}, opts...)...)
@@ -81,10 +81,10 @@ func TestLieCondition(t *testing.T) {
 		{"not lying, never caught: no condition at all", Input{Node: node(), Request: fenced}, false, "", ""},
 		{"caught before, no observations (restart), same boot: kept as it is", Input{Node: node(lieCaught), Request: fenced}, false, "", ""},
 		{"caught before, rebooted: False", Input{Node: node(lieCaught, testobj.BootID("boot-2")), Request: fenced}, true, v1.ConditionFalse, "NewBootID"},
-		{"caught before, request no longer Fenced: False", Input{Node: node(lieCaught), Request: request("n1", inPhase(fencingv1alpha1.FencingPhaseRecovering), bootAtFence("boot-1"))}, true, v1.ConditionFalse, "NotFenced"},
+		{"caught before, request no longer Fenced: False", Input{Node: node(lieCaught), Request: testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseRecovering), testobj.BootIDAtFence("boot-1"))}, true, v1.ConditionFalse, "NotFenced"},
 		{"caught before, request gone: False", Input{Node: node(lieCaught)}, true, v1.ConditionFalse, "NotFenced"},
 		{"cleared before, no request: nothing", Input{Node: node(cleared)}, false, "", ""},
-		{"a node recreated under the name: nothing", Input{Node: node(lieCaught, nodeUID("other")), Request: fenced}, false, "", ""},
+		{"a node recreated under the name: nothing", Input{Node: node(lieCaught, testobj.NodeUID("other")), Request: fenced}, false, "", ""},
 		{"no node: nothing", Input{Request: fenced, Signs: signs(5, 5)}, false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,7 +110,7 @@ func TestLifeWatch(t *testing.T) {
 		n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(hb)
 		return n
 	}
-	fenced := request("n1", inPhase(fencingv1alpha1.FencingPhaseFenced), bootAtFence("boot-1"))
+	fenced := testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseFenced), testobj.BootIDAtFence("boot-1"))
 
 	w.leaseSeen(lease(t0)) // before any mark: not watched
 	if s := w.signs("n1", fenced, lease(t0), readyAt(t0)); s != signs(0, 0) {
@@ -132,10 +132,10 @@ func TestLifeWatch(t *testing.T) {
 		t.Errorf("JudgeFence on the watch's signs = %+v, want lying", v)
 	}
 	// The request ends, then a new one is fenced: counted afresh.
-	if s := w.signs("n1", request("n1", inPhase(fencingv1alpha1.FencingPhaseRecovering)), nil, nil); s != (LifeSigns{}) {
+	if s := w.signs("n1", testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseRecovering)), nil, nil); s != (LifeSigns{}) {
 		t.Fatalf("a request not Fenced has signs %+v", s)
 	}
-	next := request("n1", inPhase(fencingv1alpha1.FencingPhaseFenced), bootAtFence("boot-1"))
+	next := testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseFenced), testobj.BootIDAtFence("boot-1"))
 	next.UID = "uid-req-n1-next"
 	if s := w.signs("n1", next, lease(t0.Add(20*time.Second)), readyAt(t0)); s != signs(0, 0) {
 		t.Fatalf("a new request starts from %+v, want nothing", s)

@@ -17,16 +17,25 @@ import (
 	"fenceline.io/fenceline/pkg/controller/stormguard"
 )
 
+// classes indexes FenceClasses by name, as PolicyProblem takes them.
+func classes(cs ...*fencingv1alpha1.FenceClass) map[string]*fencingv1alpha1.FenceClass {
+	out := map[string]*fencingv1alpha1.FenceClass{}
+	for _, c := range cs {
+		out[c.Name] = c
+	}
+	return out
+}
+
 // badSelector does not parse (an unknown operator).
 var badSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "role", Operator: "Near", Values: []string{"x"}}}}
 
 func TestResolvePolicy(t *testing.T) {
 	worker := testobj.Node("n1", testobj.Label("role", "worker"))
-	workers := policy("workers", selecting("role", "worker"))
-	dbs := policy("dbs", selecting("role", "db"))
-	all := policy("all")
-	everyLabel := policy("every-label", selector(&metav1.LabelSelector{}))
-	broken := policy("broken", selector(badSelector))
+	workers := testobj.FencePolicy("workers", testobj.Selecting("role", "worker"))
+	dbs := testobj.FencePolicy("dbs", testobj.Selecting("role", "db"))
+	all := testobj.FencePolicy("all")
+	everyLabel := testobj.FencePolicy("every-label", testobj.NodeSelector(&metav1.LabelSelector{}))
+	broken := testobj.FencePolicy("broken", testobj.NodeSelector(badSelector))
 
 	tests := []struct {
 		name     string
@@ -69,24 +78,24 @@ func TestResolvePolicy(t *testing.T) {
 }
 
 func TestPolicyProblem(t *testing.T) {
-	bmc, pdu, onboard := class("bmc", false), class("pdu", false), class("onboard", true)
+	bmc, pdu, onboard := testobj.FenceClass("bmc"), testobj.FenceClass("pdu"), testobj.FenceClass("onboard", testobj.SharesPowerWithNode())
 	tests := []struct {
 		name    string
 		policy  *fencingv1alpha1.FencePolicy
 		classes map[string]*fencingv1alpha1.FenceClass
 		problem string // a part of the problem, "" for none
 	}{
-		{"usable", policy("p"), classes(bmc), ""},
-		{"the class of its level is missing", policy("p"), classes(pdu), "names FenceClasses that do not exist: bmc"},
-		{"every missing class named once", policy("p", levels(level(1, "bmc", "x"), level(2, "x", "y"))), classes(bmc), "do not exist: x, y"},
-		{"no class at all", policy("p"), nil, "do not exist: bmc"},
-		{"no level", policy("p", levels()), classes(bmc), "has no level"},
-		{"a nodeSelector that does not parse", policy("p", selector(badSelector)), classes(bmc), "nodeSelector"},
-		{"only level shares power with the node, storage fence BestEffort", policy("p", levels(level(1, "onboard")), storage(fencingv1alpha1.StorageFenceBestEffort)), classes(onboard), "loses power with the node"},
-		{"only level, one of its classes shares power, BestEffort", policy("p", levels(level(1, "pdu", "onboard")), storage(fencingv1alpha1.StorageFenceBestEffort)), classes(pdu, onboard), "FenceClass onboard"},
-		{"only level shares power, storage fence Required", policy("p", levels(level(1, "onboard")), storage(fencingv1alpha1.StorageFenceRequired)), classes(onboard), ""},
-		{"only level shares power, storage fence unset (Required by default)", policy("p", levels(level(1, "onboard"))), classes(onboard), ""},
-		{"shares power but an independent level follows", policy("p", levels(level(1, "onboard"), level(2, "pdu")), storage(fencingv1alpha1.StorageFenceBestEffort)), classes(onboard, pdu), ""},
+		{"usable", testobj.FencePolicy("p"), classes(bmc), ""},
+		{"the class of its level is missing", testobj.FencePolicy("p"), classes(pdu), "names FenceClasses that do not exist: bmc"},
+		{"every missing class named once", testobj.FencePolicy("p", testobj.Levels(testobj.FenceLevel(1, "bmc", "x"), testobj.FenceLevel(2, "x", "y"))), classes(bmc), "do not exist: x, y"},
+		{"no class at all", testobj.FencePolicy("p"), nil, "do not exist: bmc"},
+		{"no level", testobj.FencePolicy("p", testobj.Levels()), classes(bmc), "has no level"},
+		{"a nodeSelector that does not parse", testobj.FencePolicy("p", testobj.NodeSelector(badSelector)), classes(bmc), "nodeSelector"},
+		{"only level shares power with the node, storage fence BestEffort", testobj.FencePolicy("p", testobj.Levels(testobj.FenceLevel(1, "onboard")), testobj.StorageFence(fencingv1alpha1.StorageFenceBestEffort)), classes(onboard), "loses power with the node"},
+		{"only level, one of its classes shares power, BestEffort", testobj.FencePolicy("p", testobj.Levels(testobj.FenceLevel(1, "pdu", "onboard")), testobj.StorageFence(fencingv1alpha1.StorageFenceBestEffort)), classes(pdu, onboard), "FenceClass onboard"},
+		{"only level shares power, storage fence Required", testobj.FencePolicy("p", testobj.Levels(testobj.FenceLevel(1, "onboard")), testobj.StorageFence(fencingv1alpha1.StorageFenceRequired)), classes(onboard), ""},
+		{"only level shares power, storage fence unset (Required by default)", testobj.FencePolicy("p", testobj.Levels(testobj.FenceLevel(1, "onboard"))), classes(onboard), ""},
+		{"shares power but an independent level follows", testobj.FencePolicy("p", testobj.Levels(testobj.FenceLevel(1, "onboard"), testobj.FenceLevel(2, "pdu")), testobj.StorageFence(fencingv1alpha1.StorageFenceBestEffort)), classes(onboard, pdu), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,7 +108,7 @@ func TestPolicyProblem(t *testing.T) {
 }
 
 func TestGuardPolicyDefaults(t *testing.T) {
-	pol, qps, burst := GuardPolicy(policy("p"))
+	pol, qps, burst := GuardPolicy(testobj.FencePolicy("p"))
 	fiftyPercent := intstr.FromString("50%")
 	want := stormguard.Policy{
 		MaxConcurrentFencing: 1,
@@ -121,7 +130,7 @@ func TestGuardPolicyDefaults(t *testing.T) {
 	if qps != 0.1 || burst != 2 {
 		t.Errorf("GuardPolicy() rate = %v/s burst %d, want 0.1/s burst 2", qps, burst)
 	}
-	pol, qps, burst = GuardPolicy(policy("p"))
+	pol, qps, burst = GuardPolicy(testobj.FencePolicy("p"))
 	if err := pol.Validate(); err != nil {
 		t.Errorf("the defaults do not validate: %v", err)
 	}
@@ -144,7 +153,7 @@ func TestGuardPolicyDefaults(t *testing.T) {
 
 func TestGuardPolicySet(t *testing.T) {
 	threshold, rate, qps := resource.MustParse("0.7"), resource.MustParse("0.5"), resource.MustParse("2")
-	p := policy("p", maxConcurrent(3), maxUnhealthy(intstr.FromInt32(4)), maxAttempts(7))
+	p := testobj.FencePolicy("p", testobj.MaxConcurrentFencing(3), testobj.MaxUnhealthy(intstr.FromInt32(4)), testobj.MaxAttempts(7))
 	p.Spec.StormGuard.ZoneLabel = "example.com/rack"
 	p.Spec.StormGuard.UnhealthyZoneThreshold = &threshold
 	p.Spec.StormGuard.PartialDisruptionRate = &rate
@@ -171,30 +180,30 @@ func TestGuardPolicySet(t *testing.T) {
 func near(got, want float64) bool { return math.Abs(got-want) < 1e-9 }
 
 func TestPolicyAccessors(t *testing.T) {
-	def := policy("p")
-	if MaxAttempts(def) != 5 || MaxAttempts(nil) != 5 || MaxAttempts(policy("p", maxAttempts(2))) != 2 {
-		t.Errorf("MaxAttempts: default %d, nil %d, set %d; want 5, 5, 2", MaxAttempts(def), MaxAttempts(nil), MaxAttempts(policy("p", maxAttempts(2))))
+	def := testobj.FencePolicy("p")
+	if MaxAttempts(def) != 5 || MaxAttempts(nil) != 5 || MaxAttempts(testobj.FencePolicy("p", testobj.MaxAttempts(2))) != 2 {
+		t.Errorf("MaxAttempts: default %d, nil %d, set %d; want 5, 5, 2", MaxAttempts(def), MaxAttempts(nil), MaxAttempts(testobj.FencePolicy("p", testobj.MaxAttempts(2))))
 	}
-	if HealthyDelay(def) != 10*time.Second || HealthyDelay(policy("p", healthyDelay(time.Minute))) != time.Minute {
-		t.Errorf("HealthyDelay: default %s, set %s; want 10s, 1m", HealthyDelay(def), HealthyDelay(policy("p", healthyDelay(time.Minute))))
+	if HealthyDelay(def) != 10*time.Second || HealthyDelay(testobj.FencePolicy("p", testobj.HealthyDelay(time.Minute))) != time.Minute {
+		t.Errorf("HealthyDelay: default %s, set %s; want 10s, 1m", HealthyDelay(def), HealthyDelay(testobj.FencePolicy("p", testobj.HealthyDelay(time.Minute))))
 	}
-	if !AppliesOutOfService(def) || AppliesOutOfService(policy("p", noOutOfService())) {
+	if !AppliesOutOfService(def) || AppliesOutOfService(testobj.FencePolicy("p", testobj.NoOutOfServiceTaint())) {
 		t.Error("AppliesOutOfService: want true by default, false with None")
 	}
-	if !UnfencesOnNewBoot(def) || UnfencesOnNewBoot(policy("p", manualUnfence())) {
+	if !UnfencesOnNewBoot(def) || UnfencesOnNewBoot(testobj.FencePolicy("p", testobj.ManualUnfence())) {
 		t.Error("UnfencesOnNewBoot: want true by default, false with Manual")
 	}
-	if !AutomaticApproval(def) || AutomaticApproval(policy("p", manualApproval())) {
+	if !AutomaticApproval(def) || AutomaticApproval(testobj.FencePolicy("p", testobj.ManualApproval())) {
 		t.Error("AutomaticApproval: want true by default, false with Manual")
 	}
 }
 
 func TestDetectRules(t *testing.T) {
-	r := DetectRules(policy("p"))
+	r := DetectRules(testobj.FencePolicy("p"))
 	if r.LeaseStaleAfter != detect.DefaultLeaseStaleAfter || len(r.Conditions) != 0 || !r.Selector.Empty() {
 		t.Errorf("DetectRules() of a default policy = %+v, want the default stale age, no condition, every node", r)
 	}
-	p := policy("p", selecting("role", "worker"))
+	p := testobj.FencePolicy("p", testobj.Selecting("role", "worker"))
 	p.Spec.Detection.LeaseStaleAfter = &metav1.Duration{Duration: time.Minute}
 	p.Spec.Detection.UnhealthyConditions = []fencingv1alpha1.UnhealthyCondition{{Type: "Ready", Status: metav1.ConditionUnknown, Duration: metav1.Duration{Duration: 30 * time.Second}}}
 	r = DetectRules(p)
@@ -204,7 +213,7 @@ func TestDetectRules(t *testing.T) {
 	}
 	// A selector that does not parse selects nothing, so detection is off.
 	now := testobj.Epoch
-	v := detect.Unhealthy(testobj.Node("n1", testobj.UnknownSince(now.Add(-time.Hour))), detect.Snapshot(testobj.Lease("n1", now.Add(-time.Hour)), now), DetectRules(policy("p", selector(badSelector))), now)
+	v := detect.Unhealthy(testobj.Node("n1", testobj.UnknownSince(now.Add(-time.Hour))), detect.Snapshot(testobj.Lease("n1", now.Add(-time.Hour)), now), DetectRules(testobj.FencePolicy("p", testobj.NodeSelector(badSelector))), now)
 	if v.Candidate {
 		t.Errorf("a policy whose selector does not parse made a candidate: %+v", v)
 	}

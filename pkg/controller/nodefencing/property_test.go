@@ -37,7 +37,7 @@ func randomNode(r *rand.Rand) *v1.Node {
 		testobj.BootID(pick(r, "boot-1", "boot-2", "boot-2", "")),
 	}
 	if r.IntN(6) == 0 {
-		opts = append(opts, nodeUID("uid-n1-new"))
+		opts = append(opts, testobj.NodeUID("uid-n1-new"))
 	}
 	if r.IntN(10) == 0 {
 		opts = append(opts, testobj.Label(detect.ExcludeLabel, ""))
@@ -61,29 +61,29 @@ func randomPolicy(r *rand.Rand) *fencingv1alpha1.FencePolicy {
 	if r.IntN(6) == 0 {
 		return nil
 	}
-	var opts []policyOption
+	var opts []testobj.PolicyOption
 	if r.IntN(3) == 0 {
-		opts = append(opts, manualApproval())
+		opts = append(opts, testobj.ManualApproval())
 	}
 	if r.IntN(4) == 0 {
-		opts = append(opts, noOutOfService())
+		opts = append(opts, testobj.NoOutOfServiceTaint())
 	}
 	if r.IntN(4) == 0 {
-		opts = append(opts, manualUnfence())
+		opts = append(opts, testobj.ManualUnfence())
 	}
 	if r.IntN(3) == 0 {
-		opts = append(opts, healthyDelay(time.Duration(r.IntN(60))*time.Second))
+		opts = append(opts, testobj.HealthyDelay(time.Duration(r.IntN(60))*time.Second))
 	}
 	if r.IntN(3) == 0 {
-		opts = append(opts, maxAttempts(int32(r.IntN(4))))
+		opts = append(opts, testobj.MaxAttempts(int32(r.IntN(4))))
 	}
 	switch r.IntN(3) {
 	case 0:
-		opts = append(opts, levels(level(1, "bmc"), level(2, "pdu-a", "pdu-b")))
+		opts = append(opts, testobj.Levels(testobj.FenceLevel(1, "bmc"), testobj.FenceLevel(2, "pdu-a", "pdu-b")))
 	case 1:
-		opts = append(opts, levels(level(1), level(2, "pdu-a")))
+		opts = append(opts, testobj.Levels(testobj.FenceLevel(1), testobj.FenceLevel(2, "pdu-a")))
 	}
-	return policy("p", opts...)
+	return testobj.FencePolicy("p", opts...)
 }
 
 // randomRequest draws the node's open request, nil one time in four, in
@@ -95,28 +95,28 @@ func randomRequest(r *rand.Rand) *fencingv1alpha1.FencingRequest {
 	if r.IntN(4) == 0 {
 		return nil
 	}
-	opts := []requestOption{
-		inPhase(pick(r, "", pending, triaged, fencing, fencing, fenced, fenced, recovering, recovering,
+	opts := []testobj.RequestOption{
+		testobj.InPhase(pick(r, "", pending, triaged, fencing, fencing, fenced, fenced, recovering, recovering,
 			fencingv1alpha1.FencingPhaseRecovered, fencingv1alpha1.FencingPhaseFailed, fencingv1alpha1.FencingPhaseCancelled)),
-		bootAtFence(pick(r, "boot-1", "boot-1", "boot-2", "")),
-		failedRounds(int32(r.IntN(7))),
+		testobj.BootIDAtFence(pick(r, "boot-1", "boot-1", "boot-2", "")),
+		testobj.FailedRounds(int32(r.IntN(7))),
 	}
 	if r.IntN(3) == 0 {
-		opts = append(opts, byUser("ada"))
+		opts = append(opts, testobj.ByUser("ada"))
 	}
 	if r.IntN(2) == 0 {
-		opts = append(opts, approval(r.IntN(2) == 0))
+		opts = append(opts, testobj.Approved(r.IntN(2) == 0))
 	}
 	if r.IntN(6) == 0 {
-		opts = append(opts, forNodeUID(pick[types.UID](r, "", "uid-n1-new")))
+		opts = append(opts, testobj.ForNodeUID(pick[types.UID](r, "", "uid-n1-new")))
 	}
 	var as []fencingv1alpha1.FenceAttempt
 	for range r.IntN(4) {
-		as = append(as, attempt(int32(1+r.IntN(2)), pick(r, "bmc", "pdu-a", "pdu-b"),
+		as = append(as, testobj.FenceAttempt(int32(1+r.IntN(2)), pick(r, "bmc", "pdu-a", "pdu-b"),
 			pick(r, succeeded, fencingv1alpha1.FenceAttemptFailed, fencingv1alpha1.FenceAttemptTimedOut),
 			pick(r, off, fencingv1alpha1.PowerStateOn, "")))
 	}
-	return request("n1", append(opts, attempts(as...))...)
+	return testobj.FencingRequest("n1", append(opts, testobj.Attempts(as...))...)
 }
 
 // randomInput draws every input of Decide.
@@ -307,7 +307,7 @@ func TestOwnsOutOfServiceProperties(t *testing.T) {
 		}
 		var req *fencingv1alpha1.FencingRequest
 		if r.IntN(10) > 0 {
-			req = request("n1")
+			req = testobj.FencingRequest("n1")
 			req.UID = pick[types.UID](r, "", "uid-a", "uid-b")
 		}
 		got := OwnsOutOfService(node, req)

@@ -380,7 +380,7 @@ const (
 // that the storm guard sees a cluster it may fence in. extra are more
 // objects, and options of n1.
 func cluster(now time.Time, n1 []testobj.NodeOption, extra ...runtime.Object) []runtime.Object {
-	objs := []runtime.Object{policy("p"), class("bmc", false)}
+	objs := []runtime.Object{testobj.FencePolicy("p"), testobj.FenceClass("bmc")}
 	objs = append(objs, testobj.Node("n1", append([]testobj.NodeOption{testobj.UnknownSince(now.Add(-time.Minute))}, n1...)...), testobj.Lease("n1", now.Add(-time.Minute)))
 	for _, n := range []string{"n2", "n3"} {
 		objs = append(objs, testobj.Node(n, testobj.ReadySince(now.Add(-time.Hour))), testobj.Lease(n, now))
@@ -414,14 +414,14 @@ func (e *env) fenceToFenced(taints ...string) *fencingv1alpha1.FencingRequest {
 
 	// Without an attempt read back Off, the request waits for the agent.
 	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
-		s.Attempts = []fencingv1alpha1.FenceAttempt{attempt(1, "bmc", succeeded, "")}
+		s.Attempts = []fencingv1alpha1.FenceAttempt{testobj.FenceAttempt(1, "bmc", succeeded, "")}
 	})
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
 	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestComplete, metav1.ConditionFalse, ReasonAwaitingAgent)
 
 	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
-		s.Attempts = append(s.Attempts, attempt(1, "bmc", succeeded, off))
+		s.Attempts = append(s.Attempts, testobj.FenceAttempt(1, "bmc", succeeded, off))
 	})
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
@@ -581,7 +581,7 @@ func TestSyncRecoverRechecksVolumeAttachments(t *testing.T) {
 // other waits in Triaged.
 func TestSyncStormGuardAdmitsOneAtATime(t *testing.T) {
 	now := testobj.Epoch
-	objs := []runtime.Object{policy("p", maxConcurrent(1)), class("bmc", false)}
+	objs := []runtime.Object{testobj.FencePolicy("p", testobj.MaxConcurrentFencing(1)), testobj.FenceClass("bmc")}
 	for _, n := range []string{"n1", "n2"} {
 		objs = append(objs, testobj.Node(n, testobj.UnknownSince(now.Add(-time.Minute))), testobj.Lease(n, now.Add(-time.Minute)))
 	}
@@ -611,7 +611,7 @@ func TestSyncStormGuardAdmitsOneAtATime(t *testing.T) {
 
 	// Once n1 is fenced its slot is free.
 	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
-		s.Attempts = []fencingv1alpha1.FenceAttempt{attempt(1, "bmc", succeeded, off)}
+		s.Attempts = []fencingv1alpha1.FenceAttempt{testobj.FenceAttempt(1, "bmc", succeeded, off)}
 	})
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
@@ -697,7 +697,7 @@ func TestSyncFencingIsNotCancelled(t *testing.T) {
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
 	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
-		s.Attempts = []fencingv1alpha1.FenceAttempt{attempt(1, "bmc", succeeded, off)}
+		s.Attempts = []fencingv1alpha1.FenceAttempt{testobj.FenceAttempt(1, "bmc", succeeded, off)}
 	})
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
@@ -736,12 +736,12 @@ func TestFencedLeavesARecreatedNodeAlone(t *testing.T) {
 	if err := e.kube.CoreV1().Nodes().Delete(e.ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.kube.CoreV1().Nodes().Create(e.ctx, testobj.Node("n1", testobj.ReadySince(now), testobj.BootID("boot-new"), nodeUID("uid-n1-new")), metav1.CreateOptions{}); err != nil {
+	if _, err := e.kube.CoreV1().Nodes().Create(e.ctx, testobj.Node("n1", testobj.ReadySince(now), testobj.BootID("boot-new"), testobj.NodeUID("uid-n1-new")), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.renewLease("n1")
 	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
-		s.Attempts = []fencingv1alpha1.FenceAttempt{attempt(1, "bmc", succeeded, off)}
+		s.Attempts = []fencingv1alpha1.FenceAttempt{testobj.FenceAttempt(1, "bmc", succeeded, off)}
 	})
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
@@ -785,7 +785,7 @@ func TestDuplicateRequestCancelled(t *testing.T) {
 	if len(first) != 1 {
 		t.Fatalf("%d requests after the first sync, want 1", len(first))
 	}
-	dup := request("n1", byUser("ada"), approval(true))
+	dup := testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.Approved(true))
 	dup.Name = "n1-dup" // sorts after the generated name at the same creation time
 	if _, err := e.fencing.FencingV1alpha1().FencingRequests().Create(e.ctx, dup, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ func randomAsk(r *rand.Rand) map[string]string {
 	if r.IntN(2) == 0 {
 		return nil
 	}
-	return askAnnotations(nil, "user:ada", pick(r, "", "Off", "Rebooted", "yes"))
+	return testobj.UnfenceAsk("user:ada", pick(r, "", "Off", "Rebooted", "yes"))
 }
 
 // withMarks adds a random share of the marks node-fencing leaves.
@@ -27,7 +27,7 @@ func withMarks(r *rand.Rand, n *v1.Node) {
 	since := propNow.Add(-time.Hour)
 	opts := []testobj.NodeOption{}
 	if r.IntN(2) == 0 {
-		opts = append(opts, failedMarks(since))
+		opts = append(opts, testobj.FailedFenceMarks(since))
 	}
 	if r.IntN(4) == 0 {
 		opts = append(opts, testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, since))
@@ -36,7 +36,9 @@ func withMarks(r *rand.Rand, n *v1.Node) {
 		o(n)
 	}
 	if a := randomAsk(r); a != nil && r.IntN(2) == 0 {
-		n.Annotations = mergeAnnotations(n.Annotations, a)
+		for k, v := range a {
+			testobj.Annotation(k, v)(n)
+		}
 	}
 }
 
@@ -52,7 +54,7 @@ func randomAskInput(r *rand.Rand) Input {
 		withMarks(r, in.Node)
 	}
 	if r.IntN(2) == 0 {
-		f := request("n1", inPhase(fencingv1alpha1.FencingPhaseFailed), bootAtFence(pick(r, "boot-1", "boot-2", "")))
+		f := testobj.FencingRequest("n1", testobj.InPhase(fencingv1alpha1.FencingPhaseFailed), testobj.BootIDAtFence(pick(r, "boot-1", "boot-2", "")))
 		f.Annotations = randomAsk(r)
 		in.Failed = f
 	}

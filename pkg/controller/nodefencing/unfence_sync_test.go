@@ -17,7 +17,7 @@ import (
 func (e *env) ask(node, verified string) {
 	e.t.Helper()
 	r := e.request(node)
-	r.Annotations = askAnnotations(r.Annotations, "user:ada", verified)
+	testobj.UnfenceAsked("user:ada", verified)(r)
 	if _, err := e.fencing.FencingV1alpha1().FencingRequests().Update(e.ctx, r, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func (e *env) failToFailed() {
 func TestSyncManualUnfenceAsked(t *testing.T) {
 	now := testobj.Epoch
 	objs := cluster(now, nil)
-	objs[0] = policy("p", manualUnfence())
+	objs[0] = testobj.FencePolicy("p", testobj.ManualUnfence())
 	e := newEnv(t, now, objs...)
 	e.fenceToFenced()
 	e.comesBack("boot-2")
@@ -69,7 +69,7 @@ func TestSyncManualUnfenceAsked(t *testing.T) {
 // node's triage.
 func TestSyncCancelAsked(t *testing.T) {
 	now := testobj.Epoch
-	e := newEnv(t, now, cluster(now, nil, policy("p", manualApproval()))[1:]...)
+	e := newEnv(t, now, cluster(now, nil, testobj.FencePolicy("p", testobj.ManualApproval()))[1:]...)
 	e.sync("n1")
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
@@ -87,7 +87,7 @@ func TestSyncCancelAsked(t *testing.T) {
 func TestSyncExcludedNodeNeedsOverride(t *testing.T) {
 	now := testobj.Epoch
 	e := newEnv(t, now, cluster(now, []testobj.NodeOption{testobj.Label(detect.ExcludeLabel, "")},
-		request("n1", byUser("ada"), approval(true), inPhase("")))...)
+		testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.Approved(true), testobj.InPhase("")))...)
 	e.sync("n1")
 	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestTriaged, metav1.ConditionFalse, ReasonExcluded)
 	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: ""})
@@ -148,7 +148,7 @@ func TestSyncFailedMarksAfterTheRequestIsDeleted(t *testing.T) {
 		t.Errorf("fencing failed gauge = %v after the request was deleted, want 1 while its marks stay", got)
 	}
 
-	e.updateNode("n1", func(n *v1.Node) { n.Annotations = askAnnotations(n.Annotations, "user:ada", VerifiedRebooted) })
+	e.updateNode("n1", testobj.NodeUnfenceAsked("user:ada", VerifiedRebooted))
 	e.sync("n1")
 	n := e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse, requiredCond: v1.ConditionFalse})
 	if _, ok := n.Annotations[names.UnfenceAnnotation]; ok {
@@ -205,13 +205,13 @@ func TestNodeChangedByAnAsk(t *testing.T) {
 		cur  *v1.Node
 		want bool
 	}{
-		{"unfence ask added", testobj.Node("n1", nodeAsked("user:ada", "")), true},
-		{"verification added to the ask", testobj.Node("n1", nodeAsked("user:ada", VerifiedRebooted)), true},
+		{"unfence ask added", testobj.Node("n1", testobj.NodeUnfenceAsked("user:ada", "")), true},
+		{"verification added to the ask", testobj.Node("n1", testobj.NodeUnfenceAsked("user:ada", VerifiedRebooted)), true},
 		{"another annotation", testobj.Node("n1", testobj.Annotation("example.com/x", "y")), false},
 	} {
 		old := base
 		if tc.name == "verification added to the ask" {
-			old = testobj.Node("n1", nodeAsked("user:ada", ""))
+			old = testobj.Node("n1", testobj.NodeUnfenceAsked("user:ada", ""))
 		}
 		if got := nodeChanged(old, tc.cur); got != tc.want {
 			t.Errorf("%s: nodeChanged = %v, want %v", tc.name, got, tc.want)
