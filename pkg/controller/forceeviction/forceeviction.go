@@ -8,12 +8,11 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
@@ -23,6 +22,7 @@ import (
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/kube/renewals"
+	"fenceline.io/fenceline/pkg/kube/view"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -40,12 +40,11 @@ type Controller struct {
 	readyGrace time.Duration
 	now        func() time.Time
 	nodes      corelisters.NodeLister
-	leases     coordinationlisters.LeaseNamespaceLister
 	pvcs       corelisters.PersistentVolumeClaimLister
-	pods       cache.Indexer
-	vas        cache.Indexer
-	queue      *nodequeue.Queue
-	clock      *nodequeue.TaintClock
+	// cached is the controller's view of its caches, for Gather.
+	cached view.View
+	queue  *nodequeue.Queue
+	clock  *nodequeue.TaintClock
 	// renewed tells when each node Lease was seen renewed, on this
 	// controller's clock.
 	renewed *renewals.Tracker
@@ -73,12 +72,11 @@ func New(f, leaseFactory informers.SharedInformerFactory, act *actuator.Actuator
 		readyGrace: readyGrace,
 		now:        time.Now,
 		nodes:      f.Core().V1().Nodes().Lister(),
-		leases:     leaseInf.Lister().Leases(v1.NamespaceNodeLease),
 		pvcs:       f.Core().V1().PersistentVolumeClaims().Lister(),
-		pods:       podInf.GetIndexer(),
-		vas:        vaInf.GetIndexer(),
-		clock:      nodequeue.NewTaintClock(names.ForceEvictionTaint),
-		renewed:    renewed,
+		cached: view.Informers{Nodes: f.Core().V1().Nodes().Lister(), Leases: leaseInf.Lister().Leases(v1.NamespaceNodeLease),
+			Pods: podInf.GetIndexer(), VAs: vaInf.GetIndexer()},
+		clock:   nodequeue.NewTaintClock(names.ForceEvictionTaint),
+		renewed: renewed,
 	}
 	f.Core().V1().PersistentVolumeClaims().Informer()
 	c.queue = nodequeue.New(Name, c.sync)
@@ -104,12 +102,6 @@ func New(f, leaseFactory informers.SharedInformerFactory, act *actuator.Actuator
 
 // Run processes events until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
-
-// lease returns the node's Lease from the cache, nil when there is none.
-func (c *Controller) lease(name string) (*coordinationv1.Lease, error) {
-	l, err := nodeutil.LookupLease(c.leases, name)
-	return c.observed(l), err
-}
 
 // observed returns the Lease as this controller observed it: its renewTime
 // replaced by when the controller saw it change (renewals.Tracker), so that
@@ -143,19 +135,16 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if !cutoff.HasForceEvictionTaint(node) && !ParseEvicted(node).Present {
 		return 0, nil
 	}
-	lease, err := c.lease(nodeName)
+	in, err := Gather(ctx, c.cached, nodeName)
+	if in.Node == nil || err != nil {
+		return 0, err
+	}
+	lease := c.observed(in.Lease)
+	remaining, deleted, err := c.evict(ctx, in.Node, lease, in.Pods)
 	if err != nil {
 		return 0, err
 	}
-	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
-	if err != nil {
-		return 0, err
-	}
-	remaining, deleted, err := c.evict(ctx, node, lease, pods)
-	if err != nil {
-		return 0, err
-	}
-	return c.syncNode(ctx, node, lease, remaining, c.livePVs(pods, deleted))
+	return c.syncNode(ctx, in, lease, remaining, c.livePVs(in.Pods, deleted))
 }
 
 // evict force-deletes the pods DecidePod selects, after recording their
@@ -272,7 +261,7 @@ func (c *Controller) recordIntents(ctx context.Context, node *v1.Node, todo []*v
 		p, unknown := c.podPVs(pod)
 		pvs, all = append(pvs, p...), all || unknown
 	}
-	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
+	vas, err := c.cached.VolumeAttachmentsOnNode(ctx, node.Name)
 	if err != nil {
 		return err
 	}
@@ -325,44 +314,39 @@ func (c *Controller) livePVs(pods []*v1.Pod, deleted map[types.UID]bool) map[str
 	return live
 }
 
-// syncNode decides on the node itself and writes, re-checking on the fresh
-// node and Lease.
-func (c *Controller) syncNode(ctx context.Context, node *v1.Node, lease *coordinationv1.Lease, remaining int, livePVs map[string]bool) (time.Duration, error) {
-	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
-	if err != nil {
-		return 0, err
-	}
+// syncNode decides on the node itself and writes, re-checking on fresh
+// data: the node the actuator read, and the Lease, pods and
+// VolumeAttachments read from the API server.
+func (c *Controller) syncNode(ctx context.Context, in Input, lease *coordinationv1.Lease, remaining int, livePVs map[string]bool) (time.Duration, error) {
+	node := in.Node
 	since := c.clock.Since(node.Name)
 	if since.IsZero() {
 		since = c.now()
 	}
-	decide := func(n *v1.Node, l *coordinationv1.Lease, remaining int) NodeDecision {
+	decide := func(n *v1.Node, l *coordinationv1.Lease, remaining int, vas []*storagev1.VolumeAttachment, livePVs map[string]bool) NodeDecision {
 		ev := ParseEvicted(n)
 		return DecideNode(NodeState{Node: n, Lease: l, Remaining: remaining, VAs: len(vas), Evicted: ev.Present, EvictedVAs: EvictedVAs(vas, ev, livePVs), TaintSince: since}, c.now(), c.readyGrace)
 	}
 	check := func(want func(NodeDecision) bool) actuator.NodeCheck {
 		return func(fresh *v1.Node) (bool, string) {
-			l, err := c.freshLease(ctx, fresh.Name)
-			if err != nil {
-				return false, err.Error()
-			}
 			// Whether pods remain, and which evicted volumes still hold
-			// the taint, depend on which pods are really on the node: ask
-			// the API, not the cache. The pod watch may lag the node watch,
-			// and a taint removed for "no pod left" is the operator's
-			// request lost.
-			pods, err := c.act.FreshPodsOnNode(ctx, fresh.Name)
+			// the taint, depend on which pods and VolumeAttachments are
+			// really on the node: ask the API, not the cache. The pod
+			// watch may lag the node watch, and a taint removed for "no
+			// pod left" is the operator's request lost.
+			fin, err := Gather(ctx, view.API{Client: c.act.Client}, fresh.Name)
 			if err != nil {
 				return false, err.Error()
 			}
+			live := livePVs
 			if ParseEvicted(fresh).Present {
-				livePVs = c.livePVs(pods, nil)
+				live = c.livePVs(fin.Pods, nil)
 			}
-			fd := decide(fresh, l, untoleratedPods(fresh, pods))
+			fd := decide(fresh, c.observed(fin.Lease), untoleratedPods(fresh, fin.Pods), fin.VAs, live)
 			return want(fd), fd.Why
 		}
 	}
-	nd := decide(node, lease, remaining)
+	nd := decide(node, lease, remaining, in.VAs, livePVs)
 	switch {
 	case nd.ReleaseVolumes:
 		all := make([]v1.UniqueVolumeName, 0, len(node.Status.VolumesInUse)+len(node.Status.VolumesAttached))
