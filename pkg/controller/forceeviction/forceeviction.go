@@ -317,7 +317,7 @@ func (c *Controller) livePVs(pods []*v1.Pod, deleted map[types.UID]bool) map[str
 // syncNode decides on the node itself and writes, re-checking on fresh
 // data: the node the actuator read, and the Lease, pods and
 // VolumeAttachments read from the API server.
-func (c *Controller) syncNode(ctx context.Context, in Input, lease *coordinationv1.Lease, remaining int, livePVs map[string]bool) (time.Duration, error) {
+func (c *Controller) syncNode(ctx context.Context, in view.Objects, lease *coordinationv1.Lease, remaining int, livePVs map[string]bool) (time.Duration, error) {
 	node := in.Node
 	since := c.clock.Since(node.Name)
 	if since.IsZero() {
@@ -342,11 +342,11 @@ func (c *Controller) syncNode(ctx context.Context, in Input, lease *coordination
 			if ParseEvicted(fresh).Present {
 				live = c.livePVs(fin.Pods, nil)
 			}
-			fd := decide(fresh, c.observed(fin.Lease), untoleratedPods(fresh, fin.Pods), fin.VAs, live)
+			fd := decide(fresh, c.observed(fin.Lease), untoleratedPods(fresh, fin.Pods), fin.VolumeAttachments, live)
 			return want(fd), fd.Why
 		}
 	}
-	nd := decide(node, lease, remaining, in.VAs, livePVs)
+	nd := decide(node, lease, remaining, in.VolumeAttachments, livePVs)
 	switch {
 	case nd.ReleaseVolumes:
 		all := make([]v1.UniqueVolumeName, 0, len(node.Status.VolumesInUse)+len(node.Status.VolumesAttached))

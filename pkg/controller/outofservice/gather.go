@@ -25,24 +25,15 @@ func (in Input) Decide() Decision { return Decide(in.Node, in.Terminating, in.Vo
 // Gather reads Decide's input for node from v: the caches for the sync,
 // the API server for the write-time re-check, the snapshot for explain.
 func Gather(ctx context.Context, v view.View, node string) (Input, error) {
-	n, err := v.Node(ctx, node)
-	if n == nil || err != nil {
+	o, err := view.Read(ctx, v, node, view.Parts{Pods: true, VolumeAttachments: true})
+	if o.Node == nil || err != nil {
 		return Input{}, err
 	}
-	in := Input{Node: n}
-	pods, err := v.PodsOnNode(ctx, node)
-	if err != nil {
-		return Input{}, err
-	}
-	for _, p := range pods {
+	in := Input{Node: o.Node, VolumeAttachments: len(o.VolumeAttachments)}
+	for _, p := range o.Pods {
 		if podutil.IsTerminating(p) {
 			in.Terminating++
 		}
 	}
-	vas, err := v.VolumeAttachmentsOnNode(ctx, node)
-	if err != nil {
-		return Input{}, err
-	}
-	in.VolumeAttachments = len(vas)
 	return in, nil
 }

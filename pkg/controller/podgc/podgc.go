@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -18,6 +17,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/podutil"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/view"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -31,10 +31,10 @@ const deleteParallelism = 8
 type Controller struct {
 	act   *actuator.Actuator
 	nodes corelisters.NodeLister
-	pods  cache.Indexer
-	vas   cache.Indexer
-	queue *nodequeue.Queue
-	clock *nodequeue.TaintClock
+	// cached is the controller's view of its caches, for Gather.
+	cached view.View
+	queue  *nodequeue.Queue
+	clock  *nodequeue.TaintClock
 }
 
 // New wires the controller to the shared informers. Call it before the
@@ -46,11 +46,10 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 	}
 	nodeInf := f.Core().V1().Nodes().Informer()
 	c := &Controller{
-		act:   act,
-		nodes: f.Core().V1().Nodes().Lister(),
-		pods:  podInf.GetIndexer(),
-		vas:   vaInf.GetIndexer(),
-		clock: nodequeue.NewTaintClock(names.OutOfServiceTaint),
+		act:    act,
+		nodes:  f.Core().V1().Nodes().Lister(),
+		cached: view.Informers{Nodes: f.Core().V1().Nodes().Lister(), Pods: podInf.GetIndexer(), VAs: vaInf.GetIndexer()},
+		clock:  nodequeue.NewTaintClock(names.OutOfServiceTaint),
 	}
 	c.queue = nodequeue.New(Name, c.sync)
 	if err := nodequeue.AddHandler(nodeInf, "node", c.queue.ClockedNodeHandler(c.clock, func(old, cur *v1.Node) bool {
@@ -81,20 +80,22 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	if !nodeutil.HasTaint(node, names.OutOfServiceTaint) {
 		return 0, nil // fast path: nothing on this node can qualify
 	}
+	in, err := Gather(ctx, c.cached, nodeName)
+	if in.Node == nil || err != nil {
+		return 0, err
+	}
+	node = in.Node
 	// The attach/detach controller detaches every volume of the node the
 	// moment it sees the taint, before any pod is deleted: the fence intent
 	// goes on all of them first, so that no attacher that gets to a detach
 	// later (after the taint is gone again) can detach plain.
-	if err := c.recordIntents(ctx, node); err != nil {
+	if err := c.act.RecordIntent(ctx, actuator.Intent{Reason: cutoff.ReasonOutOfService, Controller: Name, Node: node, AllOfNode: true, Cached: in.VolumeAttachments}); err != nil {
 		return 0, err
 	}
 	if !Down(node) {
 		return 0, nil
 	}
-	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
-	if err != nil {
-		return 0, err
-	}
+	pods := in.Pods
 	logger := klog.FromContext(ctx)
 	var todo []*v1.Pod
 	var whys []string
@@ -116,14 +117,4 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		errs[i] = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: whys[i], Trigger: trigger, Recheck: Recheck})
 	})
 	return 0, errors.Join(errs...)
-}
-
-// recordIntents writes the out-of-service fence intent on every
-// VolumeAttachment of the node that lacks one.
-func (c *Controller) recordIntents(ctx context.Context, node *v1.Node) error {
-	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
-	if err != nil {
-		return err
-	}
-	return c.act.RecordIntent(ctx, actuator.Intent{Reason: cutoff.ReasonOutOfService, Controller: Name, Node: node, AllOfNode: true, Cached: vas})
 }

@@ -146,3 +146,44 @@ func (a API) VolumeAttachmentsOnNode(ctx context.Context, node string) ([]*stora
 	}
 	return out, nil
 }
+
+// Parts selects what Read reads besides the node.
+type Parts struct {
+	Lease, Pods, VolumeAttachments bool
+}
+
+// Objects are a node's objects as read from a View; what Parts did not ask
+// for stays empty.
+type Objects struct {
+	// Node is nil when the node does not exist (then nothing else is read).
+	Node              *v1.Node
+	Lease             *coordinationv1.Lease
+	Pods              []*v1.Pod
+	VolumeAttachments []*storagev1.VolumeAttachment
+}
+
+// Read reads node and the parts p asks for from v. Any error leaves the
+// caller without an answer, never with a partial one.
+func Read(ctx context.Context, v View, node string, p Parts) (Objects, error) {
+	n, err := v.Node(ctx, node)
+	if n == nil || err != nil {
+		return Objects{}, err
+	}
+	o := Objects{Node: n}
+	if p.Lease {
+		if o.Lease, err = v.NodeLease(ctx, node); err != nil {
+			return Objects{}, err
+		}
+	}
+	if p.Pods {
+		if o.Pods, err = v.PodsOnNode(ctx, node); err != nil {
+			return Objects{}, err
+		}
+	}
+	if p.VolumeAttachments {
+		if o.VolumeAttachments, err = v.VolumeAttachmentsOnNode(ctx, node); err != nil {
+			return Objects{}, err
+		}
+	}
+	return o, nil
+}
