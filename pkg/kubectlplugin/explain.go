@@ -16,7 +16,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 
-	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/nodefencing"
@@ -150,34 +149,18 @@ func nodeFencingVerdict(s *Snapshot, objs *NodeObjects, node *v1.Node) Verdict {
 }
 
 // FencingInput gathers nodefencing.Decide's input for node from the
-// snapshot, as the controller does: the node's oldest open request, the
-// policy it resolves to and that policy's cross-object problems. The
-// plugin has no history of the Lease's renewals, so it judges the Lease by
-// its renewTime as a snapshot (detect.Snapshot): the node's clock, where
-// the controller counts from when it observed the renewal.
+// snapshot with the controller's own gather (nodefencing.Gather): the
+// node's oldest open request, the policy it resolves to and that policy's
+// cross-object problems. The plugin has no history of the Lease's
+// renewals, so it judges the Lease by its renewTime as a snapshot
+// (detect.Snapshot): the node's clock, where the controller counts from
+// when it observed the renewal.
 func FencingInput(s *Snapshot, lease *coordinationv1.Lease, node *v1.Node) nodefencing.Input {
-	in := nodefencing.Input{Node: node, Lease: lease, LeaseObserved: detect.Snapshot(lease, s.Now).ObservedAt, Now: s.Now, VolumeAttachments: len(s.VAsOf(node.Name))}
-	in.SetRequests(s.RequestsOf(node.Name))
-	policyName := ""
-	if in.Request != nil {
-		policyName = in.Request.Spec.PolicyName
-	}
-	in.Policy, in.PolicyProblem = s.resolvePolicy(node, policyName)
+	v := nodeView{s: s, objs: &NodeObjects{Lease: lease}, node: node.Name}
+	observe := func(l *coordinationv1.Lease) (time.Time, bool) { return detect.Snapshot(l, s.Now).ObservedAt, false }
+	// The snapshot's view never fails.
+	in, _ := nodefencing.Gather(context.Background(), v, v, node.Name, s.Now, observe)
 	return in
-}
-
-// resolvePolicy is the node's policy (the named one, else the one that
-// selects it) and why it cannot be used, as node-fencing resolves it.
-func (s *Snapshot) resolvePolicy(node *v1.Node, name string) (*fencingv1alpha1.FencePolicy, string) {
-	policy, problem := nodefencing.ResolvePolicy(node, name, s.Policies)
-	if policy == nil {
-		return nil, problem
-	}
-	classes := make(map[string]*fencingv1alpha1.FenceClass, len(s.Classes))
-	for _, c := range s.Classes {
-		classes[c.Name] = c
-	}
-	return policy, nodefencing.PolicyProblem(policy, classes)
 }
 
 func bracket(s string) string {

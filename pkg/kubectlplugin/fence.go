@@ -99,7 +99,8 @@ func Fence(ctx context.Context, c Clients, o FenceOptions) (*fencingv1alpha1.Fen
 	}
 	// A manual request still follows a policy's levels: refuse one that
 	// node-fencing would leave waiting for a usable policy.
-	policy, problem := st.snap.resolvePolicy(st.node, o.Policy)
+	// The snapshot's view never fails.
+	policy, problem, _ := nodefencing.ResolveFrom(ctx, nodeView{s: st.snap, node: o.Node}, st.node, o.Policy)
 	switch {
 	case problem != "":
 		return nil, fmt.Errorf("node %s cannot be fenced: %s", o.Node, problem)

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/kube/view"
 )
 
@@ -19,7 +20,10 @@ type nodeView struct {
 	node string
 }
 
-var _ view.View = nodeView{}
+var (
+	_ view.View    = nodeView{}
+	_ view.Fencing = nodeView{}
+)
 
 func (v nodeView) Node(_ context.Context, name string) (*v1.Node, error) { return v.s.Node(name), nil }
 
@@ -39,4 +43,16 @@ func (v nodeView) PodsOnNode(_ context.Context, node string) ([]*v1.Pod, error) 
 
 func (v nodeView) VolumeAttachmentsOnNode(_ context.Context, node string) ([]*storagev1.VolumeAttachment, error) {
 	return v.s.VAsOf(node), nil
+}
+
+func (v nodeView) FencingRequestsOf(_ context.Context, node string) ([]*fencingv1alpha1.FencingRequest, error) {
+	return v.s.RequestsOf(node), nil
+}
+
+func (v nodeView) FencePolicies(context.Context) ([]*fencingv1alpha1.FencePolicy, error) {
+	return v.s.Policies, nil
+}
+
+func (v nodeView) FenceClasses(context.Context) ([]*fencingv1alpha1.FenceClass, error) {
+	return v.s.Classes, nil
 }

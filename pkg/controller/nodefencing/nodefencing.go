@@ -37,6 +37,7 @@ import (
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/kube/renewals"
+	"fenceline.io/fenceline/pkg/kube/view"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -78,7 +79,11 @@ type Controller struct {
 	classes  fencinglisters.FenceClassLister
 	requests cache.Indexer
 	vas      cache.Indexer
-	queue    *nodequeue.Queue
+	// cached and fencingCached are the controller's views of its caches,
+	// for Gather.
+	cached        view.View
+	fencingCached view.Fencing
+	queue         *nodequeue.Queue
 	// renewals is when each node Lease was seen renewed, on the
 	// controller's clock (detect.Renewal).
 	renewals *renewals.Tracker
@@ -125,6 +130,8 @@ func New(cfg Config) (*Controller, error) {
 		vas:      vaInf.GetIndexer(),
 		guards:   map[string]guardState{},
 	}
+	c.cached = view.Informers{Nodes: c.nodes, Leases: c.leases, VAs: vaInf.GetIndexer()}
+	c.fencingCached = view.FencingInformers{Requests: c.requests, RequestsByNode: requestNodeIndex, Policies: c.policies, Classes: c.classes}
 	c.queue = nodequeue.New(Name, c.sync)
 	c.renewals = renewals.NewTracker(func() time.Time { return c.now() })
 	if _, err := leaseInf.Informer().AddEventHandler(c.renewals); err != nil {
@@ -258,58 +265,26 @@ func (c *Controller) cancelDuplicates(ctx context.Context, nodeName string, open
 	return nil
 }
 
-// gather reads the node's inputs from the caches. A non-nil fresh node
-// replaces the cached one.
+// gather reads the node's inputs from the caches (Gather), with the signs
+// of life the controller observed. A non-nil fresh node replaces the
+// cached one.
 func (c *Controller) gather(nodeName string, fresh *v1.Node) (Input, error) {
-	in := Input{Now: c.now(), Node: fresh}
-	var err error
-	if in.Node == nil {
-		if in.Node, err = nodeutil.Lookup(c.nodes, nodeName); err != nil {
-			return in, err
-		}
+	ctx := context.Background() // the caches do not block
+	v := c.cached
+	if fresh != nil {
+		v = withNode{View: c.cached, node: fresh}
 	}
-	if in.Lease, err = c.lease(nodeName); err != nil {
-		return in, err
-	}
-	in.LeaseObserved, in.LeaseRenewed = c.observation(in.Lease)
-	reqs, err := c.requestsOf(nodeName)
+	in, err := Gather(ctx, v, c.fencingCached, nodeName, c.now(), c.observation)
 	if err != nil {
 		return in, err
 	}
-	in.SetRequests(reqs)
 	in.Signs = c.life.signs(nodeName, in.Request, in.Lease, in.Node)
-	vas, err := nodeutil.VAsOnNode(c.vas, nodeName)
-	if err != nil {
-		return in, err
-	}
-	in.VolumeAttachments = len(vas)
-	return in, c.resolve(&in)
+	return in, nil
 }
 
-// resolve fills the policy of the input's node or request.
+// resolve fills the policy of the input's node or request from the caches.
 func (c *Controller) resolve(in *Input) error {
-	policies, err := c.policies.List(labels.Everything())
-	if err != nil {
-		return fmt.Errorf("listing FencePolicies: %w", err)
-	}
-	name := ""
-	if in.Request != nil {
-		name = in.Request.Spec.PolicyName
-	}
-	in.Policy, in.PolicyProblem = ResolvePolicy(in.Node, name, policies)
-	if in.Policy == nil {
-		return nil
-	}
-	classes, err := c.classes.List(labels.Everything())
-	if err != nil {
-		return fmt.Errorf("listing FenceClasses: %w", err)
-	}
-	byName := make(map[string]*fencingv1alpha1.FenceClass, len(classes))
-	for _, cl := range classes {
-		byName[cl.Name] = cl
-	}
-	in.PolicyProblem = PolicyProblem(in.Policy, byName)
-	return nil
+	return resolve(context.Background(), c.fencingCached, in)
 }
 
 func (c *Controller) lease(name string) (*coordinationv1.Lease, error) {
@@ -317,17 +292,7 @@ func (c *Controller) lease(name string) (*coordinationv1.Lease, error) {
 }
 
 func (c *Controller) requestsOf(nodeName string) ([]*fencingv1alpha1.FencingRequest, error) {
-	objs, err := c.requests.ByIndex(requestNodeIndex, nodeName)
-	if err != nil {
-		return nil, fmt.Errorf("looking up FencingRequests of node %s: %w", nodeName, err)
-	}
-	out := make([]*fencingv1alpha1.FencingRequest, 0, len(objs))
-	for _, o := range objs {
-		if r, ok := o.(*fencingv1alpha1.FencingRequest); ok {
-			out = append(out, r)
-		}
-	}
-	return out, nil
+	return c.fencingCached.FencingRequestsOf(context.Background(), nodeName)
 }
 
 // openRequest returns the node's oldest open request, and, when there is
