@@ -29,7 +29,7 @@ import (
 func TestBesideKubeControllerManagerIntegration(t *testing.T) {
 	e := newEnvWith(t, cluster.Options{ControllerManager: true})
 	opts := testOptions(quarantine.Name, podgc.Name)
-	opts.QuarantineDelay = testDelay
+	opts.Settings[quarantine.Name].(*quarantine.Settings).Delay = testDelay
 	e.runController(opts)
 	t.Run("quarantine releases the volume to the attach/detach controller", func(t *testing.T) { testReleaseToADC(t, e) })
 	t.Run("podgc beside kube-controller-manager's pod GC", func(t *testing.T) {

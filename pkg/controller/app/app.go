@@ -16,11 +16,8 @@ import (
 
 	"fenceline.io/fenceline/pkg/component/kubeclient"
 	"fenceline.io/fenceline/pkg/component/runner"
-	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
-	"fenceline.io/fenceline/pkg/controller/quarantine"
-	"fenceline.io/fenceline/pkg/controller/tainteviction"
 )
 
 // Component is the name in Events, the field manager and the lease.
@@ -41,18 +38,9 @@ type Options struct {
 	// RemoveOutOfServiceTaint enables the out-of-service taint removal
 	// controller (same as naming it in Controllers).
 	RemoveOutOfServiceTaint bool
-	// QuarantineDelay is how long a node must be NotReady before
-	// quarantine acts.
-	QuarantineDelay time.Duration
-	// QuarantineLiftDelay is how long a quarantined node must be Ready
-	// before the quarantine may be lifted.
-	QuarantineLiftDelay time.Duration
-	// ForceEvictionReadyGrace is how long a force-eviction taint on a node
-	// that is still Ready waits for the node to be noticed dead, and how
-	// recent a node Lease renewal must be to count as a live kubelet.
-	ForceEvictionReadyGrace time.Duration
-	// TaintEvictionGuard is taint-eviction's storm guard.
-	TaintEvictionGuard tainteviction.GuardConfig
+	// Settings are each controller's own settings (its flags), by
+	// controller name: Descriptor.Settings made them, with their defaults.
+	Settings map[string]Settings
 	// DryRun decides and logs but changes nothing.
 	DryRun bool
 	// Workers is the number of workers per controller.
@@ -72,10 +60,7 @@ func DefaultOptions() Options {
 	return Options{
 		Options:                 runner.DefaultOptions(Component, "fenceline-system", 100, 500),
 		Controllers:             []string{"*"},
-		QuarantineDelay:         quarantine.DefaultDelay,
-		QuarantineLiftDelay:     quarantine.DefaultLiftDelay,
-		ForceEvictionReadyGrace: forceeviction.DefaultReadyGrace,
-		TaintEvictionGuard:      tainteviction.DefaultGuard(),
+		Settings:                defaultSettings(Controllers),
 		Workers:                 4,
 		Resync:                  5 * time.Minute,
 	}
@@ -88,12 +73,12 @@ func (o Options) Validate() error {
 	if _, err := EnabledControllers(o.Controllers, o.FeatureGate); err != nil {
 		errs = append(errs, err)
 	}
-	if err := o.TaintEvictionGuard.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("taint-eviction storm guard: %w", err))
-	}
-	if o.QuarantineDelay < 0 || o.QuarantineLiftDelay < 0 || o.ForceEvictionReadyGrace < 0 {
-		errs = append(errs, fmt.Errorf("--quarantine-delay, --quarantine-lift-delay and --force-eviction-ready-grace must not be negative, got %s, %s and %s",
-			o.QuarantineDelay, o.QuarantineLiftDelay, o.ForceEvictionReadyGrace))
+	for _, d := range Controllers {
+		if s := o.Settings[d.Name]; s != nil {
+			if err := s.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", d.Name, err))
+			}
+		}
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))

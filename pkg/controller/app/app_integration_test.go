@@ -114,7 +114,7 @@ func TestLeaderElectionAndHTTPIntegration(t *testing.T) {
 func TestDryRunIntegration(t *testing.T) {
 	o := testOptions(podgc.Name, quarantine.Name)
 	o.DryRun = true
-	o.QuarantineDelay = testDelay
+	o.Settings[quarantine.Name].(*quarantine.Settings).Delay = testDelay
 	e := startEnv(t, o)
 	e.createNode("dry-1", false, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
 	p := e.createStuckPod("dry-1-a", "dry-1")

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"flag"
 	"errors"
 	"fmt"
 	"slices"
@@ -55,6 +56,16 @@ type ControllerContext struct {
 	Fencing       fencinginformers.SharedInformerFactory
 	FencingClient versioned.Interface
 	Options       Options
+	// Settings are the controller's own (Descriptor.Settings), nil when
+	// it has none.
+	Settings Settings
+}
+
+// defaultGuard is taint-eviction's storm guard with
+// kube-controller-manager's defaults.
+func defaultGuard() *tainteviction.GuardConfig {
+	g := tainteviction.DefaultGuard()
+	return &g
 }
 
 // Descriptor describes one controller. Adding a controller is adding one
@@ -68,8 +79,52 @@ type Descriptor struct {
 	EnabledByDefault bool
 	// FeatureGate, when set, must be enabled for the controller to run.
 	FeatureGate featuregate.Feature
+	// Settings, when set, returns the controller's own settings with their
+	// defaults: its flags join fenceline-controller's, its checks run
+	// before the kubeconfig is loaded, and New finds them in
+	// ControllerContext.Settings.
+	Settings func() Settings
 	// New sets the controller up.
 	New func(ControllerContext) (Controller, error)
+}
+
+// Settings are a controller's own settings: its flags and their checks.
+type Settings interface {
+	// AddFlags defines the settings' flags on fs.
+	AddFlags(fs *flag.FlagSet)
+	// Validate checks them once parsed.
+	Validate() error
+}
+
+// defaultSettings returns the settings of every controller of table that
+// has some, by name, with their defaults.
+func defaultSettings(table []Descriptor) map[string]Settings {
+	out := map[string]Settings{}
+	for _, d := range table {
+		if d.Settings != nil {
+			out[d.Name] = d.Settings()
+		}
+	}
+	return out
+}
+
+// AddControllerFlags defines the flags of every controller's settings on
+// fs.
+func (o Options) AddControllerFlags(fs *flag.FlagSet) {
+	for _, d := range Controllers {
+		if s := o.Settings[d.Name]; s != nil {
+			s.AddFlags(fs)
+		}
+	}
+}
+
+// settingsOf returns the controller's own settings as their type, or its
+// defaults when Options holds none (a caller that built Options by hand).
+func settingsOf[S Settings](c ControllerContext, defaults func() S) S {
+	if s, ok := c.Settings.(S); ok {
+		return s
+	}
+	return defaults()
 }
 
 // Controllers is every controller of fenceline-controller, in start order.
@@ -77,15 +132,16 @@ var Controllers = []Descriptor{
 	{Name: podgc.Name, EnabledByDefault: true, New: func(c ControllerContext) (Controller, error) {
 		return podgc.New(c.Informers, c.Actuator)
 	}},
-	{Name: quarantine.Name, EnabledByDefault: true, New: newQuarantine},
-	{Name: forceeviction.Name, EnabledByDefault: true, New: func(c ControllerContext) (Controller, error) {
-		return forceeviction.New(c.Informers, c.NodeLeases, c.Actuator, c.Options.ForceEvictionReadyGrace)
+	{Name: quarantine.Name, EnabledByDefault: true, Settings: func() Settings { return quarantine.DefaultSettings() }, New: newQuarantine},
+	{Name: forceeviction.Name, EnabledByDefault: true, Settings: func() Settings { return forceeviction.DefaultSettings() }, New: func(c ControllerContext) (Controller, error) {
+		return forceeviction.New(c.Informers, c.NodeLeases, c.Actuator, settingsOf(c, forceeviction.DefaultSettings).ReadyGrace)
 	}},
 	{Name: nodefencing.Name, EnabledByDefault: true, New: newNodeFencing},
 	// Replaces kube-controller-manager's taint-eviction-controller, which
 	// must then be disabled there; alpha, behind its gate.
-	{Name: tainteviction.Name, EnabledByDefault: true, FeatureGate: TaintEviction, New: func(c ControllerContext) (Controller, error) {
-		return tainteviction.New(tainteviction.Config{Informers: c.Informers, Actuator: c.Actuator, Client: c.Client, Guard: c.Options.TaintEvictionGuard, Resync: c.Options.Resync})
+	{Name: tainteviction.Name, EnabledByDefault: true, FeatureGate: TaintEviction, Settings: func() Settings { return defaultGuard() }, New: func(c ControllerContext) (Controller, error) {
+		guard := settingsOf(c, defaultGuard)
+		return tainteviction.New(tainteviction.Config{Informers: c.Informers, Actuator: c.Actuator, Client: c.Client, Guard: *guard, Resync: c.Options.Resync})
 	}},
 	// Removing the out-of-service taint automatically is opt-in.
 	{Name: outofservice.Name, New: func(c ControllerContext) (Controller, error) {
@@ -195,7 +251,8 @@ func newQuarantine(c ControllerContext) (Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := quarantine.New(c.Informers, c.Actuator, c.Options.QuarantineDelay, c.Options.QuarantineLiftDelay, evidence)
+	s := settingsOf(c, quarantine.DefaultSettings)
+	q, err := quarantine.New(c.Informers, c.Actuator, s.Delay, s.LiftDelay, evidence)
 	if err != nil {
 		return nil, err
 	}

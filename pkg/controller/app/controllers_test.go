@@ -1,12 +1,16 @@
 package app
 
 import (
+	"flag"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/component-base/featuregate"
+
+	"fenceline.io/fenceline/pkg/controller/quarantine"
 )
 
 func TestEnabledControllers(t *testing.T) {
@@ -131,7 +135,7 @@ func TestValidate(t *testing.T) {
 	}
 	for name, mutate := range map[string]func(*Options){
 		"workers=0":          func(o *Options) { o.Workers = 0 },
-		"negative delay":     func(o *Options) { o.QuarantineDelay = -1 },
+		"negative delay":     func(o *Options) { o.Settings[quarantine.Name].(*quarantine.Settings).Delay = -1 },
 		"unknown controller": func(o *Options) { o.Controllers = []string{"nope"} },
 		"zero resync":        func(o *Options) { o.Resync = 0 },
 		"zero qps":           func(o *Options) { o.KubeAPIQPS = 0 },
@@ -145,5 +149,28 @@ func TestValidate(t *testing.T) {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%s: want an error", name)
 		}
+	}
+}
+
+// TestControllerSettingsFlags: every controller's own flags join the
+// command line once (a duplicate name would panic), with their defaults,
+// and a bad value is reported under the controller's name.
+func TestControllerSettingsFlags(t *testing.T) {
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("fenceline-controller", flag.ContinueOnError)
+	o.AddControllerFlags(fs)
+	for _, name := range []string{"quarantine-delay", "quarantine-lift-delay", "force-eviction-ready-grace", "taint-eviction-rate", "taint-eviction-zone-label"} {
+		if fs.Lookup(name) == nil {
+			t.Errorf("flag --%s is not defined", name)
+		}
+	}
+	if err := fs.Parse([]string{"--quarantine-delay=3s", "--force-eviction-ready-grace=-1s"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := o.Settings[quarantine.Name].(*quarantine.Settings).Delay; d != 3*time.Second {
+		t.Errorf("quarantine delay %v after --quarantine-delay=3s", d)
+	}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "force-eviction: --force-eviction-ready-grace must not be negative") {
+		t.Errorf("Validate = %v, want the negative grace named under force-eviction", err)
 	}
 }

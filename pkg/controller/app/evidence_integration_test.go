@@ -26,7 +26,7 @@ import (
 // names what is missing.
 func TestQuarantineEvidenceIntegration(t *testing.T) {
 	opts := testOptions(quarantine.Name)
-	opts.QuarantineDelay = testDelay
+	opts.Settings[quarantine.Name].(*quarantine.Settings).Delay = testDelay
 	// Far beyond every wait: what happens must come from events.
 	opts.Resync = 10 * time.Minute
 	e := newEnv(t)

@@ -59,7 +59,8 @@ func (e *env) renewLease(node string) {
 
 func TestForceEvictionIntegration(t *testing.T) {
 	o := testOptions(forceeviction.Name)
-	o.ForceEvictionReadyGrace = 2 * time.Second
+	grace := 2 * time.Second
+	o.Settings[forceeviction.Name].(*forceeviction.Settings).ReadyGrace = grace
 	e := startEnv(t, o)
 	evict := func(node string) { e.addTaint(node, names.ForceEvictionTaint, v1.TaintEffectNoExecute) }
 	vol := nodeutil.CSIUniqueVolumeName("mock.fenceline.io", "vol-1")
@@ -170,7 +171,7 @@ func testLeaseKeepsAlive(t *testing.T, e *env, o app.Options, evict func(string)
 	// Still alive once a heartbeat from before the NotReady would be stale.
 	e.waitFor("a Lease renewal past the grace period", func(ctx context.Context) (bool, error) {
 		l, err := e.admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, "fe-5", metav1.GetOptions{})
-		return err == nil && l.Spec.RenewTime.After(notReadyAt.Add(o.ForceEvictionReadyGrace)), err
+		return err == nil && l.Spec.RenewTime.After(notReadyAt.Add(o.Settings[forceeviction.Name].(*forceeviction.Settings).ReadyGrace)), err
 	})
 	e.evictionBarrier()
 	if !e.podExists(p) {

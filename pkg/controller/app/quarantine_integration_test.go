@@ -147,8 +147,8 @@ func (e *env) blip(node string) {
 
 func TestQuarantineIntegration(t *testing.T) {
 	opts := testOptions(quarantine.Name)
-	opts.QuarantineDelay = testDelay
-	opts.QuarantineLiftDelay = time.Second
+	opts.Settings[quarantine.Name].(*quarantine.Settings).Delay = testDelay
+	opts.Settings[quarantine.Name].(*quarantine.Settings).LiftDelay = time.Second
 	opts.Resync = time.Second // exercise "one Event, not one per resync"
 	e := startEnv(t, opts)
 	e.safeDetachDriver(safeDriver, true)

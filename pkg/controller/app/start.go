@@ -63,7 +63,7 @@ func runControllers(ctx context.Context, base *rest.Config, m *metrics.Metrics, 
 		if !enabled[d.Name] {
 			continue
 		}
-		c, stopEvents, err := newController(ctx, d, base, ControllerContext{Informers: factory, NodeLeases: leaseFactory, Fencing: fencingFactory, Options: opts}, m)
+		c, stopEvents, err := newController(ctx, d, base, ControllerContext{Informers: factory, NodeLeases: leaseFactory, Fencing: fencingFactory, Options: opts, Settings: opts.Settings[d.Name]}, m)
 		if errors.Is(err, errNotServed) {
 			logger.Error(err, "Controller not started", "controller", d.Name)
 			continue

@@ -2,6 +2,7 @@ package tainteviction
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -44,6 +45,20 @@ func DefaultGuard() GuardConfig {
 			PartialDisruptionRate:  0.01,
 		},
 	}
+}
+
+// AddFlags defines the guard's flags on fs: kube-controller-manager's
+// node-eviction flags under taint-eviction- names.
+func (g *GuardConfig) AddFlags(fs *flag.FlagSet) {
+	fs.Float64Var(&g.Rate, "taint-eviction-rate", g.Rate,
+		"taint-eviction (feature gate TaintEviction): nodes per second, burst 1, whose pods may start being evicted while they are not Ready (kube-controller-manager's --node-eviction-rate).")
+	fs.Float64Var(&g.Zones.PartialDisruptionRate, "taint-eviction-secondary-rate", g.Zones.PartialDisruptionRate,
+		"taint-eviction: the rate in a partially disrupted zone larger than --taint-eviction-large-cluster-size; smaller such zones evict nothing (--secondary-node-eviction-rate).")
+	fs.Float64Var(&g.Zones.UnhealthyZoneThreshold, "taint-eviction-unhealthy-zone-threshold", g.Zones.UnhealthyZoneThreshold,
+		"taint-eviction: the fraction of a zone's nodes not Ready (with more than two) that makes it partially disrupted (--unhealthy-zone-threshold).")
+	fs.IntVar(&g.Zones.LargeClusterSize, "taint-eviction-large-cluster-size", g.Zones.LargeClusterSize,
+		"taint-eviction: a zone of at most this many nodes evicts nothing while partially disrupted (--large-cluster-size-threshold).")
+	fs.StringVar(&g.Zones.ZoneLabel, "taint-eviction-zone-label", g.Zones.ZoneLabel, "taint-eviction: the node label that names a node's zone.")
 }
 
 // Validate reports values the guard cannot enforce, by their flags.
