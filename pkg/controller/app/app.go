@@ -58,11 +58,11 @@ type Options struct {
 // DefaultOptions returns the defaults of every flag.
 func DefaultOptions() Options {
 	return Options{
-		Options:                 runner.DefaultOptions(Component, "fenceline-system", 100, 500),
-		Controllers:             []string{"*"},
-		Settings:                defaultSettings(Controllers),
-		Workers:                 4,
-		Resync:                  5 * time.Minute,
+		Options:     runner.DefaultOptions(Component, "fenceline-system", 100, 500),
+		Controllers: []string{"*"},
+		Settings:    defaultSettings(Controllers),
+		Workers:     4,
+		Resync:      5 * time.Minute,
 	}
 }
 

@@ -2,8 +2,8 @@ package app
 
 import (
 	"context"
-	"flag"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
