@@ -227,7 +227,9 @@ func FenceAttempt(level int32, class string, result fencingv1alpha1.FenceAttempt
 // UnfenceAsked puts an operator's unfence ask on the request, verified
 // ("Off", "Rebooted") or not ("").
 func UnfenceAsked(who, verified string) RequestOption {
-	return func(r *fencingv1alpha1.FencingRequest) { r.Annotations = merged(r.Annotations, UnfenceAsk(who, verified)) }
+	return func(r *fencingv1alpha1.FencingRequest) {
+		r.Annotations = merged(r.Annotations, UnfenceAsk(who, verified))
+	}
 }
 
 // ExclusionOverridden puts the exclusion override on the request.

@@ -292,15 +292,33 @@ func CSIDriver(name string, annotations map[string]string) *storagev1.CSIDriver 
 	return &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
 }
 
+// VAOption changes a VolumeAttachment under construction.
+type VAOption func(*storagev1.VolumeAttachment)
+
 // VA returns a VolumeAttachment of the PV to the node by the attacher.
-func VA(name, attacher, pv, node string) *storagev1.VolumeAttachment {
-	return &storagev1.VolumeAttachment{
+func VA(name, attacher, pv, node string, opts ...VAOption) *storagev1.VolumeAttachment {
+	va := &storagev1.VolumeAttachment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: storagev1.VolumeAttachmentSpec{
 			Attacher: attacher,
 			NodeName: node,
 			Source:   storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv},
 		},
+	}
+	for _, o := range opts {
+		o(va)
+	}
+	return va
+}
+
+// VAAnnotation sets an annotation on the VolumeAttachment (a fence intent
+// or record, the node ID it was attached with).
+func VAAnnotation(k, v string) VAOption {
+	return func(va *storagev1.VolumeAttachment) {
+		if va.Annotations == nil {
+			va.Annotations = map[string]string{}
+		}
+		va.Annotations[k] = v
 	}
 }
 
