@@ -1,9 +1,8 @@
 package podgc
 
 import (
-	"time"
-
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
