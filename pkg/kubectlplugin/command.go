@@ -3,6 +3,7 @@ package kubectlplugin
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -167,8 +168,11 @@ func explainCommand(o *Options) *cobra.Command {
 		},
 	}
 	addOutputFlag(cmd, &output)
-	cmd.Flags().DurationVar(&cfg.QuarantineDelay, "quarantine-delay", cfg.QuarantineDelay, "fenceline-controller's --quarantine-delay, if not the default")
-	cmd.Flags().DurationVar(&cfg.ForceEvictionReadyGrace, "force-eviction-ready-grace", cfg.ForceEvictionReadyGrace, "fenceline-controller's --force-eviction-ready-grace, if not the default")
+	// fenceline-controller's own flags for its controllers' settings, to
+	// pass when the controller does not run with the defaults.
+	settings := flag.NewFlagSet("explain", flag.ContinueOnError)
+	cfg.AddFlags(settings)
+	cmd.Flags().AddGoFlagSet(settings)
 	return cmd
 }
 

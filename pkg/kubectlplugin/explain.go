@@ -1,8 +1,11 @@
 package kubectlplugin
 
 import (
+	"cmp"
 	"context"
+	"flag"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -17,31 +20,32 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 
 	"fenceline.io/fenceline/pkg/attacher/fencing"
-	"fenceline.io/fenceline/pkg/controller/forceeviction"
+	"fenceline.io/fenceline/pkg/controller/app"
+	"fenceline.io/fenceline/pkg/controller/explain"
 	"fenceline.io/fenceline/pkg/controller/nodefencing"
-	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
-	"fenceline.io/fenceline/pkg/controller/outofservice"
-	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/podvolumes"
-	"fenceline.io/fenceline/pkg/controller/quarantine"
-	"fenceline.io/fenceline/pkg/controller/tainteviction"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
 
-// ExplainConfig holds the controller settings the decisions depend on; the
-// defaults are the controller's flag defaults.
+// ExplainConfig holds the controller settings the decisions depend on:
+// each controller's own (its Descriptor's Settings), with the controller's
+// flag defaults.
 type ExplainConfig struct {
-	// QuarantineDelay is fenceline-controller's --quarantine-delay.
-	QuarantineDelay time.Duration
-	// ForceEvictionReadyGrace is --force-eviction-ready-grace.
-	ForceEvictionReadyGrace time.Duration
+	Settings map[string]app.Settings
 }
 
-// DefaultExplainConfig returns the controller's defaults.
+// DefaultExplainConfig returns the controllers' defaults.
 func DefaultExplainConfig() ExplainConfig {
-	return ExplainConfig{QuarantineDelay: quarantine.DefaultDelay, ForceEvictionReadyGrace: forceeviction.DefaultReadyGrace}
+	return ExplainConfig{Settings: app.DefaultOptions().Settings}
+}
+
+// AddFlags defines the controllers' settings flags on fs, under
+// fenceline-controller's names, for an operator whose controller does not
+// run with the defaults.
+func (c ExplainConfig) AddFlags(fs *flag.FlagSet) {
+	app.Options{Settings: c.Settings}.AddControllerFlags(fs)
 }
 
 // NodeObjects are the objects of one node that explain reads besides the
@@ -92,33 +96,38 @@ type Explanation struct {
 }
 
 // Verdict is one controller's decision about the node or one of its objects.
-type Verdict struct {
-	// Controller is the controller (fenceline-controller's name for it) or
-	// "attacher".
-	Controller string `json:"controller"`
-	// Object is what the decision is about: node/<name>, pod/<ns>/<name>,
-	// volumeattachment/<name>.
-	Object   string `json:"object"`
-	Decision string `json:"decision"`
-	Why      string `json:"why"`
-}
+type Verdict = explain.Verdict
 
-// Explain runs, on the snapshot and the node's objects, the decision
-// functions of every controller that acts on the node, its pods and its
-// VolumeAttachments. The node must exist.
+// Explain runs, on the snapshot and the node's objects, the explain hook
+// of every controller of fenceline-controller (app.Controllers), then the
+// attacher's decision on each of the node's VolumeAttachments. The verdicts
+// come by object (the node, then each pod, then each VolumeAttachment) and,
+// for one object, in the table's order. The node must exist.
 func Explain(s *Snapshot, objs *NodeObjects, nodeName string, cfg ExplainConfig) (Explanation, error) {
 	node := s.Node(nodeName)
 	if node == nil {
 		return Explanation{}, fmt.Errorf("node %q not found", nodeName)
 	}
-	e := Explanation{Node: nodeName, Now: s.Now}
-	e.Verdicts = append(e.Verdicts, nodeFencingVerdict(s, objs, node))
-	e.Verdicts = append(e.Verdicts, outOfServiceVerdict(nodeView{s: s, objs: objs, node: nodeName}, node))
-	resolver := newResolver(s, objs)
-	attachers := attacherEvidence(s)
-	for _, pod := range objs.Pods {
-		e.Verdicts = append(e.Verdicts, podVerdicts(s, objs, node, pod, resolver, attachers, cfg)...)
+	v := nodeView{s: s, objs: objs, node: nodeName}
+	in := explain.Input{
+		Ctx: context.Background(), View: v, Node: node, Pods: objs.Pods, Resolver: newResolver(s, objs),
+		Heartbeats: s.Heartbeats, Drivers: s.Drivers, Now: s.Now,
 	}
+	if s.FencingAPI {
+		in.Fencing = v
+	}
+	e := Explanation{Node: nodeName, Now: s.Now}
+	for _, d := range app.Controllers {
+		if d.Explain != nil {
+			in.Settings = cfg.Settings[d.Name]
+			e.Verdicts = append(e.Verdicts, d.Explain(in)...)
+		}
+	}
+	rank := map[string]int{explain.NodeRef(node): 0}
+	for i, p := range objs.Pods {
+		rank[explain.PodRef(p)] = i + 1
+	}
+	slices.SortStableFunc(e.Verdicts, func(a, b Verdict) int { return cmp.Compare(rank[a.Object], rank[b.Object]) })
 	pvs := make(map[string]*v1.PersistentVolume, len(objs.PVs))
 	for _, pv := range objs.PVs {
 		pvs[pv.Name] = pv
@@ -129,141 +138,14 @@ func Explain(s *Snapshot, objs *NodeObjects, nodeName string, cfg ExplainConfig)
 	return e, nil
 }
 
-func nodeRef(n *v1.Node) string { return "node/" + n.Name }
-
-// nodeFencingVerdict is nodefencing.Decide on the node's inputs, gathered
-// as the controller gathers them.
-func nodeFencingVerdict(s *Snapshot, objs *NodeObjects, node *v1.Node) Verdict {
-	v := Verdict{Controller: "node-fencing", Object: nodeRef(node)}
-	if !s.FencingAPI {
-		v.Decision, v.Why = "none", "the fencing API (fenceline.io CRDs) is not installed: node-fencing does not run"
-		return v
-	}
-	d := nodefencing.Decide(FencingInput(s, objs.Lease, node))
-	v.Decision = joinNonEmpty(" ", string(d.Step), bracket(d.Reason))
-	if d.Step == nodefencing.StepNone {
-		v.Decision = joinNonEmpty(" ", "wait", bracket(d.Reason))
-	}
-	v.Why = d.Why
-	return v
-}
-
 // FencingInput gathers nodefencing.Decide's input for node from the
-// snapshot with the controller's own gather (nodefencing.Gather): the
-// node's oldest open request, the policy it resolves to and that policy's
-// cross-object problems. The plugin has no history of the Lease's
-// renewals, so it judges the Lease by its renewTime as a snapshot
-// (detect.Snapshot): the node's clock, where the controller counts from
-// when it observed the renewal.
+// snapshot with the controller's own gather (nodefencing.Gather), judging
+// the Lease by its renewTime (the plugin has no history of renewals).
 func FencingInput(s *Snapshot, lease *coordinationv1.Lease, node *v1.Node) nodefencing.Input {
 	v := nodeView{s: s, objs: &NodeObjects{Lease: lease}, node: node.Name}
-	observe := func(l *coordinationv1.Lease) (time.Time, bool) { return detect.Snapshot(l, s.Now).ObservedAt, false }
 	// The snapshot's view never fails.
-	in, _ := nodefencing.Gather(context.Background(), v, v, node.Name, s.Now, observe)
+	in, _ := nodefencing.Gather(context.Background(), v, v, node.Name, s.Now, nodefencing.SnapshotObserver(s.Now))
 	return in
-}
-
-func bracket(s string) string {
-	if s == "" {
-		return ""
-	}
-	return "(" + s + ")"
-}
-
-// outOfServiceVerdict is the opt-in out-of-service taint remover's decision,
-// on the input gathered as the controller gathers it.
-func outOfServiceVerdict(v nodeView, node *v1.Node) Verdict {
-	in, err := outofservice.Gather(context.Background(), v, node.Name)
-	if err != nil {
-		return Verdict{Controller: "out-of-service (opt-in)", Object: nodeRef(node), Decision: "unknown", Why: err.Error()}
-	}
-	d := in.Decide()
-	decision := "keep"
-	switch {
-	case d.Untaint:
-		decision = "remove the out-of-service taint"
-	case d.RecordBootID:
-		decision = "record the boot ID"
-	case d.ClearRecord:
-		decision = "forget the recorded boot ID"
-	}
-	return Verdict{Controller: "out-of-service (opt-in)", Object: nodeRef(node), Decision: decision, Why: d.Why}
-}
-
-// podVerdicts are the decisions of the controllers that delete pods.
-func podVerdicts(s *Snapshot, objs *NodeObjects, node *v1.Node, pod *v1.Pod, resolver *podvolumes.Resolver, attachers quarantine.Attachers, cfg ExplainConfig) []Verdict {
-	ref := "pod/" + pod.Namespace + "/" + pod.Name
-	gc := podgc.Decide(node, pod)
-	out := []Verdict{{Controller: "podgc", Object: ref, Decision: deleteOrLeave(gc.Delete), Why: gc.Why}}
-	vols, err := resolver.PodVolumes(pod)
-	if err != nil {
-		out = append(out, Verdict{Controller: "quarantine", Object: ref, Decision: "unknown", Why: err.Error()})
-	} else {
-		d := quarantine.DecidePod(node, pod, vols, attachers, s.Now, cfg.QuarantineDelay)
-		out = append(out, Verdict{Controller: "quarantine", Object: ref, Decision: quarantineAction(d), Why: d.Why})
-	}
-	fe := forceeviction.DecidePod(node, pod, objs.Lease, s.Now, cfg.ForceEvictionReadyGrace)
-	out = append(out, Verdict{Controller: "force-eviction", Object: ref, Decision: deleteOrLeave(fe.Delete), Why: fe.Why})
-	if err == nil {
-		out = append(out, taintEvictionVerdict(s, node, pod, vols, ref))
-	}
-	return out
-}
-
-// taintEvictionVerdict is the alpha taint-eviction's decision, with the
-// pod's volumes classified as that controller classifies them. A taint
-// without timeAdded counts from now: the controller counts from when it
-// first saw it, which only it knows.
-func taintEvictionVerdict(s *Snapshot, node *v1.Node, pod *v1.Pod, vols []podvolumes.Volume, ref string) Verdict {
-	in := tainteviction.PodInput{Pod: pod, Node: node, Now: s.Now, Seen: func(v1.Taint) time.Time { return s.Now }}
-	var safe bool
-	in.Stateful, safe = tainteviction.Stateful(vols)
-	in.CutOff = cutoff.NodeReason(node, safe)
-	d := tainteviction.DecidePod(in)
-	decision := "leave"
-	switch d.Action {
-	case tainteviction.ActionWait:
-		decision = "evict in " + d.At.Sub(s.Now).Round(time.Second).String()
-	case tainteviction.ActionEvict:
-		decision = "evict"
-	case tainteviction.ActionForceDelete:
-		decision = "force-delete"
-	case tainteviction.ActionHold:
-		decision = "hold"
-	}
-	return Verdict{Controller: "taint-eviction (alpha)", Object: ref, Decision: decision, Why: d.Why}
-}
-
-func deleteOrLeave(del bool) string {
-	if del {
-		return "force-delete"
-	}
-	return "leave"
-}
-
-func quarantineAction(d quarantine.PodDecision) string {
-	switch d.Action {
-	case quarantine.Wait:
-		return "wait " + d.After.Round(time.Second).String()
-	case quarantine.Refuse:
-		return "refuse"
-	case quarantine.TaintFirst:
-		return "quarantine the node"
-	case quarantine.Delete:
-		return "force-delete"
-	}
-	return "leave"
-}
-
-// attacherEvidence is cutoff.AttacherServes for every CSIDriver, the
-// evidence quarantine decides by, on the heartbeats' renewTime as a
-// snapshot (cutoff.Snapshot: the plugin has no history of renewals).
-func attacherEvidence(s *Snapshot) quarantine.Attachers {
-	a := quarantine.Attachers{}
-	for _, d := range s.Drivers {
-		a[d.Name] = cutoff.AttacherServes(d.Name, cutoff.Snapshot(s.Heartbeats, s.Now), d, s.Now)
-	}
-	return a
 }
 
 // attacherVerdict is fencing.Decide for a VolumeAttachment, as the driver's
@@ -352,4 +234,11 @@ func newResolver(s *Snapshot, objs *NodeObjects) *podvolumes.Resolver {
 		_ = drivers.Add(o)
 	}
 	return podvolumes.NewResolver(corelisters.NewPersistentVolumeClaimLister(pvcs), corelisters.NewPersistentVolumeLister(pvs), storagelisters.NewCSIDriverLister(drivers))
+}
+
+func bracket(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "(" + s + ")"
 }

@@ -15,6 +15,7 @@ import (
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/attacherevidence"
+	"fenceline.io/fenceline/pkg/controller/explain"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/nodefencing"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
@@ -86,6 +87,9 @@ type Descriptor struct {
 	Settings func() Settings
 	// New sets the controller up.
 	New func(ControllerContext) (Controller, error)
+	// Explain, when set, gives the controller's verdicts for kubectl
+	// fenceline explain, from the plugin's view of the cluster.
+	Explain func(explain.Input) []explain.Verdict
 }
 
 // Settings are a controller's own settings: its flags and their checks.
@@ -129,22 +133,22 @@ func settingsOf[S Settings](c ControllerContext, defaults func() S) S {
 
 // Controllers is every controller of fenceline-controller, in start order.
 var Controllers = []Descriptor{
-	{Name: podgc.Name, EnabledByDefault: true, New: func(c ControllerContext) (Controller, error) {
+	{Name: podgc.Name, EnabledByDefault: true, Explain: podgc.Explain, New: func(c ControllerContext) (Controller, error) {
 		return podgc.New(c.Informers, c.Actuator)
 	}},
-	{Name: quarantine.Name, EnabledByDefault: true, Settings: func() Settings { return quarantine.DefaultSettings() }, New: newQuarantine},
-	{Name: forceeviction.Name, EnabledByDefault: true, Settings: func() Settings { return forceeviction.DefaultSettings() }, New: func(c ControllerContext) (Controller, error) {
+	{Name: quarantine.Name, EnabledByDefault: true, Settings: func() Settings { return quarantine.DefaultSettings() }, Explain: quarantine.Explain, New: newQuarantine},
+	{Name: forceeviction.Name, EnabledByDefault: true, Settings: func() Settings { return forceeviction.DefaultSettings() }, Explain: forceeviction.Explain, New: func(c ControllerContext) (Controller, error) {
 		return forceeviction.New(c.Informers, c.NodeLeases, c.Actuator, settingsOf(c, forceeviction.DefaultSettings).ReadyGrace)
 	}},
-	{Name: nodefencing.Name, EnabledByDefault: true, New: newNodeFencing},
+	{Name: nodefencing.Name, EnabledByDefault: true, Explain: nodefencing.Explain, New: newNodeFencing},
 	// Replaces kube-controller-manager's taint-eviction-controller, which
 	// must then be disabled there; alpha, behind its gate.
-	{Name: tainteviction.Name, EnabledByDefault: true, FeatureGate: TaintEviction, Settings: func() Settings { return defaultGuard() }, New: func(c ControllerContext) (Controller, error) {
+	{Name: tainteviction.Name, EnabledByDefault: true, FeatureGate: TaintEviction, Settings: func() Settings { return defaultGuard() }, Explain: tainteviction.Explain, New: func(c ControllerContext) (Controller, error) {
 		guard := settingsOf(c, defaultGuard)
 		return tainteviction.New(tainteviction.Config{Informers: c.Informers, Actuator: c.Actuator, Client: c.Client, Guard: *guard, Resync: c.Options.Resync})
 	}},
 	// Removing the out-of-service taint automatically is opt-in.
-	{Name: outofservice.Name, New: func(c ControllerContext) (Controller, error) {
+	{Name: outofservice.Name, Explain: outofservice.Explain, New: func(c ControllerContext) (Controller, error) {
 		return outofservice.New(c.Informers, c.Actuator)
 	}},
 }

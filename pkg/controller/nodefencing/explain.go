@@ -1,0 +1,61 @@
+package nodefencing
+
+import (
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"fenceline.io/fenceline/pkg/controller/explain"
+	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
+)
+
+// SnapshotObserver judges a Lease as a snapshot at now, by its renewTime
+// (detect.Snapshot): for a reader with no history of renewals, such as
+// kubectl fenceline, where the controller counts from when it observed the
+// renewal.
+func SnapshotObserver(now time.Time) ObserveFunc {
+	return func(l *coordinationv1.Lease) (time.Time, bool) { return detect.Snapshot(l, now).ObservedAt, false }
+}
+
+// Explain is node-fencing's verdict on the node.
+func Explain(in explain.Input) []explain.Verdict {
+	v := explain.Verdict{Controller: Name, Object: explain.NodeRef(in.Node)}
+	if in.Fencing == nil {
+		v.Decision, v.Why = "none", "the fencing API (fenceline.io CRDs) is not installed: node-fencing does not run"
+		return []explain.Verdict{v}
+	}
+	g, err := Gather(in.Ctx, in.View, in.Fencing, in.Node.Name, in.Now, SnapshotObserver(in.Now))
+	if err != nil {
+		v.Decision, v.Why = "unknown", err.Error()
+		return []explain.Verdict{v}
+	}
+	d := Decide(g)
+	v.Decision = joinNonEmpty(string(d.Step), bracket(d.Reason))
+	if d.Step == StepNone {
+		v.Decision = joinNonEmpty("wait", bracket(d.Reason))
+	}
+	v.Why = d.Why
+	return []explain.Verdict{v}
+}
+
+func bracket(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "(" + s + ")"
+}
+
+// joinNonEmpty joins the non-empty parts with a space.
+func joinNonEmpty(parts ...string) string {
+	out := ""
+	for _, p := range parts {
+		switch {
+		case p == "":
+		case out == "":
+			out = p
+		default:
+			out += " " + p
+		}
+	}
+	return out
+}
