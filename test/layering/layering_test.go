@@ -48,6 +48,14 @@ var rules = []rule{
 	// one: it may import nothing of the main module, tests included.
 	{from: "pkg/fence", not: []string{"pkg/attacher", "pkg/controller", "pkg/cutoff", "pkg/kube", "pkg/names", "pkg/component", "pkg/version", "internal", "cmd", "mock-driver", "test"}},
 	{from: "pkg/component", not: []string{"pkg/attacher", "pkg/controller", "pkg/cutoff"}},
+	// kubectl fenceline explain loops over fenceline-controller's table
+	// (each Descriptor's explain hook); it imports no controller that the
+	// table carries for it. The hooks' contract imports no controller.
+	{from: "pkg/kubectlplugin", not: []string{"pkg/controller/podgc", "pkg/controller/quarantine", "pkg/controller/forceeviction", "pkg/controller/tainteviction", "pkg/controller/outofservice"}, productionOnly: true},
+	{from: "pkg/controller/explain", not: []string{"pkg/controller/app", "pkg/controller/podgc", "pkg/controller/quarantine", "pkg/controller/forceeviction", "pkg/controller/tainteviction", "pkg/controller/outofservice", "pkg/controller/nodefencing", "pkg/kubectlplugin"}},
+	// The one view of a node's inputs is a leaf every controller and the
+	// plugin read through.
+	{from: "pkg/kube/view", not: []string{"pkg/kubectlplugin", "pkg/component"}},
 	{from: "internal/testobj", not: []string{"pkg/attacher", "pkg/controller", "test", "mock-driver"}},
 	{from: "pkg", not: []string{"test", "mock-driver"}, productionOnly: true},
 }
