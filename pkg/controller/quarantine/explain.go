@@ -19,14 +19,18 @@ func Explain(in explain.Input) []explain.Verdict {
 	for _, d := range in.Drivers {
 		attachers[d.Name] = cutoff.AttacherServes(d.Name, cutoff.Snapshot(in.Heartbeats, in.Now), d, in.Now)
 	}
-	out := make([]explain.Verdict, 0, len(in.Pods))
-	for _, pod := range in.Pods {
+	o, err := Gather(in.Ctx, in.View, in.Node.Name)
+	if err != nil {
+		return []explain.Verdict{{Controller: Name, Object: explain.NodeRef(in.Node), Decision: "unknown", Why: err.Error()}}
+	}
+	out := make([]explain.Verdict, 0, len(o.Pods))
+	for _, pod := range o.Pods {
 		v := explain.Verdict{Controller: Name, Object: explain.PodRef(pod)}
 		vols, err := in.Resolver.PodVolumes(pod)
 		if err != nil {
 			v.Decision, v.Why = "unknown", err.Error()
 		} else {
-			d := DecidePod(in.Node, pod, vols, attachers, in.Now, s.Delay)
+			d := DecidePod(o.Node, pod, vols, attachers, in.Now, s.Delay)
 			v.Decision, v.Why = actionWord(d), d.Why
 		}
 		out = append(out, v)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -22,6 +23,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/podvolumes"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/view"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -49,8 +51,8 @@ type Controller struct {
 	liftDelay time.Duration
 	now       func() time.Time
 	nodes     corelisters.NodeLister
-	pods      cache.Indexer
-	vas       cache.Indexer
+	// cached is the controller's view of its caches, for Gather.
+	cached view.View
 	// pvsByVolume finds a volumesInUse entry's PersistentVolume.
 	pvsByVolume cache.Indexer
 	resolver    *podvolumes.Resolver
@@ -80,8 +82,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftD
 		liftDelay: liftDelay,
 		now:       time.Now,
 		nodes:     f.Core().V1().Nodes().Lister(),
-		pods:      podInf.GetIndexer(),
-		vas:       vaInf.GetIndexer(),
+		cached:    view.Informers{Nodes: f.Core().V1().Nodes().Lister(), Pods: podInf.GetIndexer(), VAs: vaInf.GetIndexer()},
 		resolver: podvolumes.NewResolver(f.Core().V1().PersistentVolumeClaims().Lister(),
 			f.Core().V1().PersistentVolumes().Lister(), f.Storage().V1().CSIDrivers().Lister()),
 		evidence:    evidence,
@@ -161,22 +162,19 @@ func (c *Controller) isSafeDriver(name string) bool {
 var quarantineTaint = v1.Taint{Key: names.QuarantineTaint, Effect: v1.TaintEffectNoSchedule}
 
 func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, error) {
-	node, err := nodeutil.Lookup(c.nodes, nodeName)
+	in, err := Gather(ctx, c.cached, nodeName)
 	if err != nil {
 		return 0, err
 	}
+	node, pods := in.Node, in.Pods
 	if node == nil {
 		c.setQuarantined(nodeName, false)
 		c.forgetWithheld(nodeName)
 		return 0, nil
 	}
 	c.setQuarantined(nodeName, cutoff.IsQuarantined(node))
-	pods, err := nodeutil.PodsOnNode(c.pods, nodeName)
-	if err != nil {
-		return 0, err
-	}
 	if nodeutil.IsReady(node) {
-		return c.maybeUntaint(ctx, node, pods)
+		return c.maybeUntaint(ctx, in)
 	}
 	now := c.now()
 	r := c.handlePods(ctx, node, pods, now)
@@ -253,7 +251,7 @@ func (c *Controller) recordIntents(ctx context.Context, node *v1.Node, vols []po
 			}
 		}
 	}
-	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
+	vas, err := c.cached.VolumeAttachmentsOnNode(ctx, node.Name)
 	if err != nil {
 		return err
 	}
@@ -364,22 +362,19 @@ func (c *Controller) handlePods(ctx context.Context, node *v1.Node, pods []*v1.P
 	return r
 }
 
-func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node, pods []*v1.Pod) (time.Duration, error) {
+func (c *Controller) maybeUntaint(ctx context.Context, in view.Objects) (time.Duration, error) {
+	node := in.Node
 	if !cutoff.IsQuarantined(node) {
 		return 0, nil
 	}
-	vas, err := nodeutil.VAsOnNode(c.vas, node.Name)
-	if err != nil {
-		return 0, err
-	}
-	decide := func(n *v1.Node, pods []*v1.Pod) (NodeDecision, error) {
+	decide := func(n *v1.Node, pods []*v1.Pod, vas []*storagev1.VolumeAttachment) (NodeDecision, error) {
 		inUse, livePVs, err := c.liveVolumes(pods)
 		if err != nil {
 			return NodeDecision{}, err
 		}
 		return DecideUntaint(n, ReleasedVAs(vas, c.isSafeDriver, livePVs), len(UnusedSafeVolumes(n, c.isSafeDriver, inUse)), c.now(), c.liftDelay), nil
 	}
-	d, err := decide(node, pods)
+	d, err := decide(node, in.Pods, in.VolumeAttachments)
 	if err != nil {
 		return 0, err
 	}
@@ -388,13 +383,15 @@ func (c *Controller) maybeUntaint(ctx context.Context, node *v1.Node, pods []*v1
 		return d.After, nil
 	}
 	return 0, c.act.RemoveTaint(ctx, node, quarantineTaint.Key, quarantineTaint.Effect, d.Why, func(fresh *v1.Node) (bool, string) {
-		// Which pods stayed decides which VolumeAttachments count: read
-		// them from the API, a lagging cache may still hold a deleted pod.
-		pods, err := c.act.FreshPodsOnNode(ctx, fresh.Name)
+		// Which pods stayed decides which VolumeAttachments count, and a
+		// released one still there holds the quarantine: read both from
+		// the API, a lagging cache may still hold a deleted pod or miss a
+		// VolumeAttachment.
+		fin, err := Gather(ctx, view.API{Client: c.act.Client}, fresh.Name)
 		if err != nil {
 			return false, err.Error()
 		}
-		fd, err := decide(fresh, pods)
+		fd, err := decide(fresh, fin.Pods, fin.VolumeAttachments)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -6,7 +6,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"fenceline.io/fenceline/pkg/controller/explain"
-	"fenceline.io/fenceline/pkg/cutoff"
 )
 
 // Explain is the alpha taint-eviction's verdict on each pod of the node
@@ -16,14 +15,10 @@ import (
 func Explain(in explain.Input) []explain.Verdict {
 	out := make([]explain.Verdict, 0, len(in.Pods))
 	for _, pod := range in.Pods {
-		vols, err := in.Resolver.PodVolumes(pod)
+		pin, _, err := GatherPod(in.Resolver, in.Node, pod, func(v1.Taint) time.Time { return in.Now }, in.Now)
 		if err != nil {
 			continue // quarantine's verdict says why the volumes are unknown
 		}
-		pin := PodInput{Pod: pod, Node: in.Node, Now: in.Now, Seen: func(v1.Taint) time.Time { return in.Now }}
-		var safe bool
-		pin.Stateful, safe = Stateful(vols)
-		pin.CutOff = cutoff.NodeReason(in.Node, safe)
 		d := DecidePod(pin)
 		decision := "leave"
 		switch d.Action {

@@ -18,11 +18,19 @@ import (
 // stateful (see Stateful) and why its node counts as cut off. safe reports
 // that every stateful volume's driver opted into safe detach.
 func (c *Controller) input(node *v1.Node, pod *v1.Pod, now time.Time) (in PodInput, safe bool, err error) {
-	in = PodInput{Pod: pod, Node: node, Seen: c.seen.At(node.Name), Now: now}
+	return GatherPod(c.volumes, node, pod, c.seen.At(node.Name), now)
+}
+
+// GatherPod reads DecidePod's input for pod on node: its volumes, classified
+// by resolver (the controller's informers, or explain's snapshot), only
+// when a NoExecute taint may evict it; seen says since when each taint
+// counts. safe reports that every stateful volume is a safe-detach driver's.
+func GatherPod(resolver *podvolumes.Resolver, node *v1.Node, pod *v1.Pod, seen func(v1.Taint) time.Time, now time.Time) (in PodInput, safe bool, err error) {
+	in = PodInput{Pod: pod, Node: node, Seen: seen, Now: now}
 	if len(NoExecuteTaints(node.Spec.Taints)) == 0 {
 		return in, false, nil // nothing evicts: no need to look at volumes
 	}
-	vols, err := c.volumes.PodVolumes(pod)
+	vols, err := resolver.PodVolumes(pod)
 	if err != nil {
 		return in, false, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
