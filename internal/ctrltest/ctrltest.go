@@ -211,11 +211,15 @@ func (f *Fixture) Sync(sync SyncFunc, key string) Result {
 }
 
 // Events drains the Events recorded so far.
-func (f *Fixture) Events() []string {
+func (f *Fixture) Events() []string { return Drain(f.Recorder) }
+
+// Drain returns the Events a FakeRecorder holds (a controller's second
+// recorder, say) and empties it.
+func Drain(r *record.FakeRecorder) []string {
 	var out []string
 	for {
 		select {
-		case ev := <-f.Recorder.Events:
+		case ev := <-r.Events:
 			out = append(out, ev)
 		default:
 			return out

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -158,4 +159,24 @@ func WantEvents(t testing.TB, got []string, want ...string) {
 	if d := CheckEvents(got, want...); d != "" {
 		t.Error(d)
 	}
+}
+
+// Want is what a table row expects of one sync: its writes in steps (see
+// CheckWrites), its Events (see CheckEvents), and when it asks to be
+// synced again.
+type Want struct {
+	Writes [][]string
+	Events []string
+	After  time.Duration
+}
+
+// Check fails the test where r differs from want. It leaves r.Err to the
+// caller, who knows which error, if any, the row expects.
+func (r Result) Check(t testing.TB, want Want) {
+	t.Helper()
+	if r.After != want.After {
+		t.Errorf("the sync asks to look again after %s, want %s", r.After, want.After)
+	}
+	WantWrites(t, r.Writes, want.Writes...)
+	WantEvents(t, r.Events, want.Events...)
 }

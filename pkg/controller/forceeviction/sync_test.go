@@ -106,11 +106,7 @@ func TestSync(t *testing.T) {
 			if r.Err != nil {
 				t.Fatalf("sync: %v", r.Err)
 			}
-			if r.After != tc.wantAfter {
-				t.Errorf("sync asks to look again after %s, want %s", r.After, tc.wantAfter)
-			}
-			ctrltest.WantWrites(t, r.Writes, tc.wantWrites...)
-			ctrltest.WantEvents(t, r.Events, tc.wantEvents...)
+			r.Check(t, ctrltest.Want{Writes: tc.wantWrites, Events: tc.wantEvents, After: tc.wantAfter})
 			if got := f.Intent("va-1"); got != tc.wantIntent {
 				t.Errorf("intent on va-1 = %q, want %q", got, tc.wantIntent)
 			}

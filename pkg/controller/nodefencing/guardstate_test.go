@@ -62,7 +62,7 @@ func TestSyncGuardStateSurvivesRestart(t *testing.T) {
 	e := newEnv(t, now, cluster(now, nil, testobj.FencePolicy("p", slow))[1:]...)
 	e.admitOnce()
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
-	p, err := e.fencing.FencingV1alpha1().FencePolicies().Get(e.ctx, "p", metav1.GetOptions{})
+	p, err := e.Fencing.FencingV1alpha1().FencePolicies().Get(e.Ctx, "p", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

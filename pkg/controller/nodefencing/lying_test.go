@@ -10,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/testobj"
@@ -154,20 +153,20 @@ func TestSyncFenceWithStaleReadyWarnsNothing(t *testing.T) {
 	now := testobj.Epoch
 	e := newEnv(t, now, clusterStaleReady(now)...)
 	e.fenceToFenced()
-	drain(e.c.cfg.Recorder)
-	drain(e.c.cfg.Actuator.Recorder)
+	e.takeEvents()
+	e.requestEvents()
 	for range 2 {
 		e.sync("n1")
 	}
 	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestRecovered, metav1.ConditionFalse, ReasonNodeDown)
 	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionTrue, names.LyingFenceCondition: ""},
 		names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
-	for _, ev := range append(drain(e.c.cfg.Recorder), drain(e.c.cfg.Actuator.Recorder)...) {
+	for _, ev := range append(e.takeEvents(), e.requestEvents()...) {
 		if strings.HasPrefix(ev, v1.EventTypeWarning) {
 			t.Errorf("a Warning after a normal fence: %s", ev)
 		}
 	}
-	if got := testutil.ToFloat64(e.m.LyingFencesCaught); got != 0 {
+	if got := testutil.ToFloat64(e.Metrics.LyingFencesCaught); got != 0 {
 		t.Errorf("lying fences caught = %v, want 0", got)
 	}
 }
@@ -180,9 +179,10 @@ func TestSyncLyingFenceReported(t *testing.T) {
 	now := testobj.Epoch
 	e := newEnv(t, now, clusterStaleReady(now)...)
 	e.fenceToFenced()
-	drain(e.c.cfg.Actuator.Recorder)
+	e.takeEvents()
+	e.requestEvents()
 	for i := range 2 {
-		e.now = e.now.Add(10 * time.Second)
+		e.Clock.Step(10 * time.Second)
 		e.renewLease("n1")
 		e.sync("n1")
 		if i == 0 {
@@ -194,26 +194,28 @@ func TestSyncLyingFenceReported(t *testing.T) {
 	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestRecovered, metav1.ConditionFalse, ReasonLyingFence)
 	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionTrue, names.LyingFenceCondition: v1.ConditionTrue},
 		names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
-	warnings := 0
-	for _, ev := range drain(e.c.cfg.Actuator.Recorder) {
-		if strings.HasPrefix(ev, v1.EventTypeWarning+" "+EventLyingFence) {
-			warnings++
+	for what, events := range map[string][]string{"Node": e.takeEvents(), "FencingRequest": e.requestEvents()} {
+		warnings := 0
+		for _, ev := range events {
+			if strings.HasPrefix(ev, v1.EventTypeWarning+" "+EventLyingFence) {
+				warnings++
+			}
+		}
+		if warnings != 1 {
+			t.Errorf("%d LyingFence Warnings on the %s, want 1", warnings, what)
 		}
 	}
-	if warnings != 1 {
-		t.Errorf("%d LyingFence Warnings on the node, want 1", warnings)
-	}
-	if got := testutil.ToFloat64(e.m.LyingFence.WithLabelValues("n1")); got != 1 {
+	if got := testutil.ToFloat64(e.Metrics.LyingFence.WithLabelValues("n1")); got != 1 {
 		t.Errorf("lying_fence{node=n1} = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(e.m.LyingFencesCaught); got != 1 {
+	if got := testutil.ToFloat64(e.Metrics.LyingFencesCaught); got != 1 {
 		t.Errorf("lying fences caught = %v, want 1", got)
 	}
 
 	e.comesBack("boot-2")
 	e.sync("n1")
 	e.wantNode("n1", map[string]v1.ConditionStatus{names.LyingFenceCondition: v1.ConditionFalse}, names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
-	if got := testutil.CollectAndCount(e.m.LyingFence); got != 0 {
+	if got := testutil.CollectAndCount(e.Metrics.LyingFence); got != 0 {
 		t.Errorf("%d lying_fence series after the reboot, want none", got)
 	}
 }
@@ -228,21 +230,4 @@ func clusterStaleReady(now time.Time) []runtime.Object {
 		}
 	}
 	return objs
-}
-
-// drain returns the Events a fake recorder holds.
-func drain(r record.EventRecorder) []string {
-	f, ok := r.(*record.FakeRecorder)
-	if !ok {
-		return nil
-	}
-	var out []string
-	for {
-		select {
-		case ev := <-f.Events:
-			out = append(out, ev)
-		default:
-			return out
-		}
-	}
 }

@@ -24,10 +24,10 @@ func seenAtRenewal(in Input) Input {
 // clock), at the controller's now, and waits for the caches.
 func (e *env) renewLeaseAt(name string, at time.Time) {
 	e.t.Helper()
-	if _, err := e.kube.CoordinationV1().Leases(v1.NamespaceNodeLease).Update(e.ctx, testobj.Lease(name, at), metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.CoordinationV1().Leases(v1.NamespaceNodeLease).Update(e.Ctx, testobj.Lease(name, at), metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 }
 
 // TestSyncRestartStartsDetectionOver: a controller started while n1's
@@ -42,12 +42,12 @@ func TestSyncRestartStartsDetectionOver(t *testing.T) {
 	if rs := e.requests("n1"); len(rs) != 0 {
 		t.Fatalf("requests right after the start: %+v, want none", rs)
 	}
-	e.now = now.Add(20*time.Second - time.Millisecond)
+	e.Clock.SetTime(now.Add(20*time.Second - time.Millisecond))
 	e.sync("n1")
 	if rs := e.requests("n1"); len(rs) != 0 {
 		t.Fatalf("requests before leaseStaleAfter since the start: %+v, want none", rs)
 	}
-	e.now = now.Add(20 * time.Second)
+	e.Clock.SetTime(now.Add(20 * time.Second))
 	e.sync("n1")
 	e.wantPhase("n1", "Pending")
 }
@@ -62,7 +62,7 @@ func TestSyncNodeClockSkew(t *testing.T) {
 	e := startEnv(t, now, false, cluster(now, nil)...)
 	e.renewLeaseAt("n1", now.Add(30*time.Second))
 	for at := now; !at.After(now.Add(time.Minute)); at = at.Add(10 * time.Second) {
-		e.now = at
+		e.Clock.SetTime(at)
 		e.renewLeaseAt("n2", at.Add(-30*time.Second))
 		e.renewLeaseAt("n3", at)
 		e.sync("n2")

@@ -1,62 +1,41 @@
 package nodefencing
 
 import (
-	"context"
-	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2/ktesting"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
-	"fenceline.io/fenceline/internal/fakewatch"
+	"fenceline.io/fenceline/internal/ctrltest"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
-	"fenceline.io/fenceline/pkg/controller/metrics"
-	fencingfake "fenceline.io/fenceline/pkg/generated/clientset/versioned/fake"
-	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 	"fenceline.io/fenceline/pkg/names"
 )
 
-// env is the controller on fake clientsets, its informers started, with a
-// clock the test sets. The fakes run no CEL, no defaulting and no status
-// subresource rules (an update writes the status too): what the tests
-// check is the controller's own logic, not the API server's.
+// env is node-fencing on the controller fixture (ctrltest), with the
+// Events of its syncs kept until the test takes them. The Events on
+// FencingRequests go to a recorder of their own, so that a test can tell
+// them from those on the Node.
 type env struct {
-	t       *testing.T
-	ctx     context.Context
-	kube    *kubefake.Clientset
-	fencing *fencingfake.Clientset
-	c       *Controller
-	m       *metrics.Metrics
-	now     time.Time
-	// caches are the informers whose stores must match the API server
-	// before the next sync.
-	caches map[string]cache.SharedIndexInformer
+	*ctrltest.Fixture
+	t          *testing.T
+	c          *Controller
+	events     []string
+	onRequests *record.FakeRecorder
 }
 
-// newEnv starts the controller with the objects in the fake API servers:
-// Nodes, Leases and VolumeAttachments go to the core one, the fencing API
-// objects to the fencing one. The clock starts at now. The controller
-// starts as if it had watched the Leases' renewals happen (at their
-// renewTime: the clocks agree).
+// newEnv starts the controller with the objects in the fake API servers,
+// the clock at now. The controller starts as if it had watched the Leases'
+// renewals happen (at their renewTime: the clocks agree).
 func newEnv(t *testing.T, now time.Time, objs ...runtime.Object) *env {
 	t.Helper()
 	return startEnv(t, now, true, objs...)
@@ -66,187 +45,53 @@ func newEnv(t *testing.T, now time.Time, objs ...runtime.Object) *env {
 // no history of the Leases' renewals (a restart).
 func startEnv(t *testing.T, now time.Time, seeded bool, objs ...runtime.Object) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	var kubeObjs, fencingObjs []runtime.Object
-	for _, o := range objs {
-		switch o.(type) {
-		case *fencingv1alpha1.FencePolicy, *fencingv1alpha1.FenceClass, *fencingv1alpha1.FencingRequest:
-			fencingObjs = append(fencingObjs, o)
-		default:
-			kubeObjs = append(kubeObjs, o)
-		}
-	}
-	e := &env{t: t, ctx: ctx, kube: kubefake.NewClientset(kubeObjs...), now: now}
-	// NewClientset tracks managed fields with a schema the CRDs do not have.
-	e.fencing = fencingfake.NewSimpleClientset(fencingObjs...)
-	e.fencing.PrependReactor("create", "fencingrequests", e.apiServerCreate())
-	watches := fakewatch.Track(e.kube, e.fencing)
-
-	core := informers.NewSharedInformerFactory(e.kube, 0)
-	leases := informers.NewSharedInformerFactoryWithOptions(e.kube, 0, informers.WithNamespace(v1.NamespaceNodeLease))
-	fi := fencinginformers.NewSharedInformerFactory(e.fencing, 0)
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.m = m
+	f := ctrltest.New(t, now, objs...)
+	requests := record.NewFakeRecorder(100)
 	c, err := New(Config{
-		Informers: core, NodeLeases: leases, Fencing: fi, Client: e.fencing,
-		Actuator: &actuator.Actuator{Client: e.kube, Recorder: record.NewFakeRecorder(100), Now: func() time.Time { return e.now }},
-		Recorder: record.NewFakeRecorder(100), Metrics: m,
+		Informers: f.Informers, NodeLeases: f.NodeLeases, Fencing: f.FencingInformers, Client: f.Fencing,
+		Actuator: f.Actuator, Recorder: requests, Metrics: f.Metrics,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.now = func() time.Time { return e.now }
-	e.c = c
-	for _, o := range kubeObjs {
+	c.now = f.Clock.Now
+	for _, o := range objs {
 		if l, ok := o.(*coordinationv1.Lease); ok && seeded && l.Spec.RenewTime != nil {
 			c.renewals.Seed(l, l.Spec.RenewTime.Time)
 		}
 	}
-	e.caches = map[string]cache.SharedIndexInformer{
-		"nodes":             core.Core().V1().Nodes().Informer(),
-		"volumeattachments": core.Storage().V1().VolumeAttachments().Informer(),
-		"leases":            leases.Coordination().V1().Leases().Informer(),
-		"fencingrequests":   fi.Fencing().V1alpha1().FencingRequests().Informer(),
-		"fencepolicies":     fi.Fencing().V1alpha1().FencePolicies().Informer(),
-		"fenceclasses":      fi.Fencing().V1alpha1().FenceClasses().Informer(),
-	}
-	for _, f := range []interface{ Start(<-chan struct{}) }{core, leases, fi} {
-		f.Start(ctx.Done())
-	}
-	t.Cleanup(func() { cancel(); core.Shutdown(); leases.Shutdown(); fi.Shutdown() })
-	for what, inf := range e.caches {
-		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			t.Fatalf("%s cache never synced", what)
-		}
-	}
-	if err := watches.Wait(ctx, len(e.caches)); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	f.Start()
+	return &env{Fixture: f, t: t, c: c, onRequests: requests}
 }
 
-// apiServerCreate does for a created FencingRequest what the API server
-// does and the fake does not: a name from generateName, a UID and a
-// creation time.
-func (e *env) apiServerCreate() k8stesting.ReactionFunc {
-	var n atomic.Int32
-	return func(action k8stesting.Action) (bool, runtime.Object, error) {
-		r, ok := action.(k8stesting.CreateAction).GetObject().(*fencingv1alpha1.FencingRequest)
-		if !ok {
-			return false, nil, nil
-		}
-		i := n.Add(1)
-		if r.Name == "" && r.GenerateName != "" {
-			r.Name = fmt.Sprintf("%s%05d", r.GenerateName, i)
-		}
-		r.UID = types.UID(fmt.Sprintf("uid-created-%d", i))
-		r.CreationTimestamp = metav1.NewTime(e.now)
-		return false, nil, nil // the tracker stores it
-	}
-}
-
-// sync runs one sync of the node and waits until every cache has what the
-// API servers have, so that the next sync decides on it.
+// sync runs one sync of the node on settled caches (ctrltest.Fixture.Sync)
+// and keeps its Events for takeEvents.
 func (e *env) sync(node string) time.Duration {
 	e.t.Helper()
-	after, err := e.c.Sync(e.ctx, node)
-	if err != nil {
-		e.t.Fatalf("Sync(%s): %v", node, err)
+	r := e.Sync(e.c.Sync, node)
+	if r.Err != nil {
+		e.t.Fatalf("Sync(%s): %v", node, r.Err)
 	}
-	e.settle()
-	return after
+	e.events = append(e.events, r.Events...)
+	return r.After
 }
 
-// settle waits until every informer's store holds exactly the objects the
-// fake API servers hold.
-func (e *env) settle() {
-	e.t.Helper()
-	var diff string
-	err := wait.PollUntilContextTimeout(e.ctx, time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		diff = ""
-		for what, inf := range e.caches {
-			stored, err := e.stored(what)
-			if err != nil {
-				return false, err
-			}
-			cached := inf.GetStore().List()
-			if len(cached) != len(stored) {
-				diff = fmt.Sprintf("%s: %d cached, %d stored", what, len(cached), len(stored))
-				return false, nil
-			}
-			for _, o := range stored {
-				c, ok, _ := inf.GetStore().Get(o)
-				if !ok || !equality.Semantic.DeepEqual(c, o) {
-					diff = fmt.Sprintf("%s: cache lags for %T", what, o)
-					return false, nil
-				}
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		e.t.Fatalf("caches never caught up with the API servers (%s): %v", diff, err)
-	}
+// takeEvents returns the Events on Nodes (and Pods) recorded since the
+// last call.
+func (e *env) takeEvents() []string {
+	out := append(e.events, e.Events()...)
+	e.events = nil
+	return out
 }
 
-// stored lists the objects of a resource from the fake API servers.
-func (e *env) stored(what string) ([]runtime.Object, error) {
-	var out []runtime.Object
-	add := func(n int, item func(int) runtime.Object) {
-		for i := range n {
-			out = append(out, item(i))
-		}
-	}
-	ctx, opts := e.ctx, metav1.ListOptions{}
-	switch what {
-	case "nodes":
-		l, err := e.kube.CoreV1().Nodes().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
-	case "volumeattachments":
-		l, err := e.kube.StorageV1().VolumeAttachments().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
-	case "leases":
-		l, err := e.kube.CoordinationV1().Leases(v1.NamespaceNodeLease).List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
-	case "fencingrequests":
-		l, err := e.fencing.FencingV1alpha1().FencingRequests().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
-	case "fencepolicies":
-		l, err := e.fencing.FencingV1alpha1().FencePolicies().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
-	case "fenceclasses":
-		l, err := e.fencing.FencingV1alpha1().FenceClasses().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		add(len(l.Items), func(i int) runtime.Object { return &l.Items[i] })
-	}
-	return out, nil
-}
+// requestEvents returns the Events on FencingRequests recorded since the
+// last call.
+func (e *env) requestEvents() []string { return ctrltest.Drain(e.onRequests) }
 
 // node reads the node from the API server.
 func (e *env) node(name string) *v1.Node {
 	e.t.Helper()
-	n, err := e.kube.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+	n, err := e.Kube.CoreV1().Nodes().Get(e.Ctx, name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -259,28 +104,28 @@ func (e *env) updateNode(name string, change func(*v1.Node)) {
 	e.t.Helper()
 	n := e.node(name)
 	change(n)
-	if _, err := e.kube.CoreV1().Nodes().Update(e.ctx, n, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Nodes().Update(e.Ctx, n, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(e.ctx, n, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Nodes().UpdateStatus(e.Ctx, n, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 }
 
 // renewLease renews the node's Lease in the API server at the clock's now.
 func (e *env) renewLease(name string) {
 	e.t.Helper()
-	if _, err := e.kube.CoordinationV1().Leases(v1.NamespaceNodeLease).Update(e.ctx, testobj.Lease(name, e.now), metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.CoordinationV1().Leases(v1.NamespaceNodeLease).Update(e.Ctx, testobj.Lease(name, e.Clock.Now()), metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 }
 
 // requests lists the node's FencingRequests from the API server.
 func (e *env) requests(node string) []fencingv1alpha1.FencingRequest {
 	e.t.Helper()
-	l, err := e.fencing.FencingV1alpha1().FencingRequests().List(e.ctx, metav1.ListOptions{})
+	l, err := e.Fencing.FencingV1alpha1().FencingRequests().List(e.Ctx, metav1.ListOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -302,10 +147,10 @@ func (e *env) agentWrites(node string, change func(*fencingv1alpha1.FencingReque
 	e.t.Helper()
 	r := e.request(node)
 	change(&r.Status)
-	if _, err := e.fencing.FencingV1alpha1().FencingRequests().UpdateStatus(e.ctx, r, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Fencing.FencingV1alpha1().FencingRequests().UpdateStatus(e.Ctx, r, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 }
 
 // wantPhase checks the phase of the node's request.
@@ -440,7 +285,7 @@ func (e *env) comesBack(bootID string) {
 		for i, c := range n.Status.Conditions {
 			if c.Type == v1.NodeReady {
 				n.Status.Conditions[i] = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
-					LastTransitionTime: metav1.NewTime(e.now.Add(-time.Minute)), LastHeartbeatTime: metav1.NewTime(e.now)}
+					LastTransitionTime: metav1.NewTime(e.Clock.Now().Add(-time.Minute)), LastHeartbeatTime: metav1.NewTime(e.Clock.Now())}
 			}
 		}
 	})
@@ -461,10 +306,10 @@ func TestSyncLifecycle(t *testing.T) {
 	}
 
 	// Still down: nothing changes.
-	e.now = e.now.Add(time.Minute)
+	e.Clock.Step(time.Minute)
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
-	if got, want := testutil.ToFloat64(e.m.FencedSince.WithLabelValues("n1")), float64(e.request("n1").Status.FencedTime.UnixNano())/1e9; got != want {
+	if got, want := testutil.ToFloat64(e.Metrics.FencedSince.WithLabelValues("n1")), float64(e.request("n1").Status.FencedTime.UnixNano())/1e9; got != want {
 		t.Errorf("fenced since = %v, want the request's fencedTime %v", got, want)
 	}
 
@@ -476,7 +321,7 @@ func TestSyncLifecycle(t *testing.T) {
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovered)
 	e.sync("n1")
-	if n := testutil.CollectAndCount(e.m.FencedSince); n != 0 {
+	if n := testutil.CollectAndCount(e.Metrics.FencedSince); n != 0 {
 		t.Errorf("a recovered node keeps %d fenced-since series, want none", n)
 	}
 	n = e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionFalse, requiredCond: v1.ConditionFalse, completeCond: v1.ConditionFalse})
@@ -498,7 +343,7 @@ func TestSyncSameBootIDStaysFenced(t *testing.T) {
 	e.comesBack("boot-1")
 	// One renewal and one Ready report may have been sent before the
 	// power-off: a second renewal is what proves the node ran after it.
-	e.now = e.now.Add(10 * time.Second)
+	e.Clock.Step(10 * time.Second)
 	e.renewLease("n1")
 	for range 2 {
 		e.sync("n1")
@@ -535,10 +380,10 @@ func TestSyncVolumeAttachmentBlocksRecovery(t *testing.T) {
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovering)
 
 	va := testobj.VA("va-1", "disk.example.com", "pv-1", "n1")
-	if _, err := e.kube.StorageV1().VolumeAttachments().Create(e.ctx, va, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Kube.StorageV1().VolumeAttachments().Create(e.Ctx, va, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 	for range 2 {
 		e.sync("n1")
 		e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovering)
@@ -546,10 +391,10 @@ func TestSyncVolumeAttachmentBlocksRecovery(t *testing.T) {
 	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestRecovered, metav1.ConditionFalse, ReasonAttachmentsRemain)
 	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionTrue}, names.FencingTriagedTaint, names.FencingRequiredTaint, names.OutOfServiceTaint)
 
-	if err := e.kube.StorageV1().VolumeAttachments().Delete(e.ctx, "va-1", metav1.DeleteOptions{}); err != nil {
+	if err := e.Kube.StorageV1().VolumeAttachments().Delete(e.Ctx, "va-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovered)
 	e.wantNode("n1", map[string]v1.ConditionStatus{completeCond: v1.ConditionFalse})
@@ -566,10 +411,10 @@ func TestSyncRecoverRechecksVolumeAttachments(t *testing.T) {
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovering)
 
 	va := testobj.VA("va-1", "disk.example.com", "pv-1", "n1")
-	e.kube.PrependReactor("list", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) {
+	e.Kube.PrependReactor("list", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, &storagev1.VolumeAttachmentList{Items: []storagev1.VolumeAttachment{*va}}, nil
 	})
-	if _, err := e.c.Sync(e.ctx, "n1"); !actuator.IsDecisionChanged(err) {
+	if _, err := e.c.Sync(e.Ctx, "n1"); !actuator.IsDecisionChanged(err) {
 		t.Fatalf("Sync with a VolumeAttachment only the API server has = %v, want the decision changed on fresh data", err)
 	}
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseRecovering)
@@ -604,7 +449,7 @@ func TestSyncStormGuardAdmitsOneAtATime(t *testing.T) {
 	e.sync("n2")
 	e.wantPhase("n2", fencingv1alpha1.FencingPhaseTriaged)
 	e.wantRequestCondition("n2", fencingv1alpha1.FencingRequestRequired, metav1.ConditionFalse, "MaxConcurrentFencing")
-	if got := testutil.ToFloat64(e.m.StormGuardRefusals.WithLabelValues("MaxConcurrentFencing")); got < 1 {
+	if got := testutil.ToFloat64(e.Metrics.StormGuardRefusals.WithLabelValues("MaxConcurrentFencing")); got < 1 {
 		t.Errorf("storm guard refusals (MaxConcurrentFencing) = %v, want at least 1", got)
 	}
 	e.wantNode("n2", map[string]v1.ConditionStatus{requiredCond: ""}, names.FencingTriagedTaint)
@@ -625,7 +470,7 @@ func TestSyncCreateRechecksTheLease(t *testing.T) {
 	now := testobj.Epoch
 	e := newEnv(t, now, cluster(now, nil)...)
 	renewed := testobj.Lease("n1", now)
-	e.kube.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	e.Kube.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.GetAction).GetName() != "n1" {
 			return false, nil, nil
 		}
@@ -674,7 +519,7 @@ func TestSyncCancelsWhenTheNodeComesBack(t *testing.T) {
 			e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
 			if tc.cutShort {
 				e.updateNode("n1", func(n *v1.Node) {
-					applyNodeConditions(n, metav1.NewTime(e.now), nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "LeaseExpired", "approved"))
+					applyNodeConditions(n, metav1.NewTime(e.Clock.Now()), nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, "LeaseExpired", "approved"))
 				})
 			}
 			e.comesBack("boot-1")
@@ -716,7 +561,7 @@ func TestSyncFailsAfterMaxAttempts(t *testing.T) {
 	e.wantNode("n1", map[string]v1.ConditionStatus{requiredCond: v1.ConditionTrue, completeCond: ""}, names.FencingTriagedTaint, names.FencingRequiredTaint)
 	// The failed request blocks a new one for the same boot.
 	e.sync("n1")
-	if got := testutil.ToFloat64(e.m.FencingFailed.WithLabelValues("n1")); got != 1 {
+	if got := testutil.ToFloat64(e.Metrics.FencingFailed.WithLabelValues("n1")); got != 1 {
 		t.Errorf("fencing failed gauge = %v, want 1", got)
 	}
 	if rs := e.requests("n1"); len(rs) != 1 {
@@ -733,10 +578,10 @@ func TestFencedLeavesARecreatedNodeAlone(t *testing.T) {
 		e.sync("n1") // Fencing
 	}
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
-	if err := e.kube.CoreV1().Nodes().Delete(e.ctx, "n1", metav1.DeleteOptions{}); err != nil {
+	if err := e.Kube.CoreV1().Nodes().Delete(e.Ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.kube.CoreV1().Nodes().Create(e.ctx, testobj.Node("n1", testobj.ReadySince(now), testobj.BootID("boot-new"), testobj.NodeUID("uid-n1-new")), metav1.CreateOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Nodes().Create(e.Ctx, testobj.Node("n1", testobj.ReadySince(now), testobj.BootID("boot-new"), testobj.NodeUID("uid-n1-new")), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.renewLease("n1")
@@ -761,7 +606,7 @@ func TestCancelNeverCancelsAFencingRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.sync("n1") // admitted: Fencing in the API server
-	if err := e.kube.CoreV1().Nodes().Delete(e.ctx, "n1", metav1.DeleteOptions{}); err != nil {
+	if err := e.Kube.CoreV1().Nodes().Delete(e.Ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stale.Node = nil // the node's deletion seen, the request's update not yet
@@ -769,7 +614,7 @@ func TestCancelNeverCancelsAFencingRequest(t *testing.T) {
 	if d.Step != StepCancel {
 		t.Fatalf("stale Decide = %s, want Cancel (the test proves nothing otherwise)", d.Step)
 	}
-	if _, err := e.c.act(e.ctx, stale, d); err != nil {
+	if _, err := e.c.act(e.Ctx, stale, d); err != nil {
 		t.Fatal(err)
 	}
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
@@ -787,10 +632,10 @@ func TestDuplicateRequestCancelled(t *testing.T) {
 	}
 	dup := testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.Approved(true))
 	dup.Name = "n1-dup" // sorts after the generated name at the same creation time
-	if _, err := e.fencing.FencingV1alpha1().FencingRequests().Create(e.ctx, dup, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Fencing.FencingV1alpha1().FencingRequests().Create(e.Ctx, dup, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 	e.sync("n1")
 	for _, r := range e.requests("n1") {
 		want := fencingv1alpha1.FencingPhaseTriaged

@@ -18,19 +18,19 @@ func (e *env) ask(node, verified string) {
 	e.t.Helper()
 	r := e.request(node)
 	testobj.UnfenceAsked("user:ada", verified)(r)
-	if _, err := e.fencing.FencingV1alpha1().FencingRequests().Update(e.ctx, r, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Fencing.FencingV1alpha1().FencingRequests().Update(e.Ctx, r, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 }
 
 // failedGauge is fenceline_node_fencing_failed of the node, 0 without a
 // series.
 func (e *env) failedGauge(node string) float64 {
-	if testutil.CollectAndCount(e.m.FencingFailed) == 0 {
+	if testutil.CollectAndCount(e.Metrics.FencingFailed) == 0 {
 		return 0
 	}
-	return testutil.ToFloat64(e.m.FencingFailed.WithLabelValues(node))
+	return testutil.ToFloat64(e.Metrics.FencingFailed.WithLabelValues(node))
 }
 
 // failToFailed drives n1 from no request to a Failed request.
@@ -94,10 +94,10 @@ func TestSyncExcludedNodeNeedsOverride(t *testing.T) {
 
 	r := e.request("n1")
 	r.Annotations = map[string]string{names.OverrideExclusionAnnotation: "user:ada"}
-	if _, err := e.fencing.FencingV1alpha1().FencingRequests().Update(e.ctx, r, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Fencing.FencingV1alpha1().FencingRequests().Update(e.Ctx, r, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 	e.sync("n1")
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
@@ -138,10 +138,10 @@ func TestSyncFailedMarksAfterTheRequestIsDeleted(t *testing.T) {
 		t.Errorf("fencing failed gauge = %v, want 1", got)
 	}
 
-	if err := e.fencing.FencingV1alpha1().FencingRequests().Delete(e.ctx, e.request("n1").Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.Fencing.FencingV1alpha1().FencingRequests().Delete(e.Ctx, e.request("n1").Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.settle()
+	e.Settle()
 	e.sync("n1")
 	e.wantNode("n1", nil, names.FencingTriagedTaint, names.FencingRequiredTaint)
 	if got := e.failedGauge("n1"); got != 1 {
@@ -179,9 +179,9 @@ func TestSyncClearRechecksTheNode(t *testing.T) {
 		t.Fatalf("Decide = %+v, want Clear", d)
 	}
 	e.updateNode("n1", func(n *v1.Node) {
-		n.Status.Conditions = testobj.Node("n1", testobj.UnknownSince(e.now)).Status.Conditions
+		n.Status.Conditions = testobj.Node("n1", testobj.UnknownSince(e.Clock.Now())).Status.Conditions
 	})
-	if _, err := e.c.act(e.ctx, in, d); err == nil {
+	if _, err := e.c.act(e.Ctx, in, d); err == nil {
 		t.Error("clear on a node that went down since the decision: no error, want the decision changed")
 	}
 	e.wantNode("n1", nil, names.FencingTriagedTaint, names.FencingRequiredTaint)

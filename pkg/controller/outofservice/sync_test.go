@@ -89,8 +89,7 @@ func TestSync(t *testing.T) {
 			if r.Err != nil {
 				t.Fatalf("sync: %v", r.Err)
 			}
-			ctrltest.WantWrites(t, r.Writes, tc.wantWrites...)
-			ctrltest.WantEvents(t, r.Events, tc.wantEvents...)
+			r.Check(t, ctrltest.Want{Writes: tc.wantWrites, Events: tc.wantEvents})
 			n, err := c.nodes.Get("n1")
 			if err != nil {
 				t.Fatal(err)

@@ -111,8 +111,7 @@ func TestSync(t *testing.T) {
 			if (r.Err != nil) != tc.wantErr || (r.Err != nil && !actuator.IsDecisionChanged(r.Err)) {
 				t.Errorf("sync = %v, want an error %v (a decision changed on fresh data)", r.Err, tc.wantErr)
 			}
-			ctrltest.WantWrites(t, r.Writes, tc.wantWrites...)
-			ctrltest.WantEvents(t, r.Events, tc.wantEvents...)
+			r.Check(t, ctrltest.Want{Writes: tc.wantWrites, Events: tc.wantEvents})
 			if got := f.Intent("va-1"); got != tc.wantIntent {
 				t.Errorf("intent on va-1 = %q, want %q", got, tc.wantIntent)
 			}
