@@ -68,6 +68,7 @@ func startEnv(t *testing.T, now time.Time, seeded bool, objs ...runtime.Object) 
 // and keeps its Events for takeEvents.
 func (e *env) sync(node string) time.Duration {
 	e.t.Helper()
+	e.events = append(e.events, e.Events()...) // Sync drops earlier ones
 	r := e.Sync(e.c.Sync, node)
 	if r.Err != nil {
 		e.t.Fatalf("Sync(%s): %v", node, r.Err)

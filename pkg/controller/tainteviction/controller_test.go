@@ -1,102 +1,61 @@
 package tainteviction
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 
-	"fenceline.io/fenceline/internal/fakewatch"
+	"fenceline.io/fenceline/internal/ctrltest"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/stormguard"
 	"fenceline.io/fenceline/pkg/names"
 )
 
-// env is the controller on a fake clientset with its informers started and
-// a clock the test sets. The fake runs no admission and no graceful
-// deletion: a delete removes the pod at once.
+// env is taint-eviction on the controller fixture (ctrltest), with the
+// Events of its syncs kept until the test takes them.
 type env struct {
-	t        *testing.T
-	ctx      context.Context
-	kube     *kubefake.Clientset
-	factory  informers.SharedInformerFactory
-	c        *Controller
-	recorder *record.FakeRecorder
-	now      time.Time
+	*ctrltest.Fixture
+	t      *testing.T
+	c      *Controller
+	synced []string // Events of the syncs, not taken yet
 }
 
 func newEnv(t *testing.T, now time.Time, guard GuardConfig, objs ...runtime.Object) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	kube := kubefake.NewClientset(objs...)
-	watches := fakewatch.Track(kube)
-	factory := informers.NewSharedInformerFactory(kube, 0)
-	rec := record.NewFakeRecorder(100)
-	e := &env{t: t, ctx: ctx, kube: kube, factory: factory, recorder: rec, now: now}
-	act := &actuator.Actuator{Client: kube, Recorder: rec, Now: func() time.Time { return e.now }}
-	c, err := New(Config{Informers: factory, Actuator: act, Client: kube, Guard: guard})
+	f := ctrltest.New(t, now, objs...)
+	c, err := New(Config{Informers: f.Informers, Actuator: f.Actuator, Client: f.Kube, Guard: guard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.now = func() time.Time { return e.now }
+	c.now = f.Clock.Now
 	c.seen.now = c.now
-	e.c = c
-	factory.Start(ctx.Done())
-	if err := watches.Wait(ctx, len(factory.WaitForCacheSync(ctx.Done()))); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	f.Start()
+	return &env{Fixture: f, t: t, c: c}
 }
 
-// sync runs one sync of the node once the caches show the API's objects.
+// sync runs one sync of the node once the caches show the API's objects
+// (ctrltest.Fixture.Sync); a write the re-check abandoned is no failure.
 func (e *env) sync(node string) time.Duration {
 	e.t.Helper()
-	e.settleCaches()
-	after, err := e.c.sync(e.ctx, node)
-	if err != nil && !actuator.IsDecisionChanged(err) {
-		e.t.Fatalf("sync %s: %v", node, err)
+	e.synced = append(e.synced, e.Events()...) // Sync drops earlier ones
+	r := e.Sync(e.c.sync, node)
+	if r.Err != nil && !actuator.IsDecisionChanged(r.Err) {
+		e.t.Fatalf("sync %s: %v", node, r.Err)
 	}
-	return after
-}
-
-// settleCaches waits until the node and pod caches hold what the API does.
-func (e *env) settleCaches() {
-	e.t.Helper()
-	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
-		nodes, _ := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		pods, _ := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-		for i := range nodes.Items {
-			cached, err := e.c.nodes.Get(nodes.Items[i].Name)
-			// The fake sets no resourceVersions: compare the objects.
-			if err != nil || !equality.Semantic.DeepEqual(cached, &nodes.Items[i]) {
-				return false, nil
-			}
-		}
-		return len(e.c.pods.List()) == len(pods.Items), nil
-	})
-	if err != nil {
-		e.t.Fatal("caches did not catch up")
-	}
+	e.synced = append(e.synced, r.Events...)
+	return r.After
 }
 
 func (e *env) pod(name string) *v1.Pod {
 	e.t.Helper()
-	p, err := e.kube.CoreV1().Pods("ns").Get(e.ctx, name, metav1.GetOptions{})
+	p, err := e.Kube.CoreV1().Pods("ns").Get(e.Ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -108,27 +67,21 @@ func (e *env) pod(name string) *v1.Pod {
 
 func (e *env) updateNode(n *v1.Node) {
 	e.t.Helper()
-	cur, err := e.kube.CoreV1().Nodes().Get(e.ctx, n.Name, metav1.GetOptions{})
+	cur, err := e.Kube.CoreV1().Nodes().Get(e.Ctx, n.Name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	n.ResourceVersion = cur.ResourceVersion
-	if _, err := e.kube.CoreV1().Nodes().Update(e.ctx, n, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Nodes().Update(e.Ctx, n, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
-// events drains the recorded Events.
+// events returns the Events recorded since the last call.
 func (e *env) events() []string {
-	var out []string
-	for {
-		select {
-		case ev := <-e.recorder.Events:
-			out = append(out, ev)
-		default:
-			return out
-		}
-	}
+	out := append(e.synced, e.Events()...)
+	e.synced = nil
+	return out
 }
 
 func hasEvent(events []string, parts ...string) bool {
@@ -166,7 +119,7 @@ func TestSyncEvictsAsUpstreamOnALiveNode(t *testing.T) {
 	}
 	// The condition is written before the delete: find it in the actions.
 	var cond *v1.PodCondition
-	for _, a := range e.kube.Actions() {
+	for _, a := range e.Kube.Actions() {
 		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
 			p := a.(interface{ GetObject() runtime.Object }).GetObject().(*v1.Pod)
 			for i := range p.Status.Conditions {
@@ -199,12 +152,12 @@ func TestSyncClockStartsAtTimeAdded(t *testing.T) {
 	if e.pod("web") == nil {
 		t.Fatal("evicted before its toleration ran out")
 	}
-	e.now = t0.Add(60 * time.Second)
+	e.Clock.SetTime(t0.Add(60 * time.Second))
 	e.sync("n1")
 	if e.pod("web") == nil {
 		t.Fatal("evicted before the end of timeAdded's second + tolerationSeconds")
 	}
-	e.now = t0.Add(61 * time.Second)
+	e.Clock.SetTime(t0.Add(61 * time.Second))
 	e.sync("n1")
 	if e.pod("web") != nil {
 		t.Fatal("not evicted at the end of timeAdded's second + tolerationSeconds")
@@ -243,7 +196,7 @@ func TestSyncReturningKubeletCancelsForceDelete(t *testing.T) {
 		testobj.Condition(names.FencingCompleteCondition, v1.ConditionTrue))
 	objs := append(statefulObjs(t0), node, testobj.Node("n2", testobj.ReadySince(t0)))
 	e := newEnv(t, t0.Add(time.Minute), DefaultGuard(), objs...)
-	e.settleCaches()
+	e.Settle()
 	back := node.DeepCopy()
 	back.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
 	back.Spec.Taints = nil
@@ -253,19 +206,19 @@ func TestSyncReturningKubeletCancelsForceDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, err := e.kube.CoreV1().Nodes().Get(e.ctx, "n1", metav1.GetOptions{})
+	cur, err := e.Kube.CoreV1().Nodes().Get(e.Ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	back.ResourceVersion = cur.ResourceVersion
-	if _, err := e.kube.CoreV1().Nodes().Update(e.ctx, back, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Nodes().Update(e.Ctx, back, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pods, _ := e.c.pods.ByIndex("spec.nodeName", "n1")
 	if len(pods) != 1 {
 		t.Fatalf("cached pods on n1: %d", len(pods))
 	}
-	in, safe, err := e.c.input(cachedNode, pods[0].(*v1.Pod), e.now)
+	in, safe, err := e.c.input(cachedNode, pods[0].(*v1.Pod), e.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +226,7 @@ func TestSyncReturningKubeletCancelsForceDelete(t *testing.T) {
 	if d.Action != ActionForceDelete {
 		t.Fatalf("cached decision %+v, want ForceDelete", d)
 	}
-	err = e.c.evictOne(e.ctx, due{in: in, d: d, safe: safe})
+	err = e.c.evictOne(e.Ctx, due{in: in, d: d, safe: safe})
 	if !actuator.IsDecisionChanged(err) {
 		t.Fatalf("evictOne = %v, want a decision changed on fresh data", err)
 	}
@@ -326,7 +279,7 @@ func TestSyncStormGuard(t *testing.T) {
 	if ev := e.events(); !hasEvent(ev, EventStormGuard, stormguard.ReasonRateLimited) {
 		t.Errorf("events %q lack the refusal", ev)
 	}
-	e.now = e.now.Add(10 * time.Second)
+	e.Clock.Step(10 * time.Second)
 	e.sync("n2")
 	if e.pod("b") != nil {
 		t.Fatal("second node's pod not evicted once a token refilled")
@@ -358,7 +311,7 @@ func TestSyncStandsDownWhileUpstreamRuns(t *testing.T) {
 		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "other"},
 		Reason:         "TaintManagerEviction", Message: "Marking for deletion Pod ns/other",
 		Source:        v1.EventSource{Component: UpstreamController},
-		LastTimestamp: metav1.NewTime(e.now),
+		LastTimestamp: metav1.NewTime(e.Clock.Now()),
 	}
 	e.c.upstream.observe(klog.Background(), upstream)
 	after := e.sync("n1")
@@ -371,16 +324,16 @@ func TestSyncStandsDownWhileUpstreamRuns(t *testing.T) {
 	if ev := e.events(); !hasEvent(ev, EventUpstreamActive) || !hasEvent(ev, EventHeld, "running as well") {
 		t.Errorf("events %q lack the warning or the hold", ev)
 	}
-	e.now = e.now.Add(UpstreamWindow + time.Second)
+	e.Clock.Step(UpstreamWindow + time.Second)
 	e.sync("n1")
 	if e.pod("web") != nil {
 		t.Fatal("not evicted after the stand-down ended")
 	}
 	// An old Event (before the window) is no evidence.
 	old := upstream.DeepCopy()
-	old.LastTimestamp = metav1.NewTime(e.now.Add(-2 * UpstreamWindow))
+	old.LastTimestamp = metav1.NewTime(e.Clock.Now().Add(-2 * UpstreamWindow))
 	e.c.upstream.observe(klog.Background(), old)
-	if _, active := e.c.upstream.Active(e.now); active {
+	if _, active := e.c.upstream.Active(e.Clock.Now()); active {
 		t.Error("an Event older than the window counts as upstream running")
 	}
 }
@@ -406,16 +359,10 @@ func TestSyncEvictWhenHook(t *testing.T) {
 	if !podChanged(e.pod("db"), checkpointed) {
 		t.Error("the hook's condition turning True does not enqueue the node")
 	}
-	if _, err := e.kube.CoreV1().Pods("ns").UpdateStatus(e.ctx, checkpointed, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Pods("ns").UpdateStatus(e.Ctx, checkpointed, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		obj, ok, _ := e.c.pods.GetByKey("ns/db")
-		return ok && podConditionTrue(obj.(*v1.Pod), "example.com/Checkpointed"), nil
-	}); err != nil {
-		t.Fatal("pod cache did not see the condition")
-	}
-	e.sync("n1")
+	e.sync("n1") // on caches that show the condition
 	if e.pod("db") != nil {
 		t.Fatal("not evicted once its evict-when condition is True")
 	}

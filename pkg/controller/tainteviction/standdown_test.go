@@ -59,11 +59,11 @@ func TestSyncStandsDownAtWriteTime(t *testing.T) {
 		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web"},
 		Reason:         "TaintManagerEviction", Message: "Marking for deletion Pod ns/web",
 		Source:        v1.EventSource{Component: UpstreamController},
-		LastTimestamp: metav1.NewTime(e.now),
+		LastTimestamp: metav1.NewTime(e.Clock.Now()),
 	}
 	// The fresh read of the node at write time is the moment the Event
 	// lands: after the sync's gate, before the write's recheck.
-	e.kube.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+	e.Kube.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		e.c.upstream.observe(klog.Background(), upstream)
 		return false, nil, nil
 	})
