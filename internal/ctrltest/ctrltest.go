@@ -8,8 +8,14 @@
 //	c, err := podgc.New(f.Informers, f.Actuator)
 //	f.Start()
 //	r := f.Sync(c.sync, "n1")
-//	ctrltest.WantWrites(t, r.Writes, []string{"update pods/status ns/db-0"}, []string{"delete pods ns/db-0"})
-//	ctrltest.WantEvents(t, r.Events, "Warning FencelineForceDeleted")
+//	r.Check(t, ctrltest.Want{
+//		Writes: [][]string{{"patch volumeattachments va-1"}, {"update pods/status ns/db-0"}, {"delete pods ns/db-0"}},
+//		Events: []string{"FencelineFenceIntentRecorded", "Warning FencelineForceDeleted"},
+//	})
+//
+// Writes come in steps: every write of a step before every write of the
+// next, so a table states "the intent before the deletion" without fixing
+// the order of writes a controller makes in parallel.
 //
 // The fakes run no admission, no defaulting, no CEL and no graceful
 // deletion (a delete removes the object at once), and an update writes the
