@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 
 	"fenceline.io/fenceline/internal/ctrltest"
 	"fenceline.io/fenceline/internal/testobj"
@@ -30,10 +31,16 @@ func start(t *testing.T, objs ...runtime.Object) (*ctrltest.Fixture, *Controller
 	// New's tracker reads the machine's clock; this one sees the same
 	// Lease events on the fixture's.
 	c.renewed = renewals.NewTracker(f.Clock.Now)
-	if _, err := f.NodeLeases.Coordination().V1().Leases().Informer().AddEventHandler(c.renewed); err != nil {
+	seen, err := f.NodeLeases.Coordination().V1().Leases().Informer().AddEventHandler(c.renewed)
+	if err != nil {
 		t.Fatal(err)
 	}
 	f.Start()
+	// A synced cache has not told its handlers yet: the Leases must be
+	// observed before the test moves the clock.
+	if !cache.WaitForCacheSync(f.Ctx.Done(), seen.HasSynced) {
+		t.Fatal("the Lease renewals were never observed")
+	}
 	return f, c
 }
 
