@@ -164,7 +164,9 @@ func (f *Fixture) apiServerCreate(n *atomic.Int32) clienttesting.ReactionFunc {
 
 // Start starts the factories' informers (those the controller asked for),
 // waits until their caches synced and their watches run, so that a change
-// the test makes from now on reaches them.
+// the test makes from now on reaches them. It does not wait for the event
+// handlers: a controller that keeps state from them (when a Lease was seen
+// renewed) is waited for on its handler registration's HasSynced.
 func (f *Fixture) Start() {
 	f.T.Helper()
 	done := f.Ctx.Done()
