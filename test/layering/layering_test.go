@@ -31,11 +31,11 @@ type rule struct {
 var rules = []rule{
 	// pkg/kubectlplugin calls the decision functions of both trees; no
 	// component depends on it.
-	{from: "pkg/attacher", not: []string{"pkg/controller", "pkg/fenceagent", "pkg/kubectlplugin"}},
+	{from: "pkg/attacher", not: []string{"pkg/controller", "pkg/fenceagent", "pkg/kubectlplugin", "internal/ctrltest"}},
 	{from: "pkg/controller", not: []string{"pkg/attacher", "pkg/fenceagent", "pkg/kubectlplugin"}},
 	// The fence agent holds BMC credentials; it shares leaves, never code
 	// of the components that delete pods or detach volumes.
-	{from: "pkg/fenceagent", not: []string{"pkg/attacher", "pkg/controller", "pkg/kubectlplugin"}},
+	{from: "pkg/fenceagent", not: []string{"pkg/attacher", "pkg/controller", "pkg/kubectlplugin", "internal/ctrltest"}},
 	{from: "pkg/cutoff", not: []string{"pkg/attacher", "pkg/controller"}},
 	{from: "pkg/kube", not: []string{"pkg/attacher", "pkg/controller", "pkg/cutoff"}},
 	{from: "pkg/names", not: []string{"pkg/"}},
