@@ -1,6 +1,7 @@
 package testobj
 
 import (
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -109,6 +110,27 @@ func FenceClass(name string, opts ...ClassOption) *fencingv1alpha1.FenceClass {
 	return c
 }
 
+// Method sets the class's fence method.
+func Method(m fencingv1alpha1.FenceMethod) ClassOption {
+	return func(c *fencingv1alpha1.FenceClass) { c.Spec.Method = m }
+}
+
+// Credentials sets credentialsSecretRef, the Secret the fence agent reads
+// the device's credentials from.
+func Credentials(namespace, name string) ClassOption {
+	return func(c *fencingv1alpha1.FenceClass) {
+		c.Spec.CredentialsSecretRef = &fencingv1alpha1.SecretReference{Namespace: namespace, Name: name}
+	}
+}
+
+// InsecureTLS sets redfish.insecureTLS, as a test's simulated BMC serves a
+// self-signed certificate.
+func InsecureTLS() ClassOption {
+	return func(c *fencingv1alpha1.FenceClass) {
+		c.Spec.Redfish = &fencingv1alpha1.RedfishSettings{InsecureTLS: true}
+	}
+}
+
 // SharesPowerWithNode marks the class's device as powered with the node
 // (a BMC that dies with it).
 func SharesPowerWithNode() ClassOption {
@@ -174,6 +196,26 @@ func FencingRequest(node string, opts ...RequestOption) *fencingv1alpha1.Fencing
 		o(r)
 	}
 	return r
+}
+
+// RequestName sets the request's name (FencingRequest names it
+// "<node>-req").
+func RequestName(name string) RequestOption {
+	return func(r *fencingv1alpha1.FencingRequest) { r.Name = name }
+}
+
+// ForPolicy sets spec.policyName.
+func ForPolicy(name string) RequestOption {
+	return func(r *fencingv1alpha1.FencingRequest) { r.Spec.PolicyName = name }
+}
+
+// RequestCondition sets a status condition, replacing one of the same type
+// (e.g. Required=True, as node-fencing admits the request).
+func RequestCondition(c metav1.Condition) RequestOption {
+	return func(r *fencingv1alpha1.FencingRequest) {
+		r.Status.Conditions = slices.DeleteFunc(r.Status.Conditions, func(o metav1.Condition) bool { return o.Type == c.Type })
+		r.Status.Conditions = append(r.Status.Conditions, c)
+	}
 }
 
 // InPhase sets status.phase.

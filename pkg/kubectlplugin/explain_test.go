@@ -62,7 +62,7 @@ func TestExplain(t *testing.T) {
 	// A node back with a new boot ID under a policy that unfences by hand.
 	back := fencedNode("back", testobj.ReadySince(now.Add(-time.Minute)), testobj.BootID("boot-2"))
 	kubeBack := append(append([]runtime.Object{}, kube...), back)
-	fenceBack := []runtime.Object{fencePolicy("workers", "Manual"), fenceClass(), fencingRequest("back", fencingv1alpha1.FencingPhaseRecovering)}
+	fenceBack := []runtime.Object{testobj.FencePolicy("workers", testobj.ManualUnfence()), testobj.FenceClass("bmc"), fencingRequest("back", fencingv1alpha1.FencingPhaseRecovering)}
 
 	// A running stateful pod on the fenced node, and one on a node that is
 	// unreachable but not known cut off.

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -30,34 +29,20 @@ var (
 	now = t0.Add(5 * time.Minute)
 )
 
-func fencePolicy(name string, unfence string) *fencingv1alpha1.FencePolicy {
-	p := &fencingv1alpha1.FencePolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-policy-" + name)},
-		Spec:       fencingv1alpha1.FencePolicySpec{Levels: []fencingv1alpha1.FenceLevel{{Index: 1, FenceClassNames: []string{"bmc"}}}},
-	}
-	p.Spec.Recovery.Unfence = unfence
-	return p
-}
-
-func fenceClass() *fencingv1alpha1.FenceClass {
-	return &fencingv1alpha1.FenceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "bmc"},
-		Spec:       fencingv1alpha1.FenceClassSpec{Method: fencingv1alpha1.FenceMethodRedfish, Verify: fencingv1alpha1.VerifyPowerState},
-	}
-}
-
 // fencingRequest is the controller's request for the node in the phase,
-// with policy "workers", the boot ID "boot-1" at fence time.
+// with policy "workers", the boot ID "boot-1" at fence time, Complete since
+// t0+30s.
 func fencingRequest(node string, phase fencingv1alpha1.FencingPhase) *fencingv1alpha1.FencingRequest {
-	return &fencingv1alpha1.FencingRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-abcde", UID: types.UID("uid-req-" + node), CreationTimestamp: metav1.NewTime(t0.Add(20 * time.Second)),
-			Labels: map[string]string{names.FencingRequestNodeLabel: node}},
-		Spec: fencingv1alpha1.FencingRequestSpec{NodeName: node, NodeUID: types.UID("uid-" + node), PolicyName: "workers",
-			Reason: "LeaseExpired", Requester: "controller", Action: fencingv1alpha1.FenceActionOff},
-		Status: fencingv1alpha1.FencingRequestStatus{Phase: phase, BootIDAtFence: "boot-1",
-			Conditions: []metav1.Condition{{Type: "Complete", Status: metav1.ConditionTrue, Reason: "Level1Verified",
-				Message: "every fence class of level 1 read the power back Off", LastTransitionTime: metav1.NewTime(t0.Add(30 * time.Second))}}},
+	// Created and labelled as node-fencing creates its requests, which the
+	// plugin lists by node.
+	asCreated := func(r *fencingv1alpha1.FencingRequest) {
+		r.CreationTimestamp = metav1.NewTime(t0.Add(20 * time.Second))
+		r.Labels = map[string]string{names.FencingRequestNodeLabel: node}
 	}
+	return testobj.FencingRequest(node, asCreated, testobj.RequestName(node+"-abcde"), testobj.ForPolicy("workers"),
+		testobj.InPhase(phase), testobj.BootIDAtFence("boot-1"),
+		testobj.RequestCondition(metav1.Condition{Type: "Complete", Status: metav1.ConditionTrue, Reason: "Level1Verified",
+			Message: "every fence class of level 1 read the power back Off", LastTransitionTime: metav1.NewTime(t0.Add(30 * time.Second))}))
 }
 
 // fencedNode is a node that node-fencing fenced and put out of service for
@@ -108,7 +93,7 @@ func world() (kube []runtime.Object, fenceObjs []runtime.Object) {
 		fencedVA("va-1", "pv-1", "dead"), testobj.VA("va-2", driver, "pv-2", "live"),
 		ev, other,
 	}
-	fenceObjs = []runtime.Object{fencingRequest("dead", fencingv1alpha1.FencingPhaseFenced), fencePolicy("workers", ""), fenceClass()}
+	fenceObjs = []runtime.Object{fencingRequest("dead", fencingv1alpha1.FencingPhaseFenced), testobj.FencePolicy("workers"), testobj.FenceClass("bmc")}
 	return kube, fenceObjs
 }
 

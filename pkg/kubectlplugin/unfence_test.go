@@ -35,7 +35,9 @@ func unfenceWorld(phase fencingv1alpha1.FencingPhase, unfence, boot string, back
 	for i := range vas {
 		kube = append(kube, testobj.VA("va-"+string(rune('a'+i)), driver, "pv", "n"))
 	}
-	return kube, []runtime.Object{fencePolicy("workers", unfence), fenceClass(), fencingRequest("n", phase)}
+	policy := testobj.FencePolicy("workers")
+	policy.Spec.Recovery.Unfence = unfence
+	return kube, []runtime.Object{policy, testobj.FenceClass("bmc"), fencingRequest("n", phase)}
 }
 
 // failedWorld is a node "n" Ready for a minute with boot ID boot, still
@@ -47,7 +49,7 @@ func failedWorld(boot, atFence string, request bool) ([]runtime.Object, []runtim
 		testobj.TaintAt(names.FencingRequiredTaint, v1.TaintEffectNoSchedule, t0),
 		testobj.ConditionSince(names.FencingTriagedCondition, v1.ConditionTrue, t0),
 		testobj.ConditionSince(names.FencingRequiredCondition, v1.ConditionTrue, t0))
-	fenceObjs := []runtime.Object{fencePolicy("workers", ""), fenceClass()}
+	fenceObjs := []runtime.Object{testobj.FencePolicy("workers"), testobj.FenceClass("bmc")}
 	if request {
 		r := fencingRequest("n", fencingv1alpha1.FencingPhaseFailed)
 		r.Status.BootIDAtFence, r.Status.Conditions = atFence, nil
