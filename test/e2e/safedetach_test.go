@@ -51,3 +51,29 @@ func TestSafeDetachWithoutHuman(t *testing.T) {
 		t.Fatalf("quarantine of %s lifted at %s, before its node-side clean-up at %s", nodeA, lifted.Format(time.RFC3339Nano), recs[i].Time.Format(time.RFC3339Nano))
 	}
 }
+
+// TestSafeDetachWithFencelineTaintEviction: Fenceline's taint-eviction
+// replaces kube-controller-manager's. A pod whose only stateful volume is a
+// safe-detach driver's, on a node that lost power and is not cut off yet,
+// is evicted gracefully once its toleration ends, so that quarantine has a
+// terminating pod to recover: the node is quarantined, the pod moves and
+// the detach is fenced, with no human. Holding such a pod until the node is
+// cut off would wait forever: nothing else cuts it off.
+func TestSafeDetachWithFencelineTaintEviction(t *testing.T) {
+	s := newScenario(t, world.Options{
+		ZombieWrites:   true,
+		Driver:         world.DriverOptions{SafeDetach: true},
+		ControllerArgs: []string{"--quarantine-delay=2s"},
+		TaintEviction:  true,
+	})
+	pod := s.startDB()
+	nodeA := pod.Spec.NodeName
+
+	s.powerOff(nodeA)
+	must(t, world.WaitFor(s.ctx, failoverTimeout, "quarantine taint on "+nodeA, func(ctx context.Context) (bool, error) {
+		return s.w.HasTaint(ctx, nodeA, names.QuarantineTaint)
+	}))
+	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
+	must(t, err)
+	s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
+}

@@ -55,6 +55,10 @@ type PodInput struct {
 	// attacher's heartbeat; force-eviction: the kubelet's Lease, and the
 	// volumes recorded before the delete), which force-delete such pods.
 	CutOff cutoff.Reason
+	// SafeDetach: every stateful volume of the pod is a CSI volume of a
+	// driver that opted into safe detach, so quarantine recovers the pod
+	// once it is deleted (tainteviction.Stateful's allSafeDetach).
+	SafeDetach bool
 	// Seen gives when the controller first saw a taint without timeAdded.
 	Seen func(v1.Taint) time.Time
 	Now  time.Time
@@ -77,6 +81,9 @@ type Decision struct {
 // from its storage (fenced, out of service), then force-deleted; on a node
 // quarantined for safe detach or tainted for force eviction it is left to
 // the controller of that path, which force-deletes it on its own evidence.
+// A stateful pod whose volumes are all of safe-detach drivers, on a node
+// not cut off yet, is evicted gracefully: quarantine recovers pods stuck
+// terminating, and a held pod would never become one.
 func DecidePod(in PodInput) Decision {
 	pod, node := in.Pod, in.Node
 	switch {
@@ -99,13 +106,19 @@ func DecidePod(in PodInput) Decision {
 	due := func(a Action, format string, args ...any) Decision {
 		return Decision{Action: a, At: e.At, Why: e.Why + "; " + fmt.Sprintf(format, args...)}
 	}
-	if nodeutil.IsReady(node) || !in.Stateful {
+	evict := func(why string) Decision {
 		if c, ok := pod.Annotations[EvictWhenAnnotation]; ok && c == "" {
 			return due(ActionHold, "the pod's %s annotation is empty: name the pod condition that must be True before the eviction, or remove the annotation", EvictWhenAnnotation)
 		} else if ok && !podConditionTrue(pod, c) {
 			return due(ActionHold, "the pod asks (%s) for condition %s to be True first", EvictWhenAnnotation, c)
 		}
+		if why != "" {
+			return due(ActionEvict, "%s", why)
+		}
 		return Decision{Action: ActionEvict, At: e.At, Why: e.Why}
+	}
+	if nodeutil.IsReady(node) || !in.Stateful {
+		return evict("")
 	}
 	switch in.CutOff {
 	case cutoff.ReasonFenced, cutoff.ReasonOutOfService:
@@ -114,6 +127,11 @@ func DecidePod(in PodInput) Decision {
 		return due(ActionHold, "the node is not Ready and quarantined for safe detach: quarantine force-deletes the pod once the attacher is proven to fence")
 	case cutoff.ReasonForceEviction:
 		return due(ActionHold, "the node is not Ready and force-evicted: force-eviction force-deletes the pod once the kubelet's Lease is stale, recording its volumes first")
+	}
+	if in.SafeDetach && in.CutOff == cutoff.ReasonNone {
+		// Quarantine recovers a terminating pod of safe-detach drivers:
+		// holding it here would leave quarantine nothing to act on.
+		return evict("the node is not Ready and every stateful volume of the pod is of a safe-detach driver: the graceful delete hands the pod to quarantine, which force-deletes it once the node has been NotReady for its delay and the attacher is proven to fence")
 	}
 	return due(ActionHold, "the node is not Ready and not known cut off from the pod's ReadWriteOnce volumes: a graceful delete would hang Terminating, so the pod waits for the node to be fenced or put out of service")
 }

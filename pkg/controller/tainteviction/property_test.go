@@ -302,8 +302,10 @@ func randomNode(r *rand.Rand) *v1.Node {
 //   - a force deletion only of a stateful pod on a node that is not Ready
 //     and is cut off by a fence or an out-of-service taint (the node
 //     really carries it), and then always, whatever the evict-when hook;
-//   - a stateful pod on a node that is not Ready is never evicted
-//     gracefully.
+//   - a stateful pod on a node that is not Ready is evicted gracefully
+//     only when every stateful volume is of a safe-detach driver and the
+//     node is not cut off yet (quarantine recovers it from Terminating),
+//     and then always once due, unless its evict-when hook holds it.
 func TestDecidePodProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(72, 2026))
 	count := map[Action]int{}
@@ -316,7 +318,7 @@ func TestDecidePodProperties(t *testing.T) {
 			in.Node = nil
 		}
 		safe := r.IntN(2) == 0
-		in.CutOff = cutoff.NodeReason(in.Node, safe)
+		in.CutOff, in.SafeDetach = cutoff.NodeReason(in.Node, safe), safe
 		seen := randomSeen(r)
 		in.Seen = seenFunc(seen)
 		in.Now = testobj.Epoch.Add(time.Duration(r.IntN(1800)-300) * time.Second)
@@ -357,8 +359,8 @@ func TestDecidePodProperties(t *testing.T) {
 		cutOff := in.CutOff == cutoff.ReasonFenced || in.CutOff == cutoff.ReasonOutOfService
 		switch got.Action {
 		case ActionEvict:
-			if !ready && in.Stateful {
-				fail("a stateful pod of a node that is not Ready evicted gracefully")
+			if !ready && in.Stateful && !(in.SafeDetach && in.CutOff == cutoff.ReasonNone) {
+				fail("a stateful pod of a node that is not Ready evicted gracefully, not all safe-detach or already cut off")
 			}
 			if c, ok := in.Pod.Annotations[EvictWhenAnnotation]; ok && (c == "" || !podConditionTrue(in.Pod, c)) {
 				fail("evicted before the evict-when condition is True")
@@ -380,6 +382,10 @@ func TestDecidePodProperties(t *testing.T) {
 		}
 		if got.Action != ActionWait && !ready && in.Stateful && cutOff && got.Action != ActionForceDelete {
 			fail("a due stateful pod of a dead node cut off from storage is not force-deleted")
+		}
+		_, hooked := in.Pod.Annotations[EvictWhenAnnotation]
+		if got.Action != ActionWait && !ready && in.Stateful && in.SafeDetach && in.CutOff == cutoff.ReasonNone && !hooked && got.Action != ActionEvict {
+			fail("a due stateful pod of safe-detach drivers on a dead node not cut off is not handed to quarantine (evicted)")
 		}
 		later := in
 		later.Now = in.Now.Add(time.Duration(r.IntN(3600)) * time.Second)

@@ -35,6 +35,7 @@ func GatherPod(resolver *podvolumes.Resolver, node *v1.Node, pod *v1.Pod, seen f
 		return in, false, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	in.Stateful, safe = Stateful(vols)
+	in.SafeDetach = safe
 	in.CutOff = cutoff.NodeReason(node, safe)
 	return in, safe, nil
 }
