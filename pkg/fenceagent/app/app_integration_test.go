@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/fenceagent/app"
 	"fenceline.io/fenceline/pkg/fenceagent/devices"
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
@@ -74,11 +75,10 @@ func TestAgentOnRealAPIServer(t *testing.T) {
 	if _, err := c.Client().CoreV1().Secrets(app.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ref := &fencingv1alpha1.SecretReference{Namespace: app.Namespace, Name: "bmc"}
+	creds := testobj.Credentials(app.Namespace, "bmc")
 	classes := []*fencingv1alpha1.FenceClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: "redfish"}, Spec: fencingv1alpha1.FenceClassSpec{Method: fencingv1alpha1.FenceMethodRedfish,
-			Redfish: &fencingv1alpha1.RedfishSettings{InsecureTLS: true}, CredentialsSecretRef: ref}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "ipmi"}, Spec: fencingv1alpha1.FenceClassSpec{Method: fencingv1alpha1.FenceMethodIPMI, CredentialsSecretRef: ref}},
+		testobj.FenceClass("redfish", testobj.InsecureTLS(), creds),
+		testobj.FenceClass("ipmi", testobj.Method(fencingv1alpha1.FenceMethodIPMI), creds),
 	}
 	for _, fc := range classes {
 		if _, err := admin.FencingV1alpha1().FenceClasses().Create(ctx, fc, metav1.CreateOptions{}); err != nil {
@@ -90,7 +90,7 @@ func TestAgentOnRealAPIServer(t *testing.T) {
 		"node-ipmi":    {FenceClassName: "ipmi", Address: ip.String()},
 	}
 	for name, ep := range targets {
-		ft := &fencingv1alpha1.FenceTarget{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fencingv1alpha1.FenceTargetSpec{Endpoints: []fencingv1alpha1.FenceEndpoint{ep}}}
+		ft := testobj.FenceTarget(name, testobj.Endpoints(ep))
 		if _, err := admin.FencingV1alpha1().FenceTargets().Create(ctx, ft, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -131,8 +131,7 @@ func TestAgentOnRealAPIServer(t *testing.T) {
 	}
 	// A device that does not answer shows, with a Warning Event on its
 	// FenceTarget.
-	broken := &fencingv1alpha1.FenceTarget{ObjectMeta: metav1.ObjectMeta{Name: "node-broken"}, Spec: fencingv1alpha1.FenceTargetSpec{
-		Endpoints: []fencingv1alpha1.FenceEndpoint{{FenceClassName: "redfish", Address: "127.0.0.1:1"}}}}
+	broken := testobj.FenceTarget("node-broken", testobj.Endpoints(fencingv1alpha1.FenceEndpoint{FenceClassName: "redfish", Address: "127.0.0.1:1"}))
 	if _, err := admin.FencingV1alpha1().FenceTargets().Create(ctx, broken, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -171,13 +170,12 @@ func fenceNode(t *testing.T, c *cluster.Cluster, admin versioned.Interface, node
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := &fencingv1alpha1.FencePolicy{ObjectMeta: metav1.ObjectMeta{Name: "fence-" + node}, Spec: fencingv1alpha1.FencePolicySpec{
-		Levels: []fencingv1alpha1.FenceLevel{{Index: 1, FenceClassNames: []string{class}}}}}
+	policy := testobj.FencePolicy("fence-"+node, testobj.Levels(testobj.FenceLevel(1, class)))
 	if _, err := admin.FencingV1alpha1().FencePolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	req, err := admin.FencingV1alpha1().FencingRequests().Create(ctx, &fencingv1alpha1.FencingRequest{ObjectMeta: metav1.ObjectMeta{Name: node + "-fence"},
-		Spec: fencingv1alpha1.FencingRequestSpec{NodeName: node, NodeUID: n.UID, PolicyName: policy.Name, Reason: "Manual", Requester: "user:test"}},
+	req, err := admin.FencingV1alpha1().FencingRequests().Create(ctx,
+		testobj.FencingRequest(node, testobj.RequestName(node+"-fence"), testobj.ForNodeUID(n.UID), testobj.ForPolicy(policy.Name), testobj.ByUser("test")),
 		metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

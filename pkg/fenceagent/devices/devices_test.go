@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/fenceagent/exec"
 	"fenceline.io/fenceline/pkg/fenceagent/ipmi"
 	"fenceline.io/fenceline/pkg/fenceagent/redfish"
@@ -18,10 +19,10 @@ import (
 
 const testPassword = "S3cret-Passw0rd"
 
+// class is a FenceClass of the method whose credentials are in the Secret
+// fenceline-system/bmc, its spec then changed by mutate.
 func class(name string, m fencingv1alpha1.FenceMethod, mutate ...func(*fencingv1alpha1.FenceClassSpec)) *fencingv1alpha1.FenceClass {
-	c := &fencingv1alpha1.FenceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fencingv1alpha1.FenceClassSpec{
-		Method: m, CredentialsSecretRef: &fencingv1alpha1.SecretReference{Namespace: "fenceline-system", Name: "bmc"},
-	}}
+	c := testobj.FenceClass(name, testobj.Method(m), testobj.Credentials("fenceline-system", "bmc"))
 	for _, f := range mutate {
 		f(&c.Spec)
 	}

@@ -8,48 +8,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/testobj"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fencingRequest is a request for node-1 (UID uid-1) in phase Fencing with
-// Required=True and no attempt.
-func fencingRequest(mutate ...func(*fencingv1alpha1.FencingRequest)) *fencingv1alpha1.FencingRequest {
-	r := &fencingv1alpha1.FencingRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-1-fence"},
-		Spec:       fencingv1alpha1.FencingRequestSpec{NodeName: "node-1", NodeUID: "uid-1", PolicyName: "default", Reason: "LeaseExpired", Action: fencingv1alpha1.FenceActionOff},
-		Status: fencingv1alpha1.FencingRequestStatus{Phase: fencingv1alpha1.FencingPhaseFencing, Conditions: []metav1.Condition{{
-			Type: fencingv1alpha1.FencingRequestRequired, Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.NewTime(t0),
-		}}},
-	}
-	for _, m := range mutate {
-		m(r)
-	}
-	return r
+// fencingRequest is a request for node-1 (UID uid-1) under the policy
+// "default", in phase Fencing with Required=True and no attempt.
+func fencingRequest(opts ...testobj.RequestOption) *fencingv1alpha1.FencingRequest {
+	admitted := []testobj.RequestOption{testobj.RequestName(reqName), testobj.ForNodeUID("uid-1"), testobj.ForPolicy("default"),
+		testobj.InPhase(fencingv1alpha1.FencingPhaseFencing),
+		testobj.RequestCondition(metav1.Condition{Type: fencingv1alpha1.FencingRequestRequired, Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.NewTime(t0)})}
+	return testobj.FencingRequest("node-1", append(admitted, opts...)...)
 }
 
 func twoLevels() *fencingv1alpha1.FencePolicy {
-	return &fencingv1alpha1.FencePolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: fencingv1alpha1.FencePolicySpec{
-		Levels: []fencingv1alpha1.FenceLevel{
-			{Index: 1, FenceClassNames: []string{"bmc"}},
-			{Index: 2, FenceClassNames: []string{"pdu-a", "pdu-b"}},
-		},
-		StormGuard: fencingv1alpha1.StormGuard{MaxAttempts: 3},
-	}}
+	return testobj.FencePolicy("default", testobj.Levels(testobj.FenceLevel(1, "bmc"), testobj.FenceLevel(2, "pdu-a", "pdu-b")), testobj.MaxAttempts(3))
 }
 
 func ended(level int32, class string, result fencingv1alpha1.FenceAttemptResult, state string, end time.Time) fencingv1alpha1.FenceAttempt {
 	e := metav1.NewTime(end)
 	return fencingv1alpha1.FenceAttempt{Level: level, FenceClass: class, Method: "Redfish", StartTime: metav1.NewTime(end.Add(-time.Second)),
 		EndTime: &e, Result: result, VerifiedPowerState: state}
-}
-
-func withAttempts(as ...fencingv1alpha1.FenceAttempt) func(*fencingv1alpha1.FencingRequest) {
-	return func(r *fencingv1alpha1.FencingRequest) { r.Status.Attempts = as }
-}
-
-func withFailedRounds(n int32) func(*fencingv1alpha1.FencingRequest) {
-	return func(r *fencingv1alpha1.FencingRequest) { r.Status.FailedRounds = n }
 }
 
 func TestDecide(t *testing.T) {
@@ -79,24 +59,24 @@ func TestDecide(t *testing.T) {
 		{"missing policy: refuse", fencingRequest(), nil, node, ActionRefuse, ReasonPolicyNotFound, 0},
 		{"recreated node: refuse", fencingRequest(), twoLevels(), recreated, ActionRefuse, ReasonNodeRecreated, 0},
 		{"unknown action: refuse", fencingRequest(func(r *fencingv1alpha1.FencingRequest) { r.Spec.Action = "Cycle" }), twoLevels(), node, ActionRefuse, ReasonUnsupportedAction, 0},
-		{"level 1 proven", fencingRequest(withAttempts(ended(1, "bmc", off, "Off", t0))), twoLevels(), node, ActionNone, ReasonProven, 0},
-		{"level 2 proven by both classes", fencingRequest(withFailedRounds(1), withAttempts(ended(1, "bmc", failed, "On", t0), ended(2, "pdu-a", off, "Off", t0), ended(2, "pdu-b", off, "Off", t0))),
+		{"level 1 proven", fencingRequest(testobj.Attempts(ended(1, "bmc", off, "Off", t0))), twoLevels(), node, ActionNone, ReasonProven, 0},
+		{"level 2 proven by both classes", fencingRequest(testobj.FailedRounds(1), testobj.Attempts(ended(1, "bmc", failed, "On", t0), ended(2, "pdu-a", off, "Off", t0), ended(2, "pdu-b", off, "Off", t0))),
 			twoLevels(), node, ActionNone, ReasonProven, 0},
-		{"one class of level 2 is no proof", fencingRequest(withAttempts(ended(1, "bmc", failed, "On", t0.Add(-time.Hour)), ended(2, "pdu-a", off, "Off", t0.Add(-time.Hour)))),
+		{"one class of level 2 is no proof", fencingRequest(testobj.Attempts(ended(1, "bmc", failed, "On", t0.Add(-time.Hour)), ended(2, "pdu-a", off, "Off", t0.Add(-time.Hour)))),
 			twoLevels(), node, ActionRunRound, ReasonFence, 0},
-		{"maxAttempts reached", fencingRequest(withFailedRounds(3), withAttempts(ended(1, "bmc", failed, "On", t0))), twoLevels(), node, ActionNone, ReasonMaxAttempts, 0},
-		{"maxAttempts defaults to 5", fencingRequest(withFailedRounds(5), withAttempts(ended(1, "bmc", failed, "On", t0))),
+		{"maxAttempts reached", fencingRequest(testobj.FailedRounds(3), testobj.Attempts(ended(1, "bmc", failed, "On", t0))), twoLevels(), node, ActionNone, ReasonMaxAttempts, 0},
+		{"maxAttempts defaults to 5", fencingRequest(testobj.FailedRounds(5), testobj.Attempts(ended(1, "bmc", failed, "On", t0))),
 			func() *fencingv1alpha1.FencePolicy { p := twoLevels(); p.Spec.StormGuard.MaxAttempts = 0; return p }(), node, ActionNone, ReasonMaxAttempts, 0},
-		{"backoff after one failed round: 2s from the last end", fencingRequest(withFailedRounds(1), withAttempts(ended(1, "bmc", failed, "On", t0.Add(-500*time.Millisecond)))),
+		{"backoff after one failed round: 2s from the last end", fencingRequest(testobj.FailedRounds(1), testobj.Attempts(ended(1, "bmc", failed, "On", t0.Add(-500*time.Millisecond)))),
 			twoLevels(), node, ActionRetryAfter, ReasonBackoff, 1500 * time.Millisecond},
-		{"backoff after two failed rounds: 4s", fencingRequest(withFailedRounds(2), withAttempts(ended(1, "bmc", failed, "On", t0))), twoLevels(), node, ActionRetryAfter, ReasonBackoff, 4 * time.Second},
-		{"backoff counts from the latest end, not the last listed", fencingRequest(withFailedRounds(1), withAttempts(ended(2, "pdu-a", failed, "On", t0), ended(1, "bmc", failed, "On", t0.Add(-time.Hour)))),
+		{"backoff after two failed rounds: 4s", fencingRequest(testobj.FailedRounds(2), testobj.Attempts(ended(1, "bmc", failed, "On", t0))), twoLevels(), node, ActionRetryAfter, ReasonBackoff, 4 * time.Second},
+		{"backoff counts from the latest end, not the last listed", fencingRequest(testobj.FailedRounds(1), testobj.Attempts(ended(2, "pdu-a", failed, "On", t0), ended(1, "bmc", failed, "On", t0.Add(-time.Hour)))),
 			twoLevels(), node, ActionRetryAfter, ReasonBackoff, 2 * time.Second},
-		{"backoff over: next round", fencingRequest(withFailedRounds(2), withAttempts(ended(1, "bmc", failed, "On", t0.Add(-4*time.Second)))), twoLevels(), node, ActionRunRound, ReasonFence, 0},
-		{"backoff capped at 60s", fencingRequest(withFailedRounds(10), withAttempts(ended(1, "bmc", failed, "On", t0))),
+		{"backoff over: next round", fencingRequest(testobj.FailedRounds(2), testobj.Attempts(ended(1, "bmc", failed, "On", t0.Add(-4*time.Second)))), twoLevels(), node, ActionRunRound, ReasonFence, 0},
+		{"backoff capped at 60s", fencingRequest(testobj.FailedRounds(10), testobj.Attempts(ended(1, "bmc", failed, "On", t0))),
 			func() *fencingv1alpha1.FencePolicy { p := twoLevels(); p.Spec.StormGuard.MaxAttempts = 100; return p }(), node, ActionRetryAfter, ReasonBackoff, 60 * time.Second},
-		{"interrupted attempt: mark it", fencingRequest(withAttempts(running)), twoLevels(), node, ActionMarkInterrupted, ReasonInterrupted, 0},
-		{"interrupted attempt even when the phase moved on", fencingRequest(withAttempts(running), func(r *fencingv1alpha1.FencingRequest) { r.Status.Phase = fencingv1alpha1.FencingPhaseFailed }),
+		{"interrupted attempt: mark it", fencingRequest(testobj.Attempts(running)), twoLevels(), node, ActionMarkInterrupted, ReasonInterrupted, 0},
+		{"interrupted attempt even when the phase moved on", fencingRequest(testobj.Attempts(running), func(r *fencingv1alpha1.FencingRequest) { r.Status.Phase = fencingv1alpha1.FencingPhaseFailed }),
 			twoLevels(), node, ActionMarkInterrupted, ReasonInterrupted, 0},
 	}
 	for _, tc := range tests {
@@ -122,7 +102,7 @@ func TestBackoff(t *testing.T) {
 
 func TestLevelProven(t *testing.T) {
 	off := fencingv1alpha1.FenceAttemptSucceeded
-	req := fencingRequest(withAttempts(ended(2, "pdu-a", off, "Off", t0), ended(2, "pdu-b", off, "Off", t0)))
+	req := fencingRequest(testobj.Attempts(ended(2, "pdu-a", off, "Off", t0), ended(2, "pdu-b", off, "Off", t0)))
 	if level, ok := LevelProven(req, twoLevels()); !ok || level != 2 {
 		t.Errorf("LevelProven = %d, %v; want 2, true", level, ok)
 	}

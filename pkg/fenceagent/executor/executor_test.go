@@ -25,6 +25,7 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/fakewatch"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/fenceagent/devices"
 	"fenceline.io/fenceline/pkg/fenceagent/power"
 	fencingfake "fenceline.io/fenceline/pkg/generated/clientset/versioned/fake"
@@ -110,20 +111,14 @@ func newFixture(t *testing.T, policy *fencingv1alpha1.FencePolicy, req *fencingv
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	f := &fixture{ctx: ctx, events: record.NewFakeRecorder(100), devices: map[string]*fakeDevice{}}
 	f.logs = func() string { return logger.GetSink().(ktesting.Underlier).GetBuffer().String() }
-	quick := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
-	retries := int32(1)
 	objs := []runtime.Object{policy, req}
-	target := &fencingv1alpha1.FenceTarget{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	var endpoints []fencingv1alpha1.FenceEndpoint
 	for _, name := range classNames {
-		objs = append(objs, &fencingv1alpha1.FenceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fencingv1alpha1.FenceClassSpec{
-			Method: fencingv1alpha1.FenceMethodRedfish, CredentialsSecretRef: &fencingv1alpha1.SecretReference{Namespace: ns, Name: "bmc"},
-			Timeouts: fencingv1alpha1.FenceTimeouts{Action: quick(200 * time.Millisecond), Verify: quick(100 * time.Millisecond), PollInterval: quick(10 * time.Millisecond)},
-			Retries:  &retries,
-		}})
-		target.Spec.Endpoints = append(target.Spec.Endpoints, fencingv1alpha1.FenceEndpoint{FenceClassName: name, Address: "https://" + name})
+		objs = append(objs, testobj.FenceClass(name, testobj.Credentials(ns, "bmc"), quick))
+		endpoints = append(endpoints, fencingv1alpha1.FenceEndpoint{FenceClassName: name, Address: "https://" + name})
 		f.devices[name] = &fakeDevice{state: power.StateOn}
 	}
-	objs = append(objs, target)
+	objs = append(objs, testobj.FenceTarget("node-1", testobj.Endpoints(endpoints...)))
 	f.fencing = fencingfake.NewSimpleClientset(objs...)
 	kubeObjs := []runtime.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc"},
 		Data: map[string][]byte{devices.UsernameKey: []byte("admin"), devices.PasswordKey: []byte(password)}}}
@@ -166,13 +161,24 @@ func newFixture(t *testing.T, policy *fencingv1alpha1.FencePolicy, req *fencingv
 	return f
 }
 
-// levels is a policy with one level per class name, in the order given.
+// quick gives a class timeouts short enough for a test, and one retry.
+func quick(c *fencingv1alpha1.FenceClass) {
+	d := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	retries := int32(1)
+	c.Spec.Timeouts = fencingv1alpha1.FenceTimeouts{Action: d(200 * time.Millisecond), Verify: d(100 * time.Millisecond), PollInterval: d(10 * time.Millisecond)}
+	c.Spec.Retries = &retries
+}
+
+// levels is the policy "default" with one level per class name, in the
+// order given, each with a 5 s timeout.
 func levels(classes ...string) *fencingv1alpha1.FencePolicy {
-	p := &fencingv1alpha1.FencePolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	var ls []fencingv1alpha1.FenceLevel
 	for i, c := range classes {
-		p.Spec.Levels = append(p.Spec.Levels, fencingv1alpha1.FenceLevel{Index: int32(i + 1), FenceClassNames: []string{c}, Timeout: &metav1.Duration{Duration: 5 * time.Second}})
+		l := testobj.FenceLevel(int32(i+1), c)
+		l.Timeout = &metav1.Duration{Duration: 5 * time.Second}
+		ls = append(ls, l)
 	}
-	return p
+	return testobj.FencePolicy("default", testobj.Levels(ls...))
 }
 
 func node1() *corev1.Node {
@@ -359,7 +365,7 @@ func TestPasswordNeverWritten(t *testing.T) {
 
 func TestInterruptedAttempt(t *testing.T) {
 	running := fencingv1alpha1.FenceAttempt{Level: 1, FenceClass: "bmc", Method: "Redfish", StartTime: metav1.NewTime(time.Now().Add(-time.Minute))}
-	f := newFixture(t, levels("bmc"), fencingRequest(withAttempts(running)), node1())
+	f := newFixture(t, levels("bmc"), fencingRequest(testobj.Attempts(running)), node1())
 	r := f.sync(t)
 	if a := r.Status.Attempts[0]; a.Result != fencingv1alpha1.FenceAttemptFailed || a.Message != InterruptedMessage || a.EndTime == nil || r.Status.FailedRounds != 1 {
 		t.Fatalf("attempt %+v, failedRounds %d; want it Failed (%q) and one failed round", a, r.Status.FailedRounds, InterruptedMessage)

@@ -21,6 +21,7 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/fakewatch"
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/fenceagent/devices"
 	fencingfake "fenceline.io/fenceline/pkg/generated/clientset/versioned/fake"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
@@ -52,15 +53,13 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{ctx: ctx, bmc: bmc.New(bmc.Options{Username: user, Password: password}), events: record.NewFakeRecorder(20)}
 	t.Cleanup(f.bmc.Close)
 	f.logs = func() string { return logger.GetSink().(ktesting.Underlier).GetBuffer().String() }
-	action := metav1.Duration{Duration: 2 * time.Second}
-	class := &fencingv1alpha1.FenceClass{ObjectMeta: metav1.ObjectMeta{Name: "redfish"}, Spec: fencingv1alpha1.FenceClassSpec{
-		Method: fencingv1alpha1.FenceMethodRedfish, Redfish: &fencingv1alpha1.RedfishSettings{InsecureTLS: true},
-		CredentialsSecretRef: &fencingv1alpha1.SecretReference{Namespace: ns, Name: "bmc"},
-		Timeouts:             fencingv1alpha1.FenceTimeouts{Action: &action},
-	}}
-	target := &fencingv1alpha1.FenceTarget{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Generation: 1}, Spec: fencingv1alpha1.FenceTargetSpec{
-		Endpoints: []fencingv1alpha1.FenceEndpoint{{FenceClassName: "redfish", Address: f.bmc.Address()}},
-	}}
+	actionTimeout := func(c *fencingv1alpha1.FenceClass) {
+		c.Spec.Timeouts.Action = &metav1.Duration{Duration: 2 * time.Second}
+	}
+	class := testobj.FenceClass("redfish", testobj.InsecureTLS(), testobj.Credentials(ns, "bmc"), actionTimeout)
+	target := testobj.FenceTarget("node-1", testobj.Endpoints(fencingv1alpha1.FenceEndpoint{FenceClassName: "redfish", Address: f.bmc.Address()}))
+	// The API server's first generation, which the probe's status observes.
+	target.Generation = 1
 	// NewClientset tracks managed fields with a schema the CRDs do not have.
 	f.fencing = fencingfake.NewSimpleClientset(class, target)
 	f.kube = kubefake.NewClientset(credentials(password))
