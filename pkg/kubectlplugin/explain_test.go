@@ -64,12 +64,15 @@ func TestExplain(t *testing.T) {
 	kubeBack := append(append([]runtime.Object{}, kube...), back)
 	fenceBack := []runtime.Object{testobj.FencePolicy("workers", testobj.ManualUnfence()), testobj.FenceClass("bmc"), fencingRequest("back", fencingv1alpha1.FencingPhaseRecovering)}
 
-	// A running stateful pod on the fenced node, and one on a node that is
-	// unreachable but not known cut off.
+	// A running stateful pod on the fenced node, and two on a node that is
+	// unreachable but not known cut off: one of the safe-detach driver,
+	// one of a driver that did not opt in.
 	unreachable := testobj.Node("unreachable", testobj.UnknownSince(now.Add(-10*time.Minute)), testobj.TaintAt(v1.TaintNodeUnreachable, v1.TaintEffectNoExecute, now.Add(-10*time.Minute)))
 	kubeTE := append(append([]runtime.Object{}, kube...), unreachable,
 		testobj.Pod("db", "run-0", testobj.OnNode("dead"), testobj.Claim("data", "data-web-0")),
-		testobj.Pod("db", "run-1", testobj.OnNode("unreachable"), testobj.Claim("data", "data-web-0")))
+		testobj.Pod("db", "run-1", testobj.OnNode("unreachable"), testobj.Claim("data", "data-web-0")),
+		testobj.PVC("db", "data-nfs-0", "pv-n"), testobj.CSIPV("pv-n", "nfs.example.com", "vol-n", v1.ReadWriteOnce),
+		testobj.Pod("db", "run-2", testobj.OnNode("unreachable"), testobj.Claim("data", "data-nfs-0")))
 
 	// A Ready node whose attachment carries a controller's fence intent:
 	// the attacher fences it whatever the node looks like.
@@ -116,8 +119,10 @@ func TestExplain(t *testing.T) {
 			controller: "out-of-service (opt-in)", object: "node/back", decision: "keep", why: "node-fencing added"},
 		{name: "taint-eviction force-deletes a stateful pod of a node cut off", node: "dead", kube: kubeTE, fence: fenceObjs,
 			controller: "taint-eviction (alpha)", object: "pod/db/run-0", decision: "force-delete", why: "cut off from the pod's storage (out-of-service)"},
-		{name: "taint-eviction holds a stateful pod of a node not known cut off", node: "unreachable", kube: kubeTE, fence: fenceObjs,
-			controller: "taint-eviction (alpha)", object: "pod/db/run-1", decision: "hold", why: "waits for the node to be fenced"},
+		{name: "taint-eviction hands a safe-detach driver's stateful pod of a node not known cut off to quarantine", node: "unreachable", kube: kubeTE, fence: fenceObjs,
+			controller: "taint-eviction (alpha)", object: "pod/db/run-1", decision: "evict", why: "hands the pod to quarantine"},
+		{name: "taint-eviction holds another driver's stateful pod of a node not known cut off", node: "unreachable", kube: kubeTE, fence: fenceObjs,
+			controller: "taint-eviction (alpha)", object: "pod/db/run-2", decision: "hold", why: "waits for the node to be fenced"},
 		{name: "without the fencing API node-fencing does not run", node: "live", kube: kube, fence: nil,
 			controller: "node-fencing", object: "node/live", decision: "none", why: "not installed"},
 	} {
