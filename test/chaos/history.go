@@ -44,7 +44,10 @@ func (s NodeState) Triggered() bool {
 type PodDeletion struct {
 	// RV is the resourceVersion of the deletion; 0 when the watch missed
 	// it (the informer's tombstone).
-	RV              uint64
+	RV uint64
+	// LastRV, for a deletion the watch missed, is the resourceVersion of
+	// the pod's last state the informer had: the deletion came after it.
+	LastRV          uint64
 	Seen            time.Time
 	Namespace, Name string
 	Node            string
@@ -154,7 +157,9 @@ func (h *History) podDeleted(obj any) {
 	d := PodDeletion{Seen: time.Now()}
 	pod, ok := obj.(*corev1.Pod)
 	if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
-		pod, ok = tomb.Obj.(*corev1.Pod)
+		if pod, ok = tomb.Obj.(*corev1.Pod); ok {
+			d.LastRV = rv(pod.ResourceVersion)
+		}
 	} else if ok {
 		d.RV = rv(pod.ResourceVersion)
 	}
