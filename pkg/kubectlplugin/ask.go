@@ -65,16 +65,9 @@ func Wait(ctx context.Context, c Clients, a *Ask, timeout time.Duration, now fun
 	case last != nil && (errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err)):
 		d := nodefencing.Decide(last.input)
 		return fmt.Errorf("%w after %s waiting for node-fencing to %s; its decision now: %s: %s. The ask stays on %s and is carried out when the decision allows; follow it with %s",
-			ErrTimeout, timeout, a.Doing, joinNonEmpty(" ", stepOrWait(d), bracket(d.Reason)), d.Why, a.Object, a.Watch)
+			ErrTimeout, timeout, a.Doing, d.Word(), d.Why, a.Object, a.Watch)
 	}
 	return err
-}
-
-func stepOrWait(d nodefencing.Decision) string {
-	if d.Step == nodefencing.StepNone {
-		return "wait"
-	}
-	return string(d.Step)
 }
 
 // askPatch is the merge patch that puts the unfence ask on an object:

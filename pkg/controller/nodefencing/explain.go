@@ -30,32 +30,19 @@ func Explain(in explain.Input) []explain.Verdict {
 		return []explain.Verdict{v}
 	}
 	d := Decide(g)
-	v.Decision = joinNonEmpty(string(d.Step), bracket(d.Reason))
-	if d.Step == StepNone {
-		v.Decision = joinNonEmpty("wait", bracket(d.Reason))
-	}
-	v.Why = d.Why
+	v.Decision, v.Why = d.Word(), d.Why
 	return []explain.Verdict{v}
 }
 
-func bracket(s string) string {
-	if s == "" {
-		return ""
+// Word is the decision in a word or two: its step ("wait" for none), then
+// its reason in brackets, as kubectl fenceline shows it.
+func (d Decision) Word() string {
+	w := string(d.Step)
+	if d.Step == StepNone {
+		w = "wait"
 	}
-	return "(" + s + ")"
-}
-
-// joinNonEmpty joins the non-empty parts with a space.
-func joinNonEmpty(parts ...string) string {
-	out := ""
-	for _, p := range parts {
-		switch {
-		case p == "":
-		case out == "":
-			out = p
-		default:
-			out += " " + p
-		}
+	if d.Reason != "" {
+		w += " (" + d.Reason + ")"
 	}
-	return out
+	return w
 }
