@@ -13,7 +13,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/cache"
 
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -26,6 +25,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/podvolumes"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/view"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -66,14 +66,8 @@ func ReadNodeObjects(ctx context.Context, c Clients, node string) (*NodeObjects,
 		return nil, permissionHint(err, "get", "leases.coordination.k8s.io in kube-node-lease")
 	}
 	o.Lease = lease
-	pods, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
-	if err != nil {
+	if o.Pods, err = (view.API{Client: c.Kube}).PodsOnNode(ctx, node); err != nil {
 		return nil, permissionHint(err, "list", "pods")
-	}
-	for _, p := range pointers(pods.Items) {
-		if p.Spec.NodeName == node { // the selector, again for servers and fakes that ignore it
-			o.Pods = append(o.Pods, p)
-		}
 	}
 	pvcs, err := c.Kube.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -185,21 +184,6 @@ func (a *Actuator) updateNode(ctx context.Context, node *v1.Node, what string, c
 }
 
 var errNodeRecreated = fmt.Errorf("node was recreated")
-
-// FreshPodsOnNode lists the node's pods from the API server (field selector
-// spec.nodeName), for a write-time re-check that must not trust a lagging
-// pod cache: a pod deleted a moment ago may still be in it.
-func (a *Actuator) FreshPodsOnNode(ctx context.Context, node string) ([]*v1.Pod, error) {
-	list, err := a.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
-	if err != nil {
-		return nil, fmt.Errorf("listing pods on node %s: %w", node, err)
-	}
-	out := make([]*v1.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, &list.Items[i])
-	}
-	return out, nil
-}
 
 // UpdateNodeStatus is UpdateNode for the node's status (conditions): it
 // applies mutate to the fresh node after check re-decided on it and writes

@@ -18,6 +18,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/kube/view"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -218,16 +219,11 @@ func (c *Controller) freshInput(ctx context.Context, nodeName string, node *v1.N
 		return in, err
 	}
 	if freshVAs {
-		vas, err := c.cfg.Actuator.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+		vas, err := view.API{Client: c.cfg.Actuator.Client}.VolumeAttachmentsOnNode(ctx, nodeName)
 		if err != nil {
-			return in, fmt.Errorf("listing VolumeAttachments: %w", err)
+			return in, err
 		}
-		in.VolumeAttachments = 0
-		for _, va := range vas.Items {
-			if va.Spec.NodeName == nodeName {
-				in.VolumeAttachments++
-			}
-		}
+		in.VolumeAttachments = len(vas)
 	}
 	return in, c.resolve(&in)
 }
