@@ -268,18 +268,13 @@ func statesAt(states []NodeState, d PodDeletion) []NodeState {
 	return out
 }
 
-// stateAt is the node's latest recorded state before the deletion: by
-// resourceVersion, or by the time it was seen when the watch missed the
-// deletion itself.
+// stateAt is the node's latest recorded state before a deletion the watch
+// saw, by resourceVersion.
 func stateAt(states []NodeState, d PodDeletion) (NodeState, bool) {
 	var last NodeState
 	found := false
 	for _, s := range states {
-		before := s.RV < d.RV
-		if d.RV == 0 {
-			before = !s.Seen.After(d.Seen)
-		}
-		if before {
+		if s.RV < d.RV {
 			last, found = s, true
 		}
 	}
