@@ -32,6 +32,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -233,6 +234,25 @@ func Drain(r *record.FakeRecorder) []string {
 			return out
 		}
 	}
+}
+
+// CacheMisses makes the API server's lists of VolumeAttachments return vas
+// too, which the started caches never see: a cache lagging behind the API
+// server, for the write-time re-checks that must read fresh. Call it after
+// Start.
+func (f *Fixture) CacheMisses(vas ...*storagev1.VolumeAttachment) {
+	gvr, gvk := storagev1.SchemeGroupVersion.WithResource("volumeattachments"), storagev1.SchemeGroupVersion.WithKind("VolumeAttachment")
+	f.Kube.PrependReactor("list", "volumeattachments", func(clienttesting.Action) (bool, runtime.Object, error) {
+		obj, err := f.Kube.Tracker().List(gvr, gvk, "")
+		if err != nil {
+			return true, nil, err
+		}
+		list := obj.(*storagev1.VolumeAttachmentList)
+		for _, va := range vas {
+			list.Items = append(list.Items, *va.DeepCopy())
+		}
+		return true, list, nil
+	})
 }
 
 // Writes drains the writes sent to the fake API servers so far.

@@ -5,9 +5,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clienttesting "k8s.io/client-go/testing"
 
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
@@ -21,10 +18,7 @@ import (
 func TestUntaintRechecksVolumeAttachmentsFresh(t *testing.T) {
 	t0 := testobj.Epoch
 	f, c := start(t, testobj.Node("n1", testobj.NotReadySince(t0.Add(-time.Hour)), testobj.Taint(names.ForceEvictionTaint, v1.TaintEffectNoExecute)))
-	va := testobj.VA("va-1", "disk.example.com", "pv-1", "n1")
-	f.Kube.PrependReactor("list", "volumeattachments", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, &storagev1.VolumeAttachmentList{Items: []storagev1.VolumeAttachment{*va}}, nil
-	})
+	f.CacheMisses(testobj.VA("va-1", "disk.example.com", "pv-1", "n1"))
 	r := f.Sync(c.sync, "n1")
 	if !actuator.IsDecisionChanged(r.Err) {
 		t.Fatalf("sync: %v, want the untaint refused on fresh data", r.Err)

@@ -5,9 +5,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clienttesting "k8s.io/client-go/testing"
 
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
@@ -25,10 +22,7 @@ func TestLiftRechecksVolumeAttachmentsFresh(t *testing.T) {
 	f, c := start(t, t0.Add(syncDelay+time.Second), evidenceOf{"safe.example": true},
 		testobj.CSIDriver("safe.example", optIn), testobj.CSIPV("pv-1", "safe.example", "h1", v1.ReadWriteOnce),
 		testobj.Node("n1", testobj.ReadySince(t0), testobj.Taint(names.QuarantineTaint, v1.TaintEffectNoSchedule)))
-	va := testobj.VA(safeVA, "safe.example", "pv-1", "n1")
-	f.Kube.PrependReactor("list", "volumeattachments", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, &storagev1.VolumeAttachmentList{Items: []storagev1.VolumeAttachment{*va}}, nil
-	})
+	f.CacheMisses(testobj.VA(safeVA, "safe.example", "pv-1", "n1"))
 	r := f.Sync(c.sync, "n1")
 	if !actuator.IsDecisionChanged(r.Err) {
 		t.Fatalf("sync: %v, want the lift refused on fresh data", r.Err)
