@@ -16,21 +16,7 @@ import (
 // test applies no taint. The quarantine is lifted only after the node came
 // back and cleaned up.
 func TestSafeDetachWithoutHuman(t *testing.T) {
-	s := newScenario(t, world.Options{
-		ZombieWrites:   true,
-		Driver:         world.DriverOptions{SafeDetach: true},
-		ControllerArgs: []string{"--quarantine-delay=2s"},
-	})
-	pod := s.startDB()
-	nodeA := pod.Spec.NodeName
-
-	s.powerOff(nodeA)
-	must(t, world.WaitFor(s.ctx, failoverTimeout, "quarantine taint on "+nodeA, func(ctx context.Context) (bool, error) {
-		return s.w.HasTaint(ctx, nodeA, names.QuarantineTaint)
-	}))
-	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
-	must(t, err)
-	s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
+	s, nodeA := safeDetachFailover(t, false)
 	if tainted, err := s.w.HasTaint(s.ctx, nodeA, world.OutOfServiceTaint.Key); err != nil || tainted {
 		t.Fatalf("%s has the out-of-service taint (err %v); nobody should have applied it", nodeA, err)
 	}
@@ -60,15 +46,22 @@ func TestSafeDetachWithoutHuman(t *testing.T) {
 // the detach is fenced, with no human. Holding such a pod until the node is
 // cut off would wait forever: nothing else cuts it off.
 func TestSafeDetachWithFencelineTaintEviction(t *testing.T) {
+	safeDetachFailover(t, true)
+}
+
+// safeDetachFailover starts a database on a safe-detach driver (with
+// Fenceline's taint-eviction when asked), cuts its node's power and waits,
+// with no human, for the node's quarantine and the pod Running elsewhere
+// after a fenced unpublish. It returns the scenario and the lost node.
+func safeDetachFailover(t *testing.T, taintEviction bool) (*scenario, string) {
+	t.Helper()
 	s := newScenario(t, world.Options{
 		ZombieWrites:   true,
 		Driver:         world.DriverOptions{SafeDetach: true},
 		ControllerArgs: []string{"--quarantine-delay=2s"},
-		TaintEviction:  true,
+		TaintEviction:  taintEviction,
 	})
-	pod := s.startDB()
-	nodeA := pod.Spec.NodeName
-
+	nodeA := s.startDB().Spec.NodeName
 	s.powerOff(nodeA)
 	must(t, world.WaitFor(s.ctx, failoverTimeout, "quarantine taint on "+nodeA, func(ctx context.Context) (bool, error) {
 		return s.w.HasTaint(ctx, nodeA, names.QuarantineTaint)
@@ -76,4 +69,5 @@ func TestSafeDetachWithFencelineTaintEviction(t *testing.T) {
 	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
 	must(t, err)
 	s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)
+	return s, nodeA
 }
