@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
-	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/nodefencing"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 )
@@ -32,12 +30,10 @@ func (s *scene) runNodeFencing(renew ...string) (stop func()) {
 	core := informers.NewSharedInformerFactory(s.kube, 0)
 	leases := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace(v1.NamespaceNodeLease))
 	fi := fencinginformers.NewSharedInformerFactory(s.fences, 0)
-	m, err := metrics.New(prometheus.NewRegistry())
-	s.must(err, "creating the controller's metrics")
 	events := &record.FakeRecorder{} // no channel: Events are dropped
 	c, err := nodefencing.New(nodefencing.Config{
 		Informers: core, NodeLeases: leases, Fencing: fi, Client: s.fences,
-		Actuator: &actuator.Actuator{Client: s.kube, Recorder: events}, Recorder: events, Metrics: m,
+		Actuator: &actuator.Actuator{Client: s.kube, Recorder: events}, Recorder: events,
 	})
 	s.must(err, "creating node-fencing")
 	core.Start(ctx.Done())

@@ -28,6 +28,7 @@ import (
 	// The series every component serves beside its own (workqueue, REST
 	// client, leader election), registered as the binaries register them.
 	_ "fenceline.io/fenceline/pkg/component/stdmetrics"
+	controllerapp "fenceline.io/fenceline/pkg/controller/app"
 	controllermetrics "fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/fenceagent/executor"
 	"fenceline.io/fenceline/pkg/fenceagent/probe"
@@ -85,6 +86,14 @@ func registeredNames(t *testing.T) map[string]bool {
 	rec := &recordingRegisterer{Registerer: prometheus.NewRegistry()}
 	if _, err := controllermetrics.New(rec); err != nil {
 		t.Fatal(err)
+	}
+	for _, d := range controllerapp.Controllers {
+		if d.Metrics == nil {
+			continue
+		}
+		if err := controllermetrics.Register(rec, d.Metrics().Collectors()...); err != nil {
+			t.Fatalf("%s: %v", d.Name, err)
+		}
 	}
 	if _, err := probe.NewMetrics(rec); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/featuregate"
 
@@ -116,7 +117,35 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	own, err := controllerMetrics(Controllers, enabled, reg)
+	if err != nil {
+		return err
+	}
 	return runner.Run(ctx, opts.Config(base, Component, reg), func(ctx context.Context) error {
-		return runControllers(ctx, base, m, opts, enabled)
+		return runControllers(ctx, base, processMetrics{shared: m, own: own}, opts, enabled)
 	})
+}
+
+// processMetrics are the collectors of one process: those the controllers
+// share, and each enabled controller's own, by name.
+type processMetrics struct {
+	shared *metrics.Metrics
+	own    map[string]Metrics
+}
+
+// controllerMetrics creates and registers the own metrics of every enabled
+// controller of table that has some.
+func controllerMetrics(table []Descriptor, enabled map[string]bool, reg prometheus.Registerer) (map[string]Metrics, error) {
+	out := map[string]Metrics{}
+	for _, d := range table {
+		if d.Metrics == nil || !enabled[d.Name] {
+			continue
+		}
+		m := d.Metrics()
+		if err := metrics.Register(reg, m.Collectors()...); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.Name, err)
+		}
+		out[d.Name] = m
+	}
+	return out, nil
 }

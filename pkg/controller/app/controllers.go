@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/featuregate"
@@ -60,6 +61,9 @@ type ControllerContext struct {
 	// Settings are the controller's own (Descriptor.Settings), nil when
 	// it has none.
 	Settings Settings
+	// Metrics are the controller's own collectors (Descriptor.Metrics),
+	// already registered; nil when it has none.
+	Metrics Metrics
 }
 
 // defaultGuard is taint-eviction's storm guard with
@@ -85,6 +89,12 @@ type Descriptor struct {
 	// before the kubeconfig is loaded, and New finds them in
 	// ControllerContext.Settings.
 	Settings func() Settings
+	// Metrics, when set, creates the controller's own collectors: Run
+	// registers those of every enabled controller at start-up, so that a
+	// replica waiting for the lease serves them too, and New finds them in
+	// ControllerContext.Metrics. The collectors every controller shares
+	// (force deletions, abandoned writes) come with the Actuator.
+	Metrics func() Metrics
 	// New sets the controller up.
 	New func(ControllerContext) (Controller, error)
 	// Explain, when set, gives the controller's verdicts for kubectl
@@ -98,6 +108,12 @@ type Settings interface {
 	AddFlags(fs *flag.FlagSet)
 	// Validate checks them once parsed.
 	Validate() error
+}
+
+// Metrics are a controller's own Prometheus collectors.
+type Metrics interface {
+	// Collectors returns them, for registration.
+	Collectors() []prometheus.Collector
 }
 
 // defaultSettings returns the settings of every controller of table that
@@ -131,21 +147,28 @@ func settingsOf[S Settings](c ControllerContext, defaults func() S) S {
 	return defaults()
 }
 
+// metricsOf returns the controller's own metrics as their type, or nil
+// (which records nothing) when the context holds none.
+func metricsOf[M Metrics](c ControllerContext) M {
+	m, _ := c.Metrics.(M)
+	return m
+}
+
 // Controllers is every controller of fenceline-controller, in start order.
 var Controllers = []Descriptor{
 	{Name: podgc.Name, EnabledByDefault: true, Explain: podgc.Explain, New: func(c ControllerContext) (Controller, error) {
 		return podgc.New(c.Informers, c.Actuator)
 	}},
-	{Name: quarantine.Name, EnabledByDefault: true, Settings: func() Settings { return quarantine.DefaultSettings() }, Explain: quarantine.Explain, New: newQuarantine},
+	{Name: quarantine.Name, EnabledByDefault: true, Settings: func() Settings { return quarantine.DefaultSettings() }, Metrics: func() Metrics { return quarantine.NewMetrics() }, Explain: quarantine.Explain, New: newQuarantine},
 	{Name: forceeviction.Name, EnabledByDefault: true, Settings: func() Settings { return forceeviction.DefaultSettings() }, Explain: forceeviction.Explain, New: func(c ControllerContext) (Controller, error) {
 		return forceeviction.New(c.Informers, c.NodeLeases, c.Actuator, settingsOf(c, forceeviction.DefaultSettings).ReadyGrace)
 	}},
-	{Name: nodefencing.Name, EnabledByDefault: true, Explain: nodefencing.Explain, New: newNodeFencing},
+	{Name: nodefencing.Name, EnabledByDefault: true, Metrics: func() Metrics { return nodefencing.NewMetrics() }, Explain: nodefencing.Explain, New: newNodeFencing},
 	// Replaces kube-controller-manager's taint-eviction-controller, which
 	// must then be disabled there; alpha, behind its gate.
-	{Name: tainteviction.Name, EnabledByDefault: true, FeatureGate: TaintEviction, Settings: func() Settings { return defaultGuard() }, Explain: tainteviction.Explain, New: func(c ControllerContext) (Controller, error) {
+	{Name: tainteviction.Name, EnabledByDefault: true, FeatureGate: TaintEviction, Settings: func() Settings { return defaultGuard() }, Metrics: func() Metrics { return tainteviction.NewMetrics() }, Explain: tainteviction.Explain, New: func(c ControllerContext) (Controller, error) {
 		guard := settingsOf(c, defaultGuard)
-		return tainteviction.New(tainteviction.Config{Informers: c.Informers, Actuator: c.Actuator, Client: c.Client, Guard: *guard, Resync: c.Options.Resync})
+		return tainteviction.New(tainteviction.Config{Informers: c.Informers, Actuator: c.Actuator, Client: c.Client, Guard: *guard, Resync: c.Options.Resync, Metrics: metricsOf[*tainteviction.Metrics](c)})
 	}},
 	// Removing the out-of-service taint automatically is opt-in.
 	{Name: outofservice.Name, Explain: outofservice.Explain, New: func(c ControllerContext) (Controller, error) {
@@ -256,7 +279,7 @@ func newQuarantine(c ControllerContext) (Controller, error) {
 		return nil, err
 	}
 	s := settingsOf(c, quarantine.DefaultSettings)
-	q, err := quarantine.New(c.Informers, c.Actuator, s.Delay, s.LiftDelay, evidence)
+	q, err := quarantine.New(c.Informers, c.Actuator, s.Delay, s.LiftDelay, evidence, metricsOf[*quarantine.Metrics](c))
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +307,7 @@ func newNodeFencing(c ControllerContext) (Controller, error) {
 	}
 	return nodefencing.New(nodefencing.Config{
 		Informers: c.Informers, NodeLeases: c.NodeLeases, Fencing: c.Fencing,
-		Client: c.FencingClient, Actuator: c.Actuator, Recorder: c.Actuator.Recorder, Metrics: c.Actuator.Metrics,
+		Client: c.FencingClient, Actuator: c.Actuator, Recorder: c.Actuator.Recorder, Metrics: metricsOf[*nodefencing.Metrics](c),
 	})
 }
 

@@ -8,9 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/component-base/featuregate"
 
+	"fenceline.io/fenceline/pkg/controller/nodefencing"
+	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
+	"fenceline.io/fenceline/pkg/controller/tainteviction"
 )
 
 func TestEnabledControllers(t *testing.T) {
@@ -172,5 +176,57 @@ func TestControllerSettingsFlags(t *testing.T) {
 	}
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "force-eviction: --force-eviction-ready-grace must not be negative") {
 		t.Errorf("Validate = %v, want the negative grace named under force-eviction", err)
+	}
+}
+
+// Each enabled controller's own metrics are created once, registered under
+// its name and handed to it; a disabled controller registers none.
+func TestControllerMetrics(t *testing.T) {
+	families := func(reg *prometheus.Registry) []string {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, mf := range mfs {
+			out = append(out, mf.GetName())
+		}
+		return out
+	}
+	reg := prometheus.NewRegistry()
+	own, err := controllerMetrics(Controllers, map[string]bool{quarantine.Name: true, podgc.Name: true}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(own)); !slices.Equal(got, []string{quarantine.Name}) {
+		t.Errorf("controllers with metrics = %v, want [quarantine] (podgc has none of its own, the others are off)", got)
+	}
+	cc := ControllerContext{Metrics: own[quarantine.Name]}
+	if metricsOf[*quarantine.Metrics](cc) == nil {
+		t.Error("quarantine's context does not carry its metrics")
+	}
+	if metricsOf[*nodefencing.Metrics](cc) != nil {
+		t.Error("another controller's metrics type matched")
+	}
+	if metricsOf[*nodefencing.Metrics](ControllerContext{}) != nil {
+		t.Error("a context without metrics gave some")
+	}
+	// Gauges appear at once; the node-fencing ones must not.
+	got := families(reg)
+	if !slices.Contains(got, "fenceline_controller_quarantined_nodes") {
+		t.Errorf("families %v lack quarantine's fenceline_controller_quarantined_nodes", got)
+	}
+	for _, name := range got {
+		if strings.HasPrefix(name, "fenceline_node_fencing_") || strings.HasPrefix(name, "fenceline_taint_eviction_") {
+			t.Errorf("family %s of a disabled controller is registered", name)
+		}
+	}
+	if _, err := controllerMetrics(Controllers, map[string]bool{quarantine.Name: true}, reg); err == nil || !strings.Contains(err.Error(), quarantine.Name) {
+		t.Errorf("registering twice: error %v, want one naming %s", err, quarantine.Name)
+	}
+	// Every descriptor's metrics register side by side.
+	if _, err := controllerMetrics(Controllers, map[string]bool{nodefencing.Name: true, tainteviction.Name: true, quarantine.Name: true}, prometheus.NewRegistry()); err != nil {
+		t.Errorf("registering every controller's metrics: %v", err)
 	}
 }

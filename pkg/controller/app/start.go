@@ -39,7 +39,7 @@ func UserAgent(name string) string { return Component + "/" + name }
 // runControllers sets up the enabled controllers, each with a client of
 // its own, starts the shared informers, and runs the controllers until ctx
 // ends. It returns once every controller has stopped.
-func runControllers(ctx context.Context, base *rest.Config, m *metrics.Metrics, opts Options, enabled map[string]bool) error {
+func runControllers(ctx context.Context, base *rest.Config, m processMetrics, opts Options, enabled map[string]bool) error {
 	logger := klog.FromContext(ctx)
 	client, err := kubernetes.NewForConfig(kubeclient.WithUserAgent(base, UserAgent("shared-informers")))
 	if err != nil {
@@ -63,7 +63,7 @@ func runControllers(ctx context.Context, base *rest.Config, m *metrics.Metrics, 
 		if !enabled[d.Name] {
 			continue
 		}
-		c, stopEvents, err := newController(ctx, d, base, ControllerContext{Informers: factory, NodeLeases: leaseFactory, Fencing: fencingFactory, Options: opts, Settings: opts.Settings[d.Name]}, m)
+		c, stopEvents, err := newController(ctx, d, base, ControllerContext{Informers: factory, NodeLeases: leaseFactory, Fencing: fencingFactory, Options: opts, Settings: opts.Settings[d.Name], Metrics: m.own[d.Name]}, m.shared)
 		if errors.Is(err, errNotServed) {
 			logger.Error(err, "Controller not started", "controller", d.Name)
 			continue

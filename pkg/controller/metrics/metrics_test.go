@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestMetrics(t *testing.T) {
@@ -17,12 +18,7 @@ func TestMetrics(t *testing.T) {
 	m.ObserveForceDelete("ns", ReasonOutOfService, now.Add(-300*time.Millisecond), now)
 	m.ObserveForceDelete("ns", ReasonOutOfService, time.Time{}, now) // trigger unknown: counted, no latency sample
 	m.ObserveForceDeleteError("ns", ReasonSafeDetach)
-	// taint-eviction's, under kube-controller-manager's names.
-	m.ObserveTaintEviction(now.Add(-2*time.Second), now)
-	m.ObserveTaintEviction(time.Time{}, now)
-	m.SetTaintEvictionHeld(3)
-	m.ObserveTaintEvictionRefusal("RateLimited")
-	m.SetUpstreamTaintEviction(true)
+	m.ObserveDecisionChanged("force-delete")
 
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
@@ -43,15 +39,10 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]float64{
-		"pod_gc_collector_force_delete_pods_total":                      2,
-		"pod_gc_collector_force_delete_pod_errors_total":                1,
-		"fenceline_controller_force_delete_latency_seconds_count":       1,
-		"taint_eviction_controller_pod_deletions_total":                 2,
-		"taint_eviction_controller_pod_deletion_duration_seconds_count": 1,
-		"taint_eviction_controller_pod_deletion_duration_seconds_sum":   2,
-		"fenceline_taint_eviction_held_pods":                            3,
-		"fenceline_taint_eviction_storm_guard_refusals_total":           1,
-		"fenceline_taint_eviction_upstream_controller_active":           1,
+		"pod_gc_collector_force_delete_pods_total":                2,
+		"pod_gc_collector_force_delete_pod_errors_total":          1,
+		"fenceline_controller_force_delete_latency_seconds_count": 1,
+		"fenceline_controller_decision_changed_total":             1,
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
@@ -65,4 +56,22 @@ func TestMetrics(t *testing.T) {
 	}
 	var nilMetrics *Metrics
 	nilMetrics.ObserveForceDelete("ns", ReasonForceEviction, now, now) // must not panic
+	nilMetrics.ObserveDecisionChanged("force-delete")
+}
+
+func TestSetOrDelete(t *testing.T) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "g"}, []string{"node"})
+	SetOrDelete(g, "a", true, 2)
+	SetOrDelete(g, "b", true, 3)
+	SetOrDelete(g, "b", false, 3)
+	SetOrDelete(g, "c", false, 1) // deleting a series that is not there is fine
+	if n := testutil.CollectAndCount(g); n != 1 {
+		t.Fatalf("%d series, want 1 (node a)", n)
+	}
+	if got := testutil.ToFloat64(g.WithLabelValues("a")); got != 2 {
+		t.Errorf("node a = %v, want 2", got)
+	}
+	if got := UnixSeconds(time.Unix(1_800_000_000, 500_000_000)); got != 1_800_000_000.5 {
+		t.Errorf("UnixSeconds = %v, want 1800000000.5", got)
+	}
 }

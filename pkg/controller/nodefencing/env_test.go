@@ -27,6 +27,8 @@ type env struct {
 	c          *Controller
 	events     []string
 	onRequests *record.FakeRecorder
+	// Metrics are node-fencing's own (the fixture's are the shared ones).
+	Metrics *Metrics
 }
 
 // newEnv starts the controller with the objects in the fake API servers,
@@ -43,9 +45,10 @@ func startEnv(t *testing.T, now time.Time, seeded bool, objs ...runtime.Object) 
 	t.Helper()
 	f := ctrltest.New(t, now, objs...)
 	requests := record.NewFakeRecorder(100)
+	m := NewMetrics()
 	c, err := New(Config{
 		Informers: f.Informers, NodeLeases: f.NodeLeases, Fencing: f.FencingInformers, Client: f.Fencing,
-		Actuator: f.Actuator, Recorder: requests, Metrics: f.Metrics,
+		Actuator: f.Actuator, Recorder: requests, Metrics: m,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +60,7 @@ func startEnv(t *testing.T, now time.Time, seeded bool, objs ...runtime.Object) 
 		}
 	}
 	f.Start()
-	return &env{Fixture: f, t: t, c: c, onRequests: requests}
+	return &env{Fixture: f, t: t, c: c, onRequests: requests, Metrics: m}
 }
 
 // sync runs one sync of the node on settled caches (ctrltest.Fixture.Sync)

@@ -28,7 +28,6 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/actuator"
-	"fenceline.io/fenceline/pkg/controller/metrics"
 	"fenceline.io/fenceline/pkg/controller/nodequeue"
 	"fenceline.io/fenceline/pkg/controller/stormguard"
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
@@ -66,7 +65,8 @@ type Config struct {
 	Actuator *actuator.Actuator
 	// Recorder records Events on FencingRequests.
 	Recorder record.EventRecorder
-	Metrics  *metrics.Metrics
+	// Metrics are node-fencing's own; nil records none.
+	Metrics *Metrics
 }
 
 // Controller runs the node-fencing lifecycle, one node per sync.

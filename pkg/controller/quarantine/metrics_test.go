@@ -4,22 +4,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
 	"fenceline.io/fenceline/pkg/controller/actuator"
-	"fenceline.io/fenceline/pkg/controller/metrics"
 )
 
-func newMetricsController(t *testing.T, now *time.Time) (*Controller, *metrics.Metrics) {
+func newMetricsController(t *testing.T, now *time.Time) (*Controller, *Metrics) {
 	t.Helper()
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := NewMetrics()
 	return &Controller{
-		act: &actuator.Actuator{Metrics: m}, now: func() time.Time { return *now },
+		act: &actuator.Actuator{}, metrics: m, now: func() time.Time { return *now },
 		refused: map[types.UID]string{}, refusedNow: map[types.UID]bool{}, quarantined: map[string]time.Time{},
 	}, m
 }

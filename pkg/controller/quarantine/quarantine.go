@@ -45,8 +45,10 @@ const EventNotSafe = "FencelineNotSafeToForceDelete"
 
 // Controller quarantines NotReady nodes and recovers safe-detach pods.
 type Controller struct {
-	act   *actuator.Actuator
-	delay time.Duration
+	act *actuator.Actuator
+	// metrics are quarantine's own; nil records none.
+	metrics *Metrics
+	delay   time.Duration
 	// liftDelay is how long the node must be Ready before lifting.
 	liftDelay time.Duration
 	now       func() time.Time
@@ -71,13 +73,14 @@ type Controller struct {
 
 // New wires the controller to the shared informers. Call it before the
 // factory is started.
-func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftDelay time.Duration, evidence AttacherEvidence) (*Controller, error) {
+func New(f informers.SharedInformerFactory, act *actuator.Actuator, delay, liftDelay time.Duration, evidence AttacherEvidence, m *Metrics) (*Controller, error) {
 	podInf, vaInf, err := nodeutil.NodeIndexedInformers(f)
 	if err != nil {
 		return nil, err
 	}
 	c := &Controller{
 		act:       act,
+		metrics:   m,
 		delay:     delay,
 		liftDelay: liftDelay,
 		now:       time.Now,
@@ -146,10 +149,7 @@ func (c *Controller) setQuarantined(name string, on bool) {
 	case !on && was:
 		delete(c.quarantined, name)
 	}
-	if c.act.Metrics != nil {
-		c.act.Metrics.QuarantinedNodes.Set(float64(len(c.quarantined)))
-		c.act.Metrics.SetQuarantinedSince(name, c.quarantined[name])
-	}
+	c.metrics.setQuarantined(len(c.quarantined), name, c.quarantined[name])
 }
 
 func (c *Controller) isSafeDriver(name string) bool {
@@ -432,9 +432,7 @@ func (c *Controller) setRefusedNow(uid types.UID, refused bool) {
 	} else {
 		delete(c.refusedNow, uid)
 	}
-	if c.act.Metrics != nil {
-		c.act.Metrics.SetSafeDetachRefusedPods(len(c.refusedNow))
-	}
+	c.metrics.setRefusedPods(len(c.refusedNow))
 }
 
 // reportRefusal records an Event on the pod once per distinct reason.

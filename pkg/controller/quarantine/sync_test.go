@@ -42,7 +42,7 @@ const syncDelay, syncLiftDelay = 40 * time.Second, 10 * time.Second
 func start(t *testing.T, now time.Time, evidence evidenceOf, objs ...runtime.Object) (*ctrltest.Fixture, *Controller) {
 	t.Helper()
 	f := ctrltest.New(t, now, objs...)
-	c, err := New(f.Informers, f.Actuator, syncDelay, syncLiftDelay, evidence)
+	c, err := New(f.Informers, f.Actuator, syncDelay, syncLiftDelay, evidence, NewMetrics())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,8 @@ type Config struct {
 	Guard GuardConfig
 	// Resync is the period of the self-check's Event informer.
 	Resync time.Duration
+	// Metrics are taint-eviction's own; nil records none.
+	Metrics *Metrics
 }
 
 // Controller is fenceline-controller's taint-eviction: the NoExecute taint
@@ -64,7 +66,7 @@ type Config struct {
 // eviction is due.
 type Controller struct {
 	act      *actuator.Actuator
-	metrics  *metrics.Metrics
+	metrics  *Metrics
 	nodes    corelisters.NodeLister
 	pods     cache.Indexer
 	volumes  *podvolumes.Resolver
@@ -93,7 +95,7 @@ func New(cfg Config) (*Controller, error) {
 	f.Storage().V1().CSIDrivers().Informer()
 	c := &Controller{
 		act:     cfg.Actuator,
-		metrics: cfg.Actuator.Metrics,
+		metrics: cfg.Metrics,
 		nodes:   f.Core().V1().Nodes().Lister(),
 		pods:    podInf.GetIndexer(),
 		volumes: podvolumes.NewResolver(f.Core().V1().PersistentVolumeClaims().Lister(),
@@ -104,7 +106,7 @@ func New(cfg Config) (*Controller, error) {
 		now:     time.Now,
 	}
 	c.queue = nodequeue.New(Name, c.sync)
-	c.upstream = newUpstreamWatch(cfg.Client, cfg.Resync, cfg.Actuator, func() time.Time { return c.now() })
+	c.upstream = newUpstreamWatch(cfg.Client, cfg.Resync, cfg.Actuator, cfg.Metrics, func() time.Time { return c.now() })
 	if err := nodequeue.AddHandler(nodeInf, "node", c.nodeHandler()); err != nil {
 		return nil, err
 	}
@@ -283,7 +285,7 @@ func (c *Controller) mayEvict(ctx context.Context, node *v1.Node) (bool, string,
 	}
 	g := c.guard.Admit(node, nodes, now)
 	if !g.Admit {
-		c.metrics.ObserveTaintEvictionRefusal(g.Reason)
+		c.metrics.observeRefusal(g.Reason)
 		if c.guard.Changed(node.Name, g.Reason) {
 			c.act.Recorder.Eventf(node, v1.EventTypeWarning, EventStormGuard, "Evictions of the node's pods held: %s (%s)", g.Why, g.Reason)
 			klog.FromContext(ctx).Info("Storm guard holds the node's evictions", "reason", g.Reason, "why", g.Why)
@@ -311,7 +313,7 @@ func (c *Controller) evictOne(ctx context.Context, t due) error {
 		}
 	}
 	if err == nil && !c.act.DryRun {
-		c.metrics.ObserveTaintEviction(t.d.At, c.now())
+		c.metrics.observeEviction(t.d.At, c.now())
 	}
 	return err
 }

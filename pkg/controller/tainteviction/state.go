@@ -177,7 +177,7 @@ func (c *Controller) settle(ctx context.Context, node string, states map[podKey]
 	c.tracker.held += heldIn(states) - heldIn(old)
 	held := c.tracker.held
 	c.tracker.mu.Unlock()
-	c.metrics.SetTaintEvictionHeld(held)
+	c.metrics.setHeld(held)
 	logger := klog.FromContext(ctx)
 	for k, was := range old {
 		if _, still := states[k]; !still && was.action != actionEvicted && c.notBeingDeleted(k) {

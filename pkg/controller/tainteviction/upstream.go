@@ -37,14 +37,15 @@ const UpstreamWindow = 10 * time.Minute
 type upstreamWatch struct {
 	informer cache.SharedIndexInformer
 	act      *actuator.Actuator
+	metrics  *Metrics
 	now      func() time.Time
 
 	mu    sync.Mutex
 	until time.Time
 }
 
-func newUpstreamWatch(client kubernetes.Interface, resync time.Duration, act *actuator.Actuator, now func() time.Time) *upstreamWatch {
-	w := &upstreamWatch{act: act, now: now}
+func newUpstreamWatch(client kubernetes.Interface, resync time.Duration, act *actuator.Actuator, m *Metrics, now func() time.Time) *upstreamWatch {
+	w := &upstreamWatch{act: act, metrics: m, now: now}
 	sel := fields.AndSelectors(
 		fields.OneTermEqualSelector("reason", actuator.EventTaintManagerEviction),
 		fields.OneTermEqualSelector("source", UpstreamController),
@@ -101,7 +102,7 @@ func (w *upstreamWatch) observe(logger klog.Logger, ev *v1.Event) {
 		w.until = until
 	}
 	w.mu.Unlock()
-	w.act.Metrics.SetUpstreamTaintEviction(true)
+	w.metrics.setUpstream(true)
 	if wasActive {
 		return
 	}
@@ -121,7 +122,7 @@ func (w *upstreamWatch) Active(now time.Time) (time.Time, bool) {
 	active := now.Before(w.until)
 	if !active && !w.until.IsZero() {
 		w.until = time.Time{}
-		w.act.Metrics.SetUpstreamTaintEviction(false)
+		w.metrics.setUpstream(false)
 	}
 	return w.until, active
 }
