@@ -167,7 +167,7 @@ $(TOOLS_OLDEST_BIN)/etcd $(TOOLS_OLDEST_BIN)/kwok $(TOOLS_OLDEST_BIN)/csi-attach
 E2E_RUN ?= .
 # The subset CI runs on the oldest minor (.ci/run): the fencing API, and the
 # stories that lean on behaviour that changed between minors.
-E2E_OLDEST_CI_RUN := ^(TestFencingAPI|TestNonGracefulShutdown|TestUpstreamContrast|TestTaintEvictionMatchesUpstream|TestTaintEvictionKEP2268|TestTaintEvictionStandsDownBesideUpstream|TestHelmInstallFailover|TestNodeFencingFailover|TestSafeDetachWithoutHuman|TestAttacherDownAcrossHeal|TestForceEvictionNodeComesBack|TestStrictDriverWaitsForTaint)$$
+E2E_OLDEST_CI_RUN := ^(TestFencingAPI|TestNonGracefulShutdown|TestUpstreamContrast|TestTaintEvictionMatchesUpstream|TestTaintEvictionKEP2268|TestTaintEvictionStandsDownBesideUpstream|TestHelmInstallFailover|TestSafeDetachWithoutHuman|TestAttacherDownAcrossHeal|TestStrictDriverWaitsForTaint)$$
 
 .PHONY: e2e-oldest
 e2e-oldest: build tools-oldest ## Run the end-to-end suite and the fencing API's validation tests on the oldest supported minor's control plane (E2E_RUN=regexp picks tests).
