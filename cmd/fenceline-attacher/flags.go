@@ -45,6 +45,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.StringVar(&o.DefaultFSType, "default-fstype", o.DefaultFSType, "The default filesystem type of the volume to publish. Defaults to empty string.")
 	fs.DurationVar(&o.ReconcileSync, "reconcile-sync", o.ReconcileSync, "Resync interval of the VolumeAttachment reconciler.")
 	fs.IntVar(&o.MaxGRPCLogLength, "max-grpc-log-length", o.MaxGRPCLogLength, "The maximum amount of characters logged for every grpc responses. Defaults to no limit.")
+	// Fenceline's own; upstream has no such flag and records no Event.
+	fs.BoolVar(&o.AttachEvents, "attach-events", o.AttachEvents, "Record a Normal Attached Event on the VolumeAttachment for every successful attach. Off by default: the attach/detach controller records SuccessfulAttachVolume on the pod already, and every Event is a write to the API server.")
 	common, err := newCommonFlags()
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 //
 // Fenceline (fence on, controller on): A's writes stop at the fence.
 func TestUpstreamContrast(t *testing.T) {
+	t.Parallel()
 	t.Run("upstream corrupts", func(t *testing.T) {
 		s := newScenario(t, world.Options{
 			ZombieWrites: true,

@@ -53,6 +53,7 @@ func (s *scenario) waitUntainted(node, key string) {
 // node's kubelet is, or comes back, alive: no pod a live kubelet runs is
 // force-deleted, and the taint does not outlive its purpose.
 func TestForceEvictionNodeComesBack(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName

@@ -73,6 +73,7 @@ func (s *scenario) node(ctx context.Context, name string) *corev1.Node {
 // is removed, with the evicted-volumes record, once the fenced detach went
 // through. The failover invariant holds over the driver's audit log.
 func TestForceEvictionNodeReturnsDuringDetach(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName
@@ -155,6 +156,7 @@ func TestForceEvictionNodeReturnsDuringDetach(t *testing.T) {
 // ready grace has passed since the NotReady and since the taint, and the
 // taint is removed once the kubelet reports Ready again.
 func TestForceEvictionLiveKubeletPostsNotReady(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName

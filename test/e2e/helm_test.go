@@ -45,6 +45,7 @@ func helmTestValues() map[string]any {
 // uninstall removes the workloads and keeps the CRDs and the fencing
 // history, as Helm does with a chart's crds/.
 func TestHelmInstallFailover(t *testing.T) {
+	t.Parallel()
 	inst := &helm.Installer{Values: helmTestValues()}
 	s := newFencingScenarioWith(t, world.Options{Installer: inst}, world.BMCRedfish, nil)
 	if got := len(s.w.Controllers); got != 2 {

@@ -15,8 +15,10 @@ import (
 	"fenceline.io/fenceline/test/world"
 )
 
-// scenarioTimeout bounds one scenario; the whole package must stay well
-// under 15 minutes.
+// scenarioTimeout bounds one scenario. The stories run two at a time
+// (t.Parallel, go test's -parallel defaults to the number of CPUs): each
+// world has its own control plane, ports and directories, and most of a
+// story is waiting for a delay or a deadline.
 const scenarioTimeout = 4 * time.Minute
 
 // Deadlines for the steps of a failover. They are generous upper bounds for

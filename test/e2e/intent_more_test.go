@@ -26,6 +26,7 @@ import (
 // as "plain", and every unpublish from the node stays fenced, also once the
 // node is powered on and Ready again with no taint left.
 func TestFenceRecordRemovedByThirdParty(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true, HeldOpen: true})
 	nodeA := s.fencedDetachFailing()
 	va := s.vaOf(s.ctx, nodeA)
@@ -107,6 +108,7 @@ func (s *scenario) stripFenceAnnotations(va string) {
 // attach twice, so the test judges the calls the driver received, not
 // their outcome.
 func TestPublishHeldWhileFencedDetachFailsAfterNodeDeleted(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true})
 	nodeA := s.fencedDetachFailing()
 	must(t, s.w.Cluster.Client().CoreV1().Nodes().Delete(s.ctx, nodeA, metav1.DeleteOptions{}))

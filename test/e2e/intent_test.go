@@ -33,6 +33,7 @@ const attacherDownFor = 10 * time.Second
 //     before the attacher acted (the attach/detach controller detaches the
 //     moment the taint lands, before any pod is deleted).
 func TestAttacherDownAcrossHeal(t *testing.T) {
+	t.Parallel()
 	t.Run("quarantine", func(t *testing.T) {
 		s := newScenario(t, world.Options{
 			ZombieWrites:   true,

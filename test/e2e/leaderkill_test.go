@@ -30,6 +30,7 @@ import (
 // its volume released and fenced before it is published to the new node,
 // and the failover invariant holds over the driver's audit log.
 func TestControllerLeaderKilledMidAction(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{
 		ZombieWrites:       true,
 		Driver:             world.DriverOptions{SafeDetach: true},

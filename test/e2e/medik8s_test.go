@@ -48,6 +48,7 @@ func medik8sWorld(t *testing.T) *scenario {
 // accepted; never two writers; only the remediator removed its taints and
 // Fenceline never wrote the node; nothing of Fenceline's is left on A.
 func TestMedik8sFenceAgentsRemediation(t *testing.T) {
+	t.Parallel()
 	s := medik8sWorld(t)
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName
@@ -101,6 +102,7 @@ func TestMedik8sFenceAgentsRemediation(t *testing.T) {
 // writers, db-0 runs elsewhere with its volume once the driver answers,
 // and Fenceline never touched the taints.
 func TestMedik8sSelfNodeRemediationExpiry(t *testing.T) {
+	t.Parallel()
 	s := medik8sWorld(t)
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName

@@ -22,6 +22,7 @@ import (
 // with its volume fenced first and no write of the old node accepted after
 // the fence, then unfenced after the power-on.
 func TestNodeFencingSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	sc := newScenario(t, world.Options{Fencing: true, ControllerArgs: []string{"--kube-api-qps=2", "--kube-api-burst=1"}})
 	setup, err := sc.w.SetUpFencing(sc.ctx, world.BMCRedfish, sc.timeline, nil)
 	must(t, err)

@@ -27,6 +27,7 @@ import (
 // Warning Event, Recovered=False with reason LyingFence; and it stays
 // fenced: out of service, request Fenced.
 func TestNodeFencingBMCReadsOffWhileOn(t *testing.T) {
+	t.Parallel()
 	s := newFencingScenario(t, world.BMCRedfish, nil)
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName
@@ -84,6 +85,7 @@ func TestNodeFencingBMCReadsOffWhileOn(t *testing.T) {
 // agent's credentials (its password was changed). The request fails, and
 // its message says so: the cause, not only that every round failed.
 func TestNodeFencingCredentialsRejectedNamed(t *testing.T) {
+	t.Parallel()
 	s := newFencingScenario(t, world.BMCRedfish, func(p *fencingv1alpha1.FencePolicy) {
 		p.Spec.StormGuard.MaxAttempts = 2
 	})

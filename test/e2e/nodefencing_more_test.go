@@ -193,6 +193,7 @@ func nodesOf(events []requestEvent) map[string][]string {
 // The request is Fenced by level 2 and db-0 fails over with its volume
 // fenced first.
 func TestNodeFencingUnreachableBMCNextLevel(t *testing.T) {
+	t.Parallel()
 	s := newFencingScenario(t, world.BMCRedfish, func(p *fencingv1alpha1.FencePolicy) {
 		p.Spec.Levels = []fencingv1alpha1.FenceLevel{
 			{Index: 1, FenceClassNames: []string{world.FenceClassRedfish}, Timeout: &metav1.Duration{Duration: 15 * time.Second}},
@@ -276,6 +277,7 @@ func TestNodeFencingUnreachableBMCNextLevel(t *testing.T) {
 // together. Both nodes end Fenced, and a watch of every request change
 // shows that never two requests were in phase Fencing at once.
 func TestNodeFencingConcurrencyOne(t *testing.T) {
+	t.Parallel()
 	const offDelay = 3 * time.Second
 	s := newFencingScenarioWith(t, world.Options{Nodes: []string{"node-a", "node-b", "node-c", "node-d", "node-e"}}, world.BMCRedfish, func(p *fencingv1alpha1.FencePolicy) {
 		p.Spec.StormGuard.Rate = fencingv1alpha1.FenceRate{QPS: new(resource.MustParse("100")), Burst: 5}
@@ -356,6 +358,7 @@ func TestNodeFencingConcurrencyOne(t *testing.T) {
 // power-off. When the nodes come back the requests are Cancelled and the
 // fencing taints removed.
 func TestNodeFencingFullDisruptionFencesNothing(t *testing.T) {
+	t.Parallel()
 	s := newFencingScenario(t, world.BMCRedfish, nil)
 	rw := s.watchRequests()
 	refused := []string{"AllZonesFullyDisrupted", "StormActive"}

@@ -27,6 +27,7 @@ const nodeClockSkew = 30 * time.Second
 // by when it saw it renewed, so the node is never a candidate, while
 // another node that really stops is fenced as usual.
 func TestNodeFencingSkewedClockNotFenced(t *testing.T) {
+	t.Parallel()
 	s := newFencingScenario(t, world.BMCRedfish, nil)
 	skewed, dead := s.w.Nodes[0], s.w.Nodes[1]
 	stop := s.skewLease(skewed, -nodeClockSkew)

@@ -54,6 +54,7 @@ func (s *fencingScenario) hang(node string) {
 // powered on through its BMC, comes back with a new boot ID, and is
 // unfenced: schedulable, no Fenceline taint, conditions cleared.
 func TestNodeFencingFailover(t *testing.T) {
+	t.Parallel()
 	s := newFencingScenario(t, world.BMCRedfish, nil)
 	nodeA := s.startDB().Spec.NodeName
 	req := s.fenceAndMove(nodeA)
@@ -188,6 +189,7 @@ func (s *fencingScenario) assertUnfenced(node string) {
 // node on. The request never becomes Fenced, runs out of attempts and is
 // Failed; nothing is put out of service and the pod is not moved.
 func TestNodeFencingLyingBMC(t *testing.T) {
+	t.Parallel()
 	s := newFencingScenario(t, world.BMCRedfish, func(p *fencingv1alpha1.FencePolicy) {
 		p.Spec.StormGuard.MaxAttempts = 2
 	})
@@ -225,6 +227,7 @@ func TestNodeFencingLyingBMC(t *testing.T) {
 // its request exists the controller has looked past the moment the blip
 // would have counted, and the blipped node must still have none.
 func TestNodeFencingHeartbeatBlip(t *testing.T) {
+	t.Parallel()
 	const staleAfter = 15 * time.Second
 	s := newFencingScenario(t, world.BMCRedfish, func(p *fencingv1alpha1.FencePolicy) {
 		p.Spec.Detection.LeaseStaleAfter = &metav1.Duration{Duration: staleAfter}

@@ -19,6 +19,7 @@ import (
 // reaches another node while A could write. Once A is back and cleaned up,
 // the plain unpublish succeeds and the pod moves.
 func TestDriverWithoutFence(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true, Driver: world.DriverOptions{NoFence: true, StrictUnpublish: true}})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName

@@ -15,6 +15,7 @@ import (
 // new node (an Event on the claim says so), and none of A's later writes is accepted. A then boots, cleans
 // up with force, and the taint is removed.
 func TestNonGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName

@@ -19,6 +19,7 @@ import (
 // force deletion of a sentinel pod with a safe-detach volume on the lost
 // node, which shares the node with the tolerant pod.
 func TestNothingHappens(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{
 		Driver:         world.DriverOptions{SafeDetach: true},
 		ControllerArgs: []string{"--quarantine-delay=1s"},

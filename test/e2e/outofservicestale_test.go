@@ -25,6 +25,7 @@ import (
 // that it saw go down and come back rebooted). Only a new power cycle
 // under the second taint lets it go.
 func TestOutOfServiceStaleBootRecord(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{
 		ZombieWrites:   true,
 		ControllerArgs: []string{"--remove-out-of-service-taint"},

@@ -27,6 +27,7 @@ import (
 // still has it staged. Afterwards the node's unforced clean-up lifts the fence
 // and the quarantine, and the volume can come back to that node.
 func TestPartitionHealsWhileFencedDetachFails(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{
 		ZombieWrites:   true,
 		Driver:         world.DriverOptions{SafeDetach: true},

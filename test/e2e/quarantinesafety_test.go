@@ -35,6 +35,7 @@ const quarantineRefusal = "FencelineNotSafeToForceDelete"
 // another short blip after the lift releases nothing either. keep-0 is
 // never force-deleted and its volume never unpublished.
 func TestQuarantineLiftWithSurvivor(t *testing.T) {
+	t.Parallel()
 	const delay = 5 * time.Second
 	s := newScenario(t, world.Options{
 		ZombieWrites:   true,
@@ -186,6 +187,7 @@ func (s *scenario) assertSurvived(pod *corev1.Pod, handle string) {
 // still in the node's volumesInUse, no unpublish at the driver, and the
 // node's writes (it may still be running) still accepted.
 func TestQuarantineRefusesReadWriteMany(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{
 		ZombieWrites:   true,
 		Driver:         world.DriverOptions{SafeDetach: true},

@@ -25,6 +25,7 @@ const eventNotSafe = "FencelineNotSafeToForceDelete"
 // force-delete its pod or release its volume: it says why with an Event
 // naming what is missing, and the volume stays attached.
 func TestSafeDetachDriverCannotFence(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{
 		ZombieWrites:   true,
 		Driver:         world.DriverOptions{SafeDetach: true, NoFence: true},
@@ -41,6 +42,7 @@ func TestSafeDetachDriverCannotFence(t *testing.T) {
 // VolumeAttachment, so no attacher ever fences them: quarantine refuses with
 // an Event naming attachRequired and leaves the pod alone.
 func TestSafeDetachDriverWithoutAttachStep(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{
 		ZombieWrites:   true,
 		Driver:         world.DriverOptions{SafeDetach: true, NoAttach: true},
@@ -65,6 +67,7 @@ func TestSafeDetachDriverWithoutAttachStep(t *testing.T) {
 // the safe-detach annotation. No fenceline-attacher heartbeat proves that
 // detaches will be fenced, so quarantine refuses.
 func TestUpstreamAttacherWithFencelineController(t *testing.T) {
+	t.Parallel()
 	upstream, err := cluster.Tool("csi-attacher")
 	must(t, err)
 	s := newScenario(t, world.Options{

@@ -16,6 +16,7 @@ import (
 // test applies no taint. The quarantine is lifted only after the node came
 // back and cleaned up.
 func TestSafeDetachWithoutHuman(t *testing.T) {
+	t.Parallel()
 	s, nodeA := safeDetachFailover(t, false)
 	if tainted, err := s.w.HasTaint(s.ctx, nodeA, world.OutOfServiceTaint.Key); err != nil || tainted {
 		t.Fatalf("%s has the out-of-service taint (err %v); nobody should have applied it", nodeA, err)
@@ -46,6 +47,7 @@ func TestSafeDetachWithoutHuman(t *testing.T) {
 // the detach is fenced, with no human. Holding such a pod until the node is
 // cut off would wait forever: nothing else cuts it off.
 func TestSafeDetachWithFencelineTaintEviction(t *testing.T) {
+	t.Parallel()
 	safeDetachFailover(t, true)
 }
 

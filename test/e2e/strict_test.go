@@ -21,6 +21,7 @@ import (
 // arrives, db-0 moves, its volume fenced off A before it is published
 // elsewhere.
 func TestStrictDriverWaitsForTaint(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true, Driver: world.DriverOptions{StrictUnpublish: true}})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName

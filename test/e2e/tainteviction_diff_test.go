@@ -66,7 +66,9 @@ func runEvictionScenario(t *testing.T, fenceline bool) evictionRun {
 // (within diffTolerance) under kube-controller-manager's taint-eviction-
 // controller and under Fenceline's.
 func TestTaintEvictionMatchesUpstream(t *testing.T) {
-	// One world at a time: each subtest's cleanup stops its world.
+	// One world at a time: each subtest's cleanup stops its world. Not
+	// parallel with the other stories: it compares times across two runs,
+	// which must see the same load.
 	var upstream, ours evictionRun
 	t.Run("kube-controller-manager", func(t *testing.T) { upstream = runEvictionScenario(t, false) })
 	t.Run("fenceline", func(t *testing.T) { ours = runEvictionScenario(t, true) })

@@ -153,6 +153,7 @@ func taintNode(t *testing.T, ctx context.Context, w *world.World, node, key stri
 // after the taint was added, not 90 s (upstream's timers restart with the
 // controller), gracefully, with upstream's DisruptionTarget reason.
 func TestTaintEvictionRestartMidToleration(t *testing.T) {
+	t.Parallel()
 	e := startEvictionWorld(t, world.Options{TaintEviction: true})
 	ctx, w, del, ns := e.ctx, e.w, e.del, evictionNS
 	startPods(t, ctx, w, plainPod(ns, "web", w.Nodes[0], tolerate(drainTaint, ptr.To[int64](60))))
@@ -203,6 +204,7 @@ func disruption(p *corev1.Pod) *corev1.PodCondition {
 // force-deletes it; the replacement runs elsewhere, the old node's writes
 // fenced.
 func TestTaintEvictionHoldsStatefulPodUntilFenced(t *testing.T) {
+	t.Parallel()
 	// Detection slower than the lifecycle controller's NoExecute taint plus
 	// the pod's 2 s toleration, so that the eviction falls due before the
 	// node is fenced.
@@ -271,6 +273,7 @@ func waitEvent(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, n
 // --node-eviction-rate) taints them all at once. Fenceline's taint-eviction
 // starts the evictions of one node per 1/rate seconds, and says so.
 func TestTaintEvictionStormIsRateLimited(t *testing.T) {
+	t.Parallel()
 	const rate = 0.2 // one node per 5 s
 	e := startEvictionWorld(t, world.Options{
 		Nodes:          []string{"node-a", "node-b", "node-c", "node-d", "node-e", "node-f"},
@@ -325,6 +328,7 @@ func clusterWithFastTainting() cluster.Options {
 // GC removes it once the node is out of service, so KEP-2268 recovery
 // works as it does with upstream's controller.
 func TestTaintEvictionKEP2268(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true, TaintEviction: true})
 	del := watchDeletions(t, s.w.Cluster.Client(), s.ns)
 	pod := s.startDB()
@@ -365,6 +369,7 @@ func TestTaintEvictionKEP2268(t *testing.T) {
 // standDownLead before upstream's, seconds after upstream evicted the
 // first pod. Without the stand-down Fenceline evicts it first.
 func TestTaintEvictionStandsDownBesideUpstream(t *testing.T) {
+	t.Parallel()
 	const (
 		standDownLead = 6 * time.Second
 		toleration    = 9 // seconds: due in Fenceline's view 3 to 4 s after the taint, in upstream's 9 s after

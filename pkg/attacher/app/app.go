@@ -90,6 +90,9 @@ type Options struct {
 	// stays upstream's; zero means the leader lease duration, renewed
 	// three times within it.
 	HeartbeatInterval, HeartbeatDuration time.Duration
+	// AttachEvents is --attach-events, Fenceline's own flag: record a
+	// Normal Attached Event for every attach (off, as upstream).
+	AttachEvents bool
 	// ExitOnConnectionLoss makes the process exit when the CSI socket
 	// connection is lost, as upstream does; in-process users leave it off
 	// and the connection is re-established.
@@ -245,6 +248,7 @@ func newController(ctx context.Context, opts Options, config *rest.Config, clien
 		ReconcileSync:      opts.ReconcileSync,
 		MaxEntries:         int32(min(opts.MaxEntries, 1<<31-1)),
 		Recorder:           recorder,
+		AttachEvents:       opts.AttachEvents,
 		Metrics:            metrics.New(registry),
 		Blind:              blind,
 	}, factory)

@@ -20,7 +20,8 @@ import (
 
 // Event reasons emitted on VolumeAttachments (upstream emits none).
 const (
-	// EventAttached (Normal): ControllerPublishVolume succeeded.
+	// EventAttached (Normal): ControllerPublishVolume succeeded; recorded
+	// only with Config.AttachEvents.
 	EventAttached = "Attached"
 	// EventDetached (Normal): a plain unpublish succeeded.
 	EventDetached = "Detached"
@@ -145,7 +146,9 @@ func (c *Controller) syncAttach(ctx context.Context, va *storagev1.VolumeAttachm
 	}
 	c.track.supersede(va.Name, va.ResourceVersion, out.ResourceVersion)
 	c.track.setForceAttach(va.Name, false)
-	c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventAttached, "Attached volume %s to node %s", req.VolumeID, va.Spec.NodeName)
+	if c.cfg.AttachEvents {
+		c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventAttached, "Attached volume %s to node %s", req.VolumeID, va.Spec.NodeName)
+	}
 	logger.V(2).Info("Attached", "volumeID", req.VolumeID, "nodeID", req.NodeID)
 	return nil
 }

@@ -69,6 +69,11 @@ type Config struct {
 	// fenced detach, a failed detach or a refused one, on the claim bound
 	// to the volume.
 	Recorder record.EventRecorder
+	// AttachEvents records a Normal Attached Event for every successful
+	// attach (--attach-events). Off by default, as upstream records none:
+	// the attach/detach controller already records SuccessfulAttachVolume
+	// on the pod, and each Event is a write to the API server.
+	AttachEvents bool
 	// Metrics records detach outcomes; nil records nothing.
 	Metrics *metrics.Recorder
 	// Blind is set when RBAC does not let the attacher read Nodes or

@@ -66,6 +66,9 @@ type envOptions struct {
 	// otherNodes are more nodes the array knows (their node IDs are their
 	// names), for volumes that move.
 	otherNodes []string
+	// quietAttach runs the controller at the default of --attach-events
+	// (off); the other tests record the Attached Event to see each attach.
+	quietAttach bool
 }
 
 func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
@@ -125,6 +128,7 @@ func newEnv(t *testing.T, o envOptions, objects ...runtime.Object) *env {
 		RetryIntervalStart: 10 * time.Millisecond,
 		RetryIntervalMax:   time.Second,
 		Recorder:           rec,
+		AttachEvents:       !o.quietAttach,
 		Blind:              o.blind,
 	}, factory)
 	if err != nil {

@@ -62,6 +62,20 @@ func TestSyncAttach(t *testing.T) {
 			},
 		},
 		{
+			name:    "without --attach-events an attach records no Event",
+			opts:    envOptions{quietAttach: true},
+			objects: withCSINode,
+			check: func(t *testing.T, e *env, volumeID string) {
+				if !e.va("va-1").Status.Attached {
+					t.Error("VA not attached")
+				}
+				if n := len(audit.Filter(e.audit("ControllerPublishVolume"), audit.OK(), audit.Volume(volumeID))); n != 1 {
+					t.Errorf("successful ControllerPublishVolume calls = %d, want 1", n)
+				}
+				wantEvents(t, e)
+			},
+		},
+		{
 			name: "the node-id annotation is no attach target without a CSINode",
 			mutate: func(_ *v1.PersistentVolume, va *storagev1.VolumeAttachment) {
 				va.Annotations = map[string]string{names.NodeIDAnnotation: testNode}
