@@ -265,10 +265,14 @@ func newController(ctx context.Context, opts Options, config *rest.Config, clien
 func runServing(ctx context.Context, opts Options, config *rest.Config, driverName string, registry prometheus.Gatherer, run func(context.Context) error) error {
 	var elector *leader.Elector
 	if opts.LeaderElection {
-		var err error
-		if elector, err = newElector(opts, config, driverName); err != nil {
+		var (
+			stopEvents func()
+			err        error
+		)
+		if elector, stopEvents, err = newElector(ctx, opts, config, driverName); err != nil {
 			return err
 		}
+		defer stopEvents()
 	}
 	addr := opts.HTTPEndpoint
 	if addr == "" {
@@ -379,24 +383,36 @@ func (o Options) leaderOptions() leader.Options {
 
 // newElector prepares leader election on the Lease that the upstream
 // external-attacher uses, so that the two never lead at the same time.
-func newElector(opts Options, config *rest.Config, driverName string) (*leader.Elector, error) {
+// Like upstream's, it records a LeaderElection Event on the Lease when this
+// replica becomes leader, with the same source as upstream's;
+// stopEvents flushes and stops those Events.
+func newElector(ctx context.Context, opts Options, config *rest.Config, driverName string) (_ *leader.Elector, stopEvents func(), _ error) {
 	// A separate client so that a busy, throttled attacher client cannot
 	// starve lease renewals.
 	leClient, err := kubernetes.NewForConfig(config)
 	if err != nil {
-		return nil, fmt.Errorf("create leader election client: %w", err)
+		return nil, nil, fmt.Errorf("create leader election client: %w", err)
 	}
 	namespace, identity := electionNamespaceAndIdentity(opts)
 	lo := opts.leaderOptions()
 	lo.Namespace = namespace
-	return leader.New(leader.Config{
+	// The source is upstream's: the lock name and identity as given,
+	// before they are sanitized into the Lease's name and holder.
+	recorder, stopEvents := events.NewRecorder(ctx, leClient, "external-attacher-leader-"+driverName+"/"+identity)
+	elector, err := leader.New(leader.Config{
 		Options:      lo,
 		Name:         names.AttacherLeaseName(driverName),
 		Identity:     names.SanitizeDriverName(identity),
 		Labels:       opts.LeaderElectionLabels,
 		Core:         leClient.CoreV1(),
 		Coordination: leClient.CoordinationV1(),
+		Events:       recorder,
 	})
+	if err != nil {
+		stopEvents()
+		return nil, nil, err
+	}
+	return elector, stopEvents, nil
 }
 
 // inClusterNamespace is the pod's namespace, as upstream determines it.

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -53,9 +54,12 @@ func TestSwitchWithUpstreamAttacher(t *testing.T) {
 		stopUpstream := startUpstream(t, upstream, append([]string{
 			"--csi-address=" + strings.TrimPrefix(w.drv.Endpoint(), "unix://"), "--kubeconfig=" + saKubeconfig}, leArgs...)...)
 		holder := waitLeaseHeld(t, w, lease, func(h string) bool { return h != "" && h != "fenceline-b" })
-		w.startAttacherWith(t, saConfig, func(o *app.Options) { withLeaderElection(o, "fenceline-b") })
+		w.startAttacherWith(t, saConfig, func(o *app.Options) {
+			withLeaderElection(o, "fenceline-b")
+			o.AttachEvents = true
+		})
 		// Upstream leads and attaches; fenceline-attacher, waiting for the
-		// lease, must not act: it would emit an Attached Event.
+		// lease, must not act: it would emit an Attached Event (on here).
 		w.attach(t)
 		if got := leaseHolder(t, w, lease); got != holder {
 			t.Fatalf("lease holder changed from %q to %q while upstream was running", holder, got)
@@ -65,6 +69,11 @@ func TestSwitchWithUpstreamAttacher(t *testing.T) {
 		}
 		stopUpstream()
 		waitLeaseHeld(t, w, lease, func(h string) bool { return h == "fenceline-b" })
+		// Both record client-go's LeaderElection Event on the Lease, from
+		// the same source: the lock name before it was sanitized, and the
+		// identity.
+		waitLeaderElectionEvent(t, w, lease, "external-attacher-leader-"+driver.DefaultName, holder)
+		waitLeaderElectionEvent(t, w, lease, "external-attacher-leader-"+driver.DefaultName, "fenceline-b")
 		w.deleteVA(t)
 		w.waitVAGone(t, timeout)
 		w.wantUnpublish(t, false, "OK")
@@ -133,4 +142,35 @@ func waitLeaseHeld(t *testing.T, w *world, lease string, ok func(string) bool) s
 		t.Fatalf("lease %s: holder %q never became the expected one: %v", lease, holder, err)
 	}
 	return holder
+}
+
+// waitLeaderElectionEvent waits for the Normal LeaderElection Event that
+// the replica identity records on the Lease when it becomes leader, with
+// "<lock>/<identity>" as its source, as the kubernetes-csi sidecars do.
+func waitLeaderElectionEvent(t *testing.T, w *world, lease, lock, identity string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(w.ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		events, err := w.client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Lease,involvedObject.name=" + lease + ",reason=LeaderElection",
+		})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Type == v1.EventTypeNormal && e.Source.Component == lock+"/"+identity && strings.Contains(e.Message, identity+" became leader") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		all, _ := w.client.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Lease"})
+		var seen []string
+		if all != nil {
+			for _, e := range all.Items {
+				seen = append(seen, fmt.Sprintf("%s %s %s (source %s)", e.InvolvedObject.Name, e.Reason, e.Message, e.Source.Component))
+			}
+		}
+		t.Fatalf("no LeaderElection Event of %s on Lease %s: %v; Lease Events: %q", identity, lease, err, seen)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/record"
 )
 
 // WatchdogTimeout is how long past the lease duration a leader may go
@@ -88,6 +89,10 @@ type Config struct {
 	// component cannot starve its renewals.
 	Core         corev1.CoreV1Interface
 	Coordination coordinationv1.CoordinationV1Interface
+	// Events, when set, records client-go's Normal LeaderElection Events
+	// on the Lease ("<identity> became leader", "<identity> stopped
+	// leading"), as the kubernetes-csi sidecars do; nil records none.
+	Events record.EventRecorder
 }
 
 // Elector runs work under leader election. Create it with New before the
