@@ -6,6 +6,7 @@ require (
 	github.com/container-storage-interface/spec v1.10.0
 	google.golang.org/grpc v1.64.0
 	google.golang.org/protobuf v1.33.0
+	gopkg.in/yaml.v2 v2.4.0
 )
 
 require (

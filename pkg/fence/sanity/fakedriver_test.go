@@ -37,6 +37,9 @@ type fakeDriver struct {
 	refusal codes.Code
 	// needNode rejects a fence without node_id.
 	needNode bool
+	// secret, when set, is the value every call that carries CSI secrets
+	// must send under the key "password"; others are UNAUTHENTICATED.
+	secret string
 
 	mu      sync.Mutex
 	next    int
@@ -71,7 +74,19 @@ func (d *fakeDriver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi
 	return &csi.NodeGetInfoResponse{NodeId: fakeNode}, nil
 }
 
+// authenticate checks the secrets of a call, as a driver that needs
+// credentials for its array does.
+func (d *fakeDriver) authenticate(call string, secrets map[string]string) error {
+	if d.secret != "" && secrets["password"] != d.secret {
+		return status.Errorf(codes.Unauthenticated, "%s: the secrets do not hold the array's password", call)
+	}
+	return nil
+}
+
 func (d *fakeDriver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	if err := d.authenticate("CreateVolume", req.GetSecrets()); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.next++
@@ -81,6 +96,9 @@ func (d *fakeDriver) CreateVolume(_ context.Context, req *csi.CreateVolumeReques
 }
 
 func (d *fakeDriver) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	if err := d.authenticate("DeleteVolume", req.GetSecrets()); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.volumes, req.GetVolumeId())
@@ -100,6 +118,9 @@ func (d *fakeDriver) volume(id string) (*fakeVolume, error) {
 }
 
 func (d *fakeDriver) ControllerPublishVolume(_ context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+	if err := d.authenticate("ControllerPublishVolume", req.GetSecrets()); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	v, err := d.volume(req.GetVolumeId())
@@ -118,6 +139,9 @@ func (d *fakeDriver) ControllerPublishVolume(_ context.Context, req *csi.Control
 }
 
 func (d *fakeDriver) ControllerUnpublishVolume(_ context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+	if err := d.authenticate("ControllerUnpublishVolume", req.GetSecrets()); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	v, err := d.volume(req.GetVolumeId())
@@ -138,6 +162,9 @@ func (d *fakeDriver) ControllerUnpublishVolume(_ context.Context, req *csi.Contr
 }
 
 func (d *fakeDriver) NodeStageVolume(_ context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	if err := d.authenticate("NodeStageVolume", req.GetSecrets()); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	v, err := d.volume(req.GetVolumeId())
@@ -152,6 +179,9 @@ func (d *fakeDriver) NodeStageVolume(_ context.Context, req *csi.NodeStageVolume
 }
 
 func (d *fakeDriver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if err := d.authenticate("NodePublishVolume", req.GetSecrets()); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	v, err := d.volume(req.GetVolumeId())

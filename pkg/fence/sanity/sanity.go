@@ -100,10 +100,22 @@ type Config struct {
 	// IO writes to a volume as a node. Required for the cases that check
 	// that a fence cuts I/O; without it they are skipped.
 	IO IOHook
+	// Secrets are sent with the calls that carry CSI secrets, as a CO
+	// sends those a StorageClass names.
+	Secrets Secrets
 	// Timeout bounds each case, clean-up included (2 minutes when zero).
 	Timeout time.Duration
 	// Run, when set, runs only the cases whose name it matches.
 	Run *regexp.Regexp
+}
+
+// Secrets are the CSI secrets of each call the suite makes that carries
+// some; a nil map sends none. They are what csi-sanity's secrets file holds
+// for the same calls.
+type Secrets struct {
+	CreateVolume, DeleteVolume                         map[string]string
+	ControllerPublishVolume, ControllerUnpublishVolume map[string]string
+	NodeStageVolume, NodePublishVolume                 map[string]string
 }
 
 // Status is the outcome of one case.

@@ -40,6 +40,7 @@ func TestRunAgainstFakeDrivers(t *testing.T) {
 		drv      *fakeDriver
 		register bool
 		noIO     bool
+		secrets  Secrets
 		want     map[string]Status
 	}{
 		// The fake serves one node: there is nowhere to move a volume to.
@@ -63,6 +64,16 @@ func TestRunAgainstFakeDrivers(t *testing.T) {
 			want: statuses(Pass, caseNoNodeID, "FAIL", caseVolumeMoves, "SKIP"),
 		},
 		{
+			name: "needs secrets, given them", drv: &fakeDriver{caps: both, secret: "s3cret"}, register: true, secrets: allSecrets("s3cret"),
+			want: statuses(Pass, caseVolumeMoves, "SKIP"),
+		},
+		{
+			// Every case that makes a volume fails, each naming the call
+			// the driver refused; discovery needs no secrets.
+			name: "needs secrets, given none", drv: &fakeDriver{caps: both, secret: "s3cret"}, register: true,
+			want: statuses(Fail, caseDiscovery, "PASS", caseVolumeMoves, "SKIP"),
+		},
+		{
 			name: "lifts the fence only on a forced clean-up", drv: &fakeDriver{caps: both, needForce: true}, register: true,
 			want: statuses(Pass, caseCleanupLifts, "FAIL", caseVolumeMoves, "SKIP"),
 		},
@@ -70,13 +81,19 @@ func TestRunAgainstFakeDrivers(t *testing.T) {
 	for _, tc := range tests {
 		tc := tc
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{ControllerEndpoint: serveFake(t, tc.drv, tc.register), IO: tc.drv, Timeout: 30 * time.Second}
+			cfg := Config{ControllerEndpoint: serveFake(t, tc.drv, tc.register), IO: tc.drv, Timeout: 30 * time.Second, Secrets: tc.secrets}
 			if tc.noIO {
 				cfg.IO = nil
 			}
 			checkResults(t, cfg, tc.want)
 		})
 	}
+}
+
+// allSecrets gives every call the password.
+func allSecrets(password string) Secrets {
+	m := map[string]string{"password": password}
+	return Secrets{CreateVolume: m, DeleteVolume: m, ControllerPublishVolume: m, ControllerUnpublishVolume: m, NodeStageVolume: m, NodePublishVolume: m}
 }
 
 // checkResults runs the suite and compares every case's status.

@@ -71,13 +71,14 @@ func (e *env) volume() (volume, error) {
 		CapacityRange:      &csi.CapacityRange{RequiredBytes: cfg.CapacityBytes},
 		VolumeCapabilities: []*csi.VolumeCapability{cfg.VolumeCapability},
 		Parameters:         cfg.Parameters,
+		Secrets:            cfg.Secrets.CreateVolume,
 	})
 	if err != nil {
 		return volume{}, fmt.Errorf("CreateVolume %s: %w", name, err)
 	}
 	v := volume{id: resp.GetVolume().GetVolumeId(), context: resp.GetVolume().GetVolumeContext()}
 	e.deferCleanup(func(ctx context.Context) error {
-		if _, err := ctrl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.id}); err != nil {
+		if _, err := ctrl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.id, Secrets: cfg.Secrets.DeleteVolume}); err != nil {
 			return fmt.Errorf("DeleteVolume %s: %w", v.id, err)
 		}
 		return nil
@@ -115,6 +116,7 @@ func (e *env) controllerPublish(a *attachment) (map[string]string, error) {
 		NodeId:           a.nodeID,
 		VolumeCapability: e.s.cfg.VolumeCapability,
 		VolumeContext:    a.vol.context,
+		Secrets:          e.s.cfg.Secrets.ControllerPublishVolume,
 	})
 	if err != nil {
 		return nil, err
@@ -144,6 +146,7 @@ func (e *env) stageAndPublish(a *attachment) error {
 			StagingTargetPath: staging,
 			VolumeCapability:  e.s.cfg.VolumeCapability,
 			VolumeContext:     a.vol.context,
+			Secrets:           e.s.cfg.Secrets.NodeStageVolume,
 		}); err != nil {
 			return fmt.Errorf("NodeStageVolume %s on node %s: %w", a.vol.id, a.nodeID, err)
 		}
@@ -156,6 +159,7 @@ func (e *env) stageAndPublish(a *attachment) error {
 		TargetPath:        target,
 		VolumeCapability:  e.s.cfg.VolumeCapability,
 		VolumeContext:     a.vol.context,
+		Secrets:           e.s.cfg.Secrets.NodePublishVolume,
 	}); err != nil {
 		return fmt.Errorf("NodePublishVolume %s on node %s: %w", a.vol.id, a.nodeID, err)
 	}
@@ -217,7 +221,7 @@ func (e *env) unpublishCtx(ctx context.Context, volumeID, nodeID string, fenced 
 	if err != nil {
 		return err
 	}
-	req := &csi.ControllerUnpublishVolumeRequest{VolumeId: volumeID, NodeId: nodeID}
+	req := &csi.ControllerUnpublishVolumeRequest{VolumeId: volumeID, NodeId: nodeID, Secrets: e.s.cfg.Secrets.ControllerUnpublishVolume}
 	fence.SetFence(req, fenced)
 	_, err = ctrl.ControllerUnpublishVolume(ctx, req)
 	return err

@@ -108,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (sanity.Config, bool, error) {
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "Time limit of each case.")
 	runPattern := fs.String("run", "", "Run only the cases whose name matches this regular expression.")
 	verbose := fs.Bool("v", false, "Print each case's log, not only for failed cases.")
+	secretsPath := fs.String("secrets", "", "YAML file of the CSI secrets of each call, in csi-sanity's format (CreateVolumeSecret, ControllerPublishVolumeSecret, ControllerUnpublishVolumeSecret, NodeStageVolumeSecret, ...); the same file serves both suites.")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false, err
 	}
@@ -134,6 +135,13 @@ func parseFlags(args []string, stderr io.Writer) (sanity.Config, bool, error) {
 		cfg.VolumeContext = volCtx
 	}
 	cfg.VolumeCapability = volumeCapability(*block, *fsType)
+	if *secretsPath != "" {
+		s, err := loadSecrets(*secretsPath)
+		if err != nil {
+			return cfg, false, err
+		}
+		cfg.Secrets = s
+	}
 	if *ioCommand != "" {
 		cfg.IO = CommandHook(*ioCommand)
 	}
