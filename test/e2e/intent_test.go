@@ -100,6 +100,18 @@ func (s *scenario) attacherDownAcrossHeal(cut, afterHeal func(node string)) {
 		return got.DeletionTimestamp != nil, nil
 	}))
 	s.timeline.Add(time.Now(), "VolumeAttachment %s deleted, waiting for the attacher", va)
+	// The replacement is placed while the node is still cut off, as in a
+	// cluster whose StatefulSet controller keeps up; on a loaded machine
+	// it could otherwise be placed after the heal, back on the node (once
+	// the operator removed its taint), which is not this story.
+	must(t, world.WaitFor(s.ctx, failoverTimeout, "db-0's replacement scheduled off "+nodeA, func(ctx context.Context) (bool, error) {
+		p, err := s.w.Cluster.Client().CoreV1().Pods(s.ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return p.UID != pod.UID && p.Spec.NodeName != "" && p.Spec.NodeName != nodeA, nil
+	}))
+	s.timeline.Add(time.Now(), "db-0's replacement scheduled off %s", nodeA)
 
 	must(t, s.w.PartitionHeal(s.ctx, nodeA))
 	s.timeline.Add(time.Now(), "partition of %s healed, node Ready", nodeA)
