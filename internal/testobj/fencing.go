@@ -174,6 +174,22 @@ func Probed(power fencingv1alpha1.PowerState, reachable bool, t time.Time) Targe
 	}
 }
 
+// ProbeFailed sets the status of a probe that failed at t for reason (a
+// FenceTarget's Reachable condition False with that reason and message).
+func ProbeFailed(reason, message string, t time.Time) TargetOption {
+	return func(ft *fencingv1alpha1.FenceTarget) {
+		at := metav1.NewTime(t)
+		ft.Status.PowerState, ft.Status.LastProbeTime = fencingv1alpha1.PowerStateUnknown, &at
+		ft.Status.Conditions = []metav1.Condition{{Type: fencingv1alpha1.FenceTargetReachable, Status: metav1.ConditionFalse, Reason: reason, Message: message, LastTransitionTime: at}}
+	}
+}
+
+// TargetGeneration sets the target's metadata.generation (a spec the fence
+// agent may not have probed yet).
+func TargetGeneration(g int64) TargetOption {
+	return func(ft *fencingv1alpha1.FenceTarget) { ft.Generation = g }
+}
+
 // RequestOption changes a FencingRequest under construction.
 type RequestOption func(*fencingv1alpha1.FencingRequest)
 

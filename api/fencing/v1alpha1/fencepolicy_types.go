@@ -14,6 +14,8 @@ import (
 // +kubebuilder:printcolumn:name="Approval",type=string,JSONPath=`.spec.detection.approval`
 // +kubebuilder:printcolumn:name="Storage Fence",type=string,JSONPath=`.spec.storageFence`
 // +kubebuilder:printcolumn:name="Max Concurrent",type=integer,JSONPath=`.spec.stormGuard.maxConcurrentFencing`
+// +kubebuilder:printcolumn:name="Selected",type=integer,JSONPath=`.status.coverage.selectedNodes`
+// +kubebuilder:printcolumn:name="Uncovered",type=integer,JSONPath=`.status.coverage.uncoveredNodes`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // FencePolicy says when to fence the nodes it selects, in which order to
@@ -31,12 +33,14 @@ type FencePolicy struct {
 
 	// +required
 	Spec FencePolicySpec `json:"spec"`
-	// Status is the node-fencing controller's memory of the policy.
+	// Status is fenceline-controller's memory of the policy and what it
+	// found about the nodes it selects.
 	// +optional
 	Status FencePolicyStatus `json:"status,omitempty"`
 }
 
-// FencePolicyStatus is written by the node-fencing controller only.
+// FencePolicyStatus is written by fenceline-controller: the storm guard's
+// state by node-fencing, the coverage by fence-coverage.
 type FencePolicyStatus struct {
 	// StormGuard is the storm guard's rate bucket and storm state, kept
 	// here so that a restarted or newly elected controller is never more
@@ -45,6 +49,54 @@ type FencePolicyStatus struct {
 	// effect).
 	// +optional
 	StormGuard *StormGuardStatus `json:"stormGuard,omitempty"`
+	// Coverage is whether every node the policy selects can be fenced
+	// now, as the fence-coverage controller last saw it: a node without
+	// a FenceTarget, or whose fence devices do not answer or reject their
+	// credentials, is found here before it dies, not when it does.
+	// +optional
+	Coverage *FenceCoverage `json:"coverage,omitempty"`
+}
+
+// FenceCoverage counts the nodes a policy selects and lists those that
+// cannot be fenced now.
+type FenceCoverage struct {
+	// SelectedNodes is the number of nodes the policy selects (nodes
+	// labelled fenceline.io/exclude-from-fencing are not counted).
+	SelectedNodes int32 `json:"selectedNodes"`
+	// UncoveredNodes is the number of selected nodes that cannot be
+	// fenced now; Uncovered lists them, the first MaxUncoveredListed by
+	// name.
+	UncoveredNodes int32 `json:"uncoveredNodes"`
+	// Uncovered are nodes that cannot be fenced now, and why.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=50
+	Uncovered []UncoveredNode `json:"uncovered,omitempty"`
+	// ObservedGeneration is the policy's generation this coverage was
+	// computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// MaxUncoveredListed is how many uncovered nodes FenceCoverage lists.
+const MaxUncoveredListed = 50
+
+// UncoveredNode is a node a policy selects that cannot be fenced now.
+type UncoveredNode struct {
+	// Node is the node's name.
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// Reason is a CamelCase word: PolicyNotUsable, SeveralPolicies,
+	// NoFenceTarget, NoEndpointForPolicy, NotProbed, or the reason of the
+	// FenceTarget's Reachable condition (Unreachable,
+	// CredentialsRejected, CredentialsMissing, TLSNotTrusted, ...).
+	// +kubebuilder:validation:MaxLength=128
+	Reason string `json:"reason"`
+	// Message says what to do.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // StormGuardStatus is the storm guard's state as of UpdateTime. Its times

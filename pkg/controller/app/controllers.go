@@ -17,6 +17,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/attacherevidence"
 	"fenceline.io/fenceline/pkg/controller/explain"
+	"fenceline.io/fenceline/pkg/controller/fencecoverage"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/nodefencing"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
@@ -170,6 +171,8 @@ var Controllers = []Descriptor{
 		guard := settingsOf(c, defaultGuard)
 		return tainteviction.New(tainteviction.Config{Informers: c.Informers, Actuator: c.Actuator, Client: c.Client, Guard: *guard, Resync: c.Options.Resync, Metrics: metricsOf[*tainteviction.Metrics](c)})
 	}},
+	// Finds the nodes a FencePolicy selects that could not be fenced now.
+	{Name: fencecoverage.Name, EnabledByDefault: true, Metrics: func() Metrics { return fencecoverage.NewMetrics() }, New: newFenceCoverage},
 	// Removing the out-of-service taint automatically is opt-in.
 	{Name: outofservice.Name, Explain: outofservice.Explain, New: func(c ControllerContext) (Controller, error) {
 		return outofservice.New(c.Informers, c.Actuator)
@@ -308,6 +311,18 @@ func newNodeFencing(c ControllerContext) (Controller, error) {
 	return nodefencing.New(nodefencing.Config{
 		Informers: c.Informers, NodeLeases: c.NodeLeases, Fencing: c.Fencing,
 		Client: c.FencingClient, Actuator: c.Actuator, Recorder: c.Actuator.Recorder, Metrics: metricsOf[*nodefencing.Metrics](c),
+	})
+}
+
+// newFenceCoverage sets up fence-coverage when the fencing API is served,
+// as node-fencing does.
+func newFenceCoverage(c ControllerContext) (Controller, error) {
+	if err := FencingServed(c.FencingClient); err != nil {
+		return nil, fmt.Errorf("%w: %v; install deploy/crds or disable it with --controllers=*,-%s", errNotServed, err, fencecoverage.Name)
+	}
+	return fencecoverage.New(fencecoverage.Config{
+		Informers: c.Informers, Fencing: c.Fencing, Client: c.FencingClient,
+		Recorder: c.Actuator.Recorder, Metrics: metricsOf[*fencecoverage.Metrics](c),
 	})
 }
 

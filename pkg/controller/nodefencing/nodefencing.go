@@ -11,6 +11,7 @@ package nodefencing
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -166,10 +167,29 @@ func (c *Controller) addHandlers(vaInf, reqInf cache.SharedIndexInformer) error 
 		DeleteFunc: func(any) { c.enqueueAll() },
 	}
 	fv := c.cfg.Fencing.Fencing().V1alpha1()
-	if err := nodequeue.AddHandler(fv.FencePolicies().Informer(), "FencePolicy", all); err != nil {
+	// A write of a policy's status (the storm guard's state, fence-
+	// coverage's finding) changes no decision: the guard's state is read
+	// fresh from the API when first needed, never from this cache.
+	if err := nodequeue.AddHandler(fv.FencePolicies().Informer(), "FencePolicy", cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.enqueueAll() },
+		UpdateFunc: func(old, cur any) { policySpecChanged(old, cur, c.enqueueAll) },
+		DeleteFunc: func(any) { c.enqueueAll() },
+	}); err != nil {
 		return err
 	}
 	return nodequeue.AddHandler(fv.FenceClasses().Informer(), "FenceClass", all)
+}
+
+// policySpecChanged calls enqueue unless cur is old with only its status
+// changed (same generation, labels and annotations).
+func policySpecChanged(old, cur any, enqueue func()) {
+	o, ok1 := old.(*fencingv1alpha1.FencePolicy)
+	n, ok2 := cur.(*fencingv1alpha1.FencePolicy)
+	if ok1 && ok2 && o.Generation == n.Generation && o.Generation != 0 &&
+		maps.Equal(o.Labels, n.Labels) && maps.Equal(o.Annotations, n.Annotations) {
+		return
+	}
+	enqueue()
 }
 
 // nodeChanged filters the node updates that matter: readiness, boot ID,

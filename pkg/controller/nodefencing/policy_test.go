@@ -218,3 +218,37 @@ func TestDetectRules(t *testing.T) {
 		t.Errorf("a policy whose selector does not parse made a candidate: %+v", v)
 	}
 }
+
+// Writes of a policy's status alone (the storm guard's state, fence-
+// coverage's finding) re-queue no node; a spec change re-queues them all.
+func TestPolicySpecChanged(t *testing.T) {
+	base := testobj.FencePolicy("p")
+	base.Generation = 2
+	statusOnly := base.DeepCopy()
+	statusOnly.Status.Coverage = &fencingv1alpha1.FenceCoverage{SelectedNodes: 3}
+	respec := base.DeepCopy()
+	respec.Generation = 3
+	relabelled := base.DeepCopy()
+	relabelled.Labels = map[string]string{"team": "db"}
+	noGeneration := testobj.FencePolicy("p") // a client that sets none (fake clients)
+	tests := []struct {
+		name     string
+		old, cur any
+		want     bool
+	}{
+		{"status written", base, statusOnly, false},
+		{"spec changed", base, respec, true},
+		{"labels changed", base, relabelled, true},
+		{"no generation to compare", noGeneration, noGeneration.DeepCopy(), true},
+		{"not a policy", base, "tombstone", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := false
+			policySpecChanged(tt.old, tt.cur, func() { got = true })
+			if got != tt.want {
+				t.Errorf("enqueued %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -24,6 +24,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.FenceClassApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FenceClassSpec"):
 		return &fencingv1alpha1.FenceClassSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FenceCoverage"):
+		return &fencingv1alpha1.FenceCoverageApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FenceDetection"):
 		return &fencingv1alpha1.FenceDetectionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FenceEndpoint"):
@@ -66,6 +68,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.StormGuardApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StormGuardStatus"):
 		return &fencingv1alpha1.StormGuardStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("UncoveredNode"):
+		return &fencingv1alpha1.UncoveredNodeApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("UnhealthyCondition"):
 		return &fencingv1alpha1.UnhealthyConditionApplyConfiguration{}
 

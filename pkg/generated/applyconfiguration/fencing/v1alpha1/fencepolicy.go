@@ -24,7 +24,8 @@ type FencePolicyApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	Spec                             *FencePolicySpecApplyConfiguration `json:"spec,omitempty"`
-	// Status is the node-fencing controller's memory of the policy.
+	// Status is fenceline-controller's memory of the policy and what it
+	// found about the nodes it selects.
 	Status *FencePolicyStatusApplyConfiguration `json:"status,omitempty"`
 }
 

@@ -5,7 +5,8 @@ package v1alpha1
 // FencePolicyStatusApplyConfiguration represents a declarative configuration of the FencePolicyStatus type for use
 // with apply.
 //
-// FencePolicyStatus is written by the node-fencing controller only.
+// FencePolicyStatus is written by fenceline-controller: the storm guard's
+// state by node-fencing, the coverage by fence-coverage.
 type FencePolicyStatusApplyConfiguration struct {
 	// StormGuard is the storm guard's rate bucket and storm state, kept
 	// here so that a restarted or newly elected controller is never more
@@ -13,6 +14,11 @@ type FencePolicyStatusApplyConfiguration struct {
 	// under the policy (the state is written before an admission takes
 	// effect).
 	StormGuard *StormGuardStatusApplyConfiguration `json:"stormGuard,omitempty"`
+	// Coverage is whether every node the policy selects can be fenced
+	// now, as the fence-coverage controller last saw it: a node without
+	// a FenceTarget, or whose fence devices do not answer or reject their
+	// credentials, is found here before it dies, not when it does.
+	Coverage *FenceCoverageApplyConfiguration `json:"coverage,omitempty"`
 }
 
 // FencePolicyStatusApplyConfiguration constructs a declarative configuration of the FencePolicyStatus type for use with
@@ -26,5 +32,13 @@ func FencePolicyStatus() *FencePolicyStatusApplyConfiguration {
 // If called multiple times, the StormGuard field is set to the value of the last call.
 func (b *FencePolicyStatusApplyConfiguration) WithStormGuard(value *StormGuardStatusApplyConfiguration) *FencePolicyStatusApplyConfiguration {
 	b.StormGuard = value
+	return b
+}
+
+// WithCoverage sets the Coverage field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Coverage field is set to the value of the last call.
+func (b *FencePolicyStatusApplyConfiguration) WithCoverage(value *FenceCoverageApplyConfiguration) *FencePolicyStatusApplyConfiguration {
+	b.Coverage = value
 	return b
 }
