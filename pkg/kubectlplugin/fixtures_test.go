@@ -93,7 +93,11 @@ func world() (kube []runtime.Object, fenceObjs []runtime.Object) {
 		fencedVA("va-1", "pv-1", "dead"), testobj.VA("va-2", driver, "pv-2", "live"),
 		ev, other,
 	}
-	fenceObjs = []runtime.Object{fencingRequest("dead", fencingv1alpha1.FencingPhaseFenced), testobj.FencePolicy("workers"), testobj.FenceClass("bmc")}
+	workers := testobj.FencePolicy("workers")
+	workers.Status.Coverage = &fencingv1alpha1.FenceCoverage{SelectedNodes: 2, UncoveredNodes: 1, Uncovered: []fencingv1alpha1.UncoveredNode{
+		{Node: "live", Reason: "CredentialsRejected", Message: "endpoint bmc: 401 Unauthorized"},
+	}}
+	fenceObjs = []runtime.Object{fencingRequest("dead", fencingv1alpha1.FencingPhaseFenced), workers, testobj.FenceClass("bmc")}
 	return kube, fenceObjs
 }
 

@@ -87,6 +87,9 @@ func (p *Printer) PrintStatus(st Status) error {
 	if err := p.table("FENCING REQUESTS", "NAME\tNODE\tPHASE\tREASON\tREQUESTER\tAGE\tMESSAGE", rows, empty); err != nil {
 		return err
 	}
+	if err := p.printCoverage(st, empty); err != nil {
+		return err
+	}
 	rows = nil
 	for _, d := range st.Detaches {
 		rows = append(rows, row(d.Name, d.Driver, d.Node, d.PV, p.age(d.Since), d.Mode, d.Detail))
@@ -99,6 +102,32 @@ func (p *Printer) PrintStatus(st Status) error {
 		rows = append(rows, row(p.age(&e.Last), e.Type, e.Reason, e.Object, e.Component, e.Message))
 	}
 	return p.table("RECENT EVENTS", "LAST\tTYPE\tREASON\tOBJECT\tCOMPONENT\tMESSAGE", rows, "none")
+}
+
+// printCoverage writes a row per node a policy cannot fence now, and one
+// per policy that covers every node it selects (or whose coverage nobody
+// wrote: fence-coverage is not running).
+func (p *Printer) printCoverage(st Status, empty string) error {
+	var rows []string
+	for _, c := range st.Coverage {
+		counts := fmt.Sprintf("%d/%d", c.Selected-c.Uncovered, c.Selected)
+		switch {
+		case !c.Known:
+			rows = append(rows, row(c.Policy, "unknown", "", "", "no coverage written: is fenceline-controller's fence-coverage running?"))
+		case len(c.Nodes) == 0:
+			rows = append(rows, row(c.Policy, counts, "", "", "every selected node can be fenced"))
+		}
+		for _, n := range c.Nodes {
+			rows = append(rows, row(c.Policy, counts, n.Node, n.Reason, n.Message))
+		}
+		if listed := int32(len(c.Nodes)); c.Uncovered > listed {
+			rows = append(rows, row(c.Policy, counts, fmt.Sprintf("(%d more)", c.Uncovered-listed), "", "kubectl get fencepolicy "+c.Policy+" -o yaml lists the first 50"))
+		}
+	}
+	if !st.FencingAPI {
+		return p.table("FENCE COVERAGE", "POLICY	COVERED	NODE	REASON	MESSAGE", nil, empty)
+	}
+	return p.table("FENCE COVERAGE", "POLICY	COVERED	NODE	REASON	MESSAGE", rows, "no FencePolicy")
 }
 
 // PrintExplanation writes explain's verdicts as a table.

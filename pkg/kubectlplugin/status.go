@@ -25,8 +25,11 @@ type Status struct {
 	// FencingAPI is false when the fencing CRDs are not installed.
 	FencingAPI      bool            `json:"fencingAPI"`
 	FencingRequests []RequestStatus `json:"fencingRequests"`
-	Detaches        []DetachStatus  `json:"pendingDetaches"`
-	Events          []EventStatus   `json:"events"`
+	// Coverage is each FencePolicy's fence coverage, as fence-coverage
+	// last wrote it.
+	Coverage []CoverageStatus `json:"coverage"`
+	Detaches []DetachStatus   `json:"pendingDetaches"`
+	Events   []EventStatus    `json:"events"`
 }
 
 // DriverStatus is a CSIDriver and what Fenceline knows about it.
@@ -85,6 +88,18 @@ type RequestStatus struct {
 	Ask string `json:"ask,omitempty"`
 }
 
+// CoverageStatus is a FencePolicy's status.coverage: the nodes it selects,
+// and those that could not be fenced now.
+type CoverageStatus struct {
+	Policy string `json:"policy"`
+	// Known is false until fence-coverage wrote the policy's coverage (it
+	// is not running, or not yet).
+	Known     bool                            `json:"known"`
+	Selected  int32                           `json:"selectedNodes"`
+	Uncovered int32                           `json:"uncoveredNodes"`
+	Nodes     []fencingv1alpha1.UncoveredNode `json:"uncovered,omitempty"`
+}
+
 // DetachStatus is a VolumeAttachment waiting to be detached.
 type DetachStatus struct {
 	Name   string `json:"name"`
@@ -115,7 +130,7 @@ type EventStatus struct {
 // Events kept (the most recent).
 func BuildStatus(s *Snapshot, maxEvents int) Status {
 	st := Status{FencingAPI: s.FencingAPI, Drivers: []DriverStatus{}, Nodes: []NodeStatus{},
-		FencingRequests: []RequestStatus{}, Detaches: []DetachStatus{}, Events: []EventStatus{}}
+		FencingRequests: []RequestStatus{}, Coverage: []CoverageStatus{}, Detaches: []DetachStatus{}, Events: []EventStatus{}}
 	for _, d := range s.Drivers {
 		st.Drivers = append(st.Drivers, driverStatus(d, s))
 	}
@@ -130,6 +145,10 @@ func BuildStatus(s *Snapshot, maxEvents int) Status {
 	slices.SortFunc(st.FencingRequests, func(a, b RequestStatus) int {
 		return cmp.Or(a.Created.Compare(b.Created.Time), strings.Compare(a.Name, b.Name))
 	})
+	for _, p := range s.Policies {
+		st.Coverage = append(st.Coverage, coverageStatus(p))
+	}
+	slices.SortFunc(st.Coverage, func(a, b CoverageStatus) int { return strings.Compare(a.Policy, b.Policy) })
 	for _, va := range s.VolumeAttachments {
 		if d, ok := detachStatus(va); ok {
 			st.Detaches = append(st.Detaches, d)
@@ -303,6 +322,14 @@ func detachStatus(va *storagev1.VolumeAttachment) (DetachStatus, bool) {
 	}
 	d.Detail = strings.Join(details, "; ")
 	return d, true
+}
+
+func coverageStatus(p *fencingv1alpha1.FencePolicy) CoverageStatus {
+	c := CoverageStatus{Policy: p.Name}
+	if cov := p.Status.Coverage; cov != nil {
+		c.Known, c.Selected, c.Uncovered, c.Nodes = true, cov.SelectedNodes, cov.UncoveredNodes, cov.Uncovered
+	}
+	return c
 }
 
 func orUnknown(s string) string {
