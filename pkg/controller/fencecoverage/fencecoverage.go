@@ -67,11 +67,15 @@ type Controller struct {
 	classes  fencinglisters.FenceClassLister
 	targets  fencinglisters.FenceTargetLister
 	queue    *keyloop.Loop[string]
+	// targetQueue holds FenceTargets whose Node may have come or gone.
+	targetQueue *keyloop.Loop[string]
 
 	mu sync.Mutex
 	// reported are the uncovered nodes each policy's last sync reported,
 	// with their reason, so that an Event says what changed.
 	reported map[string]map[string]string
+	// orphans are the FenceTargets that name no Node.
+	orphans map[string]bool
 }
 
 // New wires the controller to the shared informers; call it before they
@@ -88,8 +92,11 @@ func New(cfg Config) (*Controller, error) {
 		classes:  fv.FenceClasses().Lister(),
 		targets:  fv.FenceTargets().Lister(),
 		reported: map[string]map[string]string{},
+		orphans:  map[string]bool{},
 	}
 	c.queue = keyloop.New(keyloop.Config{Name: Name, KeyName: "policy"}, c.sync)
+	c.targetQueue = keyloop.New(keyloop.Config{Name: Name + "-targets", KeyName: "fenceTarget"}, c.syncTarget)
+	nodeTargets, targetTargets := c.targetHandlers()
 	all := func(any) { c.enqueueAll() }
 	handlers := []struct {
 		what string
@@ -123,6 +130,14 @@ func New(cfg Config) (*Controller, error) {
 			},
 		}},
 	}
+	handlers = append(handlers, []struct {
+		what string
+		inf  cache.SharedIndexInformer
+		h    cache.ResourceEventHandler
+	}{
+		{"node (FenceTargets)", cfg.Informers.Core().V1().Nodes().Informer(), nodeTargets},
+		{"FenceTarget (its Node)", fv.FenceTargets().Informer(), targetTargets},
+	}...)
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(h.h); err != nil {
 			return nil, fmt.Errorf("adding %s event handler: %w", h.what, err)
@@ -158,8 +173,13 @@ func (c *Controller) enqueueAll() {
 	}
 }
 
-// Run processes policies until ctx ends.
-func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+// Run processes policies and FenceTargets until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	var wg sync.WaitGroup
+	wg.Go(func() { c.targetQueue.Run(ctx, 1) })
+	c.queue.Run(ctx, workers)
+	wg.Wait()
+}
 
 // Sync is one sync of a policy, exported for the controller's tests.
 func (c *Controller) Sync(ctx context.Context, name string) (time.Duration, error) {

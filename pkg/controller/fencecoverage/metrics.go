@@ -12,6 +12,9 @@ type Metrics struct {
 	SelectedNodes *prometheus.GaugeVec
 	// UncoveredNodes is the number of them that cannot be fenced now.
 	UncoveredNodes *prometheus.GaugeVec
+	// TargetsWithoutNode is the number of FenceTargets no Node is named
+	// after.
+	TargetsWithoutNode prometheus.Gauge
 }
 
 // NewMetrics creates fence-coverage's collectors, unregistered.
@@ -29,12 +32,18 @@ func NewMetrics() *Metrics {
 			Name:      "uncovered_nodes",
 			Help:      "Nodes the FencePolicy selects that could not be fenced now: no FenceTarget, no endpoint of the policy's classes, a fence device that does not answer or rejects its credentials, or a policy that cannot be used. The policy's status lists them.",
 		}, []string{"policy"}),
+		TargetsWithoutNode: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "fenceline",
+			Subsystem: "fence_coverage",
+			Name:      "targets_without_node",
+			Help:      "FenceTargets that no Node is named after: they fence nothing (a typo, or a node that was removed).",
+		}),
 	}
 }
 
 // Collectors returns every collector, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.SelectedNodes, m.UncoveredNodes}
+	return []prometheus.Collector{m.SelectedNodes, m.UncoveredNodes, m.TargetsWithoutNode}
 }
 
 // set records a policy's counts.
@@ -44,6 +53,13 @@ func (m *Metrics) set(policy string, selected, uncovered int32) {
 	}
 	m.SelectedNodes.WithLabelValues(policy).Set(float64(selected))
 	m.UncoveredNodes.WithLabelValues(policy).Set(float64(uncovered))
+}
+
+// setOrphans records the number of FenceTargets without a Node.
+func (m *Metrics) setOrphans(n int) {
+	if m != nil {
+		m.TargetsWithoutNode.Set(float64(n))
+	}
 }
 
 // forget removes a deleted policy's series.

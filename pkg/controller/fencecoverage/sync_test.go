@@ -117,3 +117,34 @@ func TestSyncBoundsEvents(t *testing.T) {
 		t.Errorf("uncovered %d, want 12", cov.UncoveredNodes)
 	}
 }
+
+// A FenceTarget that no Node is named after is said once, with a Warning
+// Event, and counted; once the Node exists (or the target goes) it is not.
+func TestSyncTargetWithoutNode(t *testing.T) {
+	e := newSyncEnv(t, testobj.FencePolicy("all"), testobj.Node("w1"), reachable("w1"), reachable("w1-typo"))
+	e.Sync(e.c.syncTarget, "w1").Check(t, ctrltest.Want{})
+	e.Sync(e.c.syncTarget, "w1-typo").Check(t, ctrltest.Want{Events: []string{"Warning " + EventTargetWithoutNode + " No Node is named w1-typo"}})
+	e.Sync(e.c.syncTarget, "w1-typo").Check(t, ctrltest.Want{}) // said once
+	if got := testutil.ToFloat64(e.m.TargetsWithoutNode); got != 1 {
+		t.Errorf("targets without a node = %v, want 1", got)
+	}
+	if _, err := e.Kube.CoreV1().Nodes().Create(e.Ctx, testobj.Node("w1-typo"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Sync(e.c.syncTarget, "w1-typo").Check(t, ctrltest.Want{})
+	if got := testutil.ToFloat64(e.m.TargetsWithoutNode); got != 0 {
+		t.Errorf("targets without a node = %v after the node came, want 0", got)
+	}
+	// The node goes again, then the target: counted, then not.
+	if err := e.Kube.CoreV1().Nodes().Delete(e.Ctx, "w1-typo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Sync(e.c.syncTarget, "w1-typo").Check(t, ctrltest.Want{Events: []string{"Warning " + EventTargetWithoutNode}})
+	if err := e.Fencing.FencingV1alpha1().FenceTargets().Delete(e.Ctx, "w1-typo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Sync(e.c.syncTarget, "w1-typo").Check(t, ctrltest.Want{})
+	if got := testutil.ToFloat64(e.m.TargetsWithoutNode); got != 0 {
+		t.Errorf("targets without a node = %v after the target went, want 0", got)
+	}
+}
