@@ -90,6 +90,11 @@ func NoOutOfServiceTaint() PolicyOption {
 	return func(p *fencingv1alpha1.FencePolicy) { p.Spec.Recovery.OutOfServiceTaint = "None" }
 }
 
+// Paused sets spec.paused.
+func Paused() PolicyOption {
+	return func(p *fencingv1alpha1.FencePolicy) { p.Spec.Paused = true }
+}
+
 // ManualUnfence sets recovery.unfence Manual.
 func ManualUnfence() PolicyOption {
 	return func(p *fencingv1alpha1.FencePolicy) { p.Spec.Recovery.Unfence = "Manual" }

@@ -111,6 +111,9 @@ func (p *Printer) printCoverage(st Status, empty string) error {
 	var rows []string
 	for _, c := range st.Coverage {
 		counts := fmt.Sprintf("%d/%d", c.Selected-c.Uncovered, c.Selected)
+		if c.Paused {
+			c.Policy += " (paused: no automatic fence)"
+		}
 		switch {
 		case !c.Known:
 			rows = append(rows, row(c.Policy, "unknown", "", "", "no coverage written: is fenceline-controller's fence-coverage running?"))

@@ -92,6 +92,8 @@ type RequestStatus struct {
 // and those that could not be fenced now.
 type CoverageStatus struct {
 	Policy string `json:"policy"`
+	// Paused is spec.paused: no automatic fence starts under the policy.
+	Paused bool `json:"paused"`
 	// Known is false until fence-coverage wrote the policy's coverage (it
 	// is not running, or not yet).
 	Known     bool                            `json:"known"`
@@ -325,7 +327,7 @@ func detachStatus(va *storagev1.VolumeAttachment) (DetachStatus, bool) {
 }
 
 func coverageStatus(p *fencingv1alpha1.FencePolicy) CoverageStatus {
-	c := CoverageStatus{Policy: p.Name}
+	c := CoverageStatus{Policy: p.Name, Paused: p.Spec.Paused}
 	if cov := p.Status.Coverage; cov != nil {
 		c.Known, c.Selected, c.Uncovered, c.Nodes = true, cov.SelectedNodes, cov.UncoveredNodes, cov.Uncovered
 	}

@@ -221,3 +221,15 @@ func TestOutOfServiceMarkSaysWhoApplied(t *testing.T) {
 		}
 	}
 }
+
+// A paused policy says so in the coverage table and in -o json.
+func TestPrintCoveragePaused(t *testing.T) {
+	st := Status{FencingAPI: true, Coverage: []CoverageStatus{{Policy: "workers", Paused: true, Known: true, Selected: 3}}}
+	var out strings.Builder
+	if err := (&Printer{Out: &out}).PrintStatus(st); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "workers (paused: no automatic fence)  3/3") {
+		t.Errorf("coverage table lacks the paused policy:\n%s", out.String())
+	}
+}

@@ -11,6 +11,7 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:resource:scope=Cluster,shortName=fp,categories=fenceline
 // +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`
 // +kubebuilder:printcolumn:name="Approval",type=string,JSONPath=`.spec.detection.approval`
 // +kubebuilder:printcolumn:name="Storage Fence",type=string,JSONPath=`.spec.storageFence`
 // +kubebuilder:printcolumn:name="Max Concurrent",type=integer,JSONPath=`.spec.stormGuard.maxConcurrentFencing`
@@ -132,6 +133,14 @@ type FencePolicySpec struct {
 	// NodeSelector selects the nodes of this policy; empty selects all.
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// Paused stops automatic fencing under this policy, for maintenance
+	// and upgrades: no automatic FencingRequest is created, and one not
+	// yet admitted waits (unless an operator approved it). A fence already
+	// admitted goes on, manual requests are carried out, and detection
+	// still reports what it sees. Unpausing resumes where it stopped.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 
 	// Detection is when a node is to be fenced.
 	// +optional

@@ -32,6 +32,9 @@ const (
 	EventUnfenced     = "NodeUnfenced"
 	EventCancelled    = "FencingCancelled"
 	EventWaiting      = "FencingWaiting"
+	// EventPaused (Warning, on the Node): the node would be fenced now,
+	// but its policy is paused; recorded once until it changes.
+	EventPaused = "FencingPaused"
 )
 
 // refusedRecheck is when a refused admission whose refusal does not lift
@@ -49,6 +52,7 @@ func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Durati
 		if d.Clearing {
 			return d.RecheckAfter, c.noteMarksStay(ctx, in, d)
 		}
+		c.notePaused(ctx, in, d)
 		return d.RecheckAfter, c.noteWaiting(ctx, in.Request, d)
 	case StepCreate:
 		return 0, c.create(ctx, in, d)
@@ -348,6 +352,28 @@ func (c *Controller) noteWaiting(ctx context.Context, r *fencingv1alpha1.Fencing
 		c.cfg.Recorder.Eventf(r, eventType(d.Reason), EventWaiting, "%s: %s", d.Reason, d.Why)
 	}
 	return err
+}
+
+// notePaused records, once per episode, that a candidate node without a
+// request is not fenced because its policy is paused; a request that waits
+// for the same reason says so in its own condition and Event.
+func (c *Controller) notePaused(ctx context.Context, in Input, d Decision) {
+	if in.Node == nil || in.Request != nil {
+		return
+	}
+	held := d.Reason == ReasonPaused
+	c.pausedMu.Lock()
+	was := c.paused[in.Node.Name]
+	if held {
+		c.paused[in.Node.Name] = true
+	} else {
+		delete(c.paused, in.Node.Name)
+	}
+	c.pausedMu.Unlock()
+	if held && !was {
+		klog.FromContext(ctx).Info("Fencing paused", "why", d.Why)
+		c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeWarning, EventPaused, "%s", d.Why)
+	}
 }
 
 // waitingCondition is the request condition that says why a request in the

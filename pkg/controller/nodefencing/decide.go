@@ -38,11 +38,14 @@ const (
 
 // Reasons of a Decision that waits, for conditions, Events and logs.
 const (
-	ReasonInvalidPolicy     = "InvalidPolicy"
-	ReasonNoPolicy          = "NoPolicy"
-	ReasonNotCandidate      = "NotCandidate"
-	ReasonEarlierFailure    = "EarlierRequestFailed"
-	ReasonAwaitingApproval  = "AwaitingApproval"
+	ReasonInvalidPolicy    = "InvalidPolicy"
+	ReasonNoPolicy         = "NoPolicy"
+	ReasonNotCandidate     = "NotCandidate"
+	ReasonEarlierFailure   = "EarlierRequestFailed"
+	ReasonAwaitingApproval = "AwaitingApproval"
+	// ReasonPaused: the policy is paused (spec.paused); no automatic fence
+	// starts.
+	ReasonPaused            = "PolicyPaused"
 	ReasonAwaitingAgent     = "AwaitingFenceAgent"
 	ReasonNodeHealthy       = "NodeHealthy"
 	ReasonNodeDeleted       = "NodeDeleted"
@@ -183,6 +186,9 @@ func decideNew(in Input) Decision {
 			if in.Blocked != "" {
 				return Decision{Reason: ReasonEarlierFailure, Why: in.Blocked}
 			}
+			if in.Policy.Spec.Paused {
+				return Decision{Reason: ReasonPaused, Why: fmt.Sprintf("%s; FencePolicy %s is paused (spec.paused): no automatic fence starts until it is unpaused", v.Message, in.Policy.Name)}
+			}
 			return Decision{Step: StepCreate, Reason: v.Reason, Why: v.Message}
 		}
 	}
@@ -230,6 +236,9 @@ func decideBeforeFence(in Input, node *v1.Node) Decision {
 	}
 	if r.Status.Phase != fencingv1alpha1.FencingPhaseTriaged {
 		return Decision{Step: StepTriage, Reason: r.Spec.Reason, Why: "the request, its node, policy and fence classes are valid"}
+	}
+	if automatic(r) && r.Spec.Approved == nil && in.Policy.Spec.Paused {
+		return Decision{Reason: ReasonPaused, Why: fmt.Sprintf("FencePolicy %s is paused (spec.paused): the automatic request waits until it is unpaused, or until an operator approves it", in.Policy.Name)}
 	}
 	if !approved(r, in.Policy) {
 		return Decision{Reason: ReasonAwaitingApproval, Why: fmt.Sprintf("FencePolicy %s asks for manual approval: set spec.approved to true to fence", in.Policy.Name)}

@@ -43,6 +43,7 @@ func TestDecide(t *testing.T) {
 
 	pol := testobj.FencePolicy("p")
 	manualPol := testobj.FencePolicy("p", testobj.ManualApproval())
+	pausedPol := testobj.FencePolicy("p", testobj.Paused())
 	proof := testobj.Attempts(testobj.FenceAttempt(1, "bmc", succeeded, off))
 	atFence := testobj.BootIDAtFence("boot-1")
 	failedReq := testobj.FencingRequest("n1", testobj.InPhase(failed), atFence)
@@ -67,6 +68,10 @@ func TestDecide(t *testing.T) {
 			want{reason: ReasonNotCandidate}},
 		{"no request, candidate, but a request of its boot failed: blocked", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Blocked: "FencingRequest n1-req failed"},
 			want{reason: ReasonEarlierFailure}},
+		{"no request, candidate, policy paused: no request", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pausedPol},
+			want{reason: ReasonPaused}},
+		{"no request, healthy, policy paused: not a candidate", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pausedPol},
+			want{reason: ReasonNotCandidate, recheck: 20 * time.Second}},
 		{"no request, no policy selects the node", Input{Node: testobj.Node("n1", dead), Lease: stale},
 			want{reason: ReasonNoPolicy}},
 		{"no request, two policies select the node", Input{Node: testobj.Node("n1", dead), Lease: stale, PolicyProblem: "node n1 is selected by several FencePolicies (a, b)"},
@@ -128,6 +133,18 @@ func TestDecide(t *testing.T) {
 			want{step: StepAdmit, reason: "LeaseExpired"}},
 		{"Triaged, automatic policy but spec.approved false: the request decides, wait", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged), testobj.Approved(false))},
 			want{reason: ReasonAwaitingApproval}},
+		{"automatic Pending, policy paused: triage still", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pausedPol, Request: testobj.FencingRequest("n1")},
+			want{step: StepTriage, reason: "LeaseExpired"}},
+		{"automatic Triaged, policy paused: no admission", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pausedPol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
+			want{reason: ReasonPaused}},
+		{"automatic Triaged, policy paused, node healthy again: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pausedPol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
+			want{step: StepCancel, reason: ReasonNodeHealthy}},
+		{"automatic Triaged, policy paused, an operator approved it: admit", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pausedPol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged), testobj.Approved(true))},
+			want{step: StepAdmit, reason: "LeaseExpired"}},
+		{"manual Triaged, policy paused: a human asked, admit", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pausedPol, Request: testobj.FencingRequest("n1", testobj.ByUser("ada"), testobj.InPhase(triaged))},
+			want{step: StepAdmit, reason: "Manual"}},
+		{"Fencing, policy paused: the fence goes on", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pausedPol, Request: testobj.FencingRequest("n1", testobj.InPhase(fencing), atFence, proof)},
+			want{step: StepFenced, reason: "Level1Verified", level: 1}},
 		{"Pending, manual approval: triage first", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: manualPol, Request: testobj.FencingRequest("n1")},
 			want{step: StepTriage, reason: "LeaseExpired"}},
 

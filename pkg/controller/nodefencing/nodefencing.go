@@ -95,6 +95,11 @@ type Controller struct {
 	// free concurrency slot; guards holds each policy's storm-guard state.
 	admitMu sync.Mutex
 	guards  map[string]guardState
+
+	// pausedMu guards paused: the nodes whose fence a paused policy holds
+	// now, each said once with an Event.
+	pausedMu sync.Mutex
+	paused   map[string]bool
 }
 
 // guardState is one policy's token bucket and storm state.
@@ -130,6 +135,7 @@ func New(cfg Config) (*Controller, error) {
 		requests: reqInf.GetIndexer(),
 		vas:      vaInf.GetIndexer(),
 		guards:   map[string]guardState{},
+		paused:   map[string]bool{},
 	}
 	c.cached = view.Informers{Nodes: c.nodes, Leases: c.leases, VAs: vaInf.GetIndexer()}
 	c.fencingCached = view.FencingInformers{Requests: c.requests, RequestsByNode: requestNodeIndex, Policies: c.policies, Classes: c.classes}

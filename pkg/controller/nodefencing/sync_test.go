@@ -13,6 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/internal/ctrltest"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/names"
@@ -372,4 +373,33 @@ func TestDuplicateRequestCancelled(t *testing.T) {
 			t.Errorf("request %s is %q, want %q", r.Name, r.Status.Phase, want)
 		}
 	}
+}
+
+// A paused policy holds a dead node's fence: no request, one Warning Event
+// however often the node is synced; unpaused, the request is created.
+func TestSyncPausedPolicy(t *testing.T) {
+	now := testobj.Epoch
+	objs := cluster(now, nil)
+	for i, o := range objs {
+		if p, ok := o.(*fencingv1alpha1.FencePolicy); ok {
+			objs[i] = testobj.FencePolicy(p.Name, testobj.Paused())
+		}
+	}
+	e := newEnv(t, now, objs...)
+	e.sync("n1")
+	e.sync("n1")
+	if rs := e.requests("n1"); len(rs) != 0 {
+		t.Fatalf("a paused policy let a request be created: %+v", rs)
+	}
+	ctrltest.WantEvents(t, e.takeEvents(), "Warning "+EventPaused+" ")
+	p, err := e.Fencing.FencingV1alpha1().FencePolicies().Get(e.Ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Paused = false
+	if _, err := e.Fencing.FencingV1alpha1().FencePolicies().Update(e.Ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhasePending)
 }

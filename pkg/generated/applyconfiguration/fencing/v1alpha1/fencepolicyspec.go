@@ -14,6 +14,12 @@ import (
 type FencePolicySpecApplyConfiguration struct {
 	// NodeSelector selects the nodes of this policy; empty selects all.
 	NodeSelector *v1.LabelSelectorApplyConfiguration `json:"nodeSelector,omitempty"`
+	// Paused stops automatic fencing under this policy, for maintenance
+	// and upgrades: no automatic FencingRequest is created, and one not
+	// yet admitted waits (unless an operator approved it). A fence already
+	// admitted goes on, manual requests are carried out, and detection
+	// still reports what it sees. Unpausing resumes where it stopped.
+	Paused *bool `json:"paused,omitempty"`
 	// Detection is when a node is to be fenced.
 	Detection *FenceDetectionApplyConfiguration `json:"detection,omitempty"`
 	// Levels are tried in ascending index; all classes of a level must
@@ -38,6 +44,14 @@ func FencePolicySpec() *FencePolicySpecApplyConfiguration {
 // If called multiple times, the NodeSelector field is set to the value of the last call.
 func (b *FencePolicySpecApplyConfiguration) WithNodeSelector(value *v1.LabelSelectorApplyConfiguration) *FencePolicySpecApplyConfiguration {
 	b.NodeSelector = value
+	return b
+}
+
+// WithPaused sets the Paused field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Paused field is set to the value of the last call.
+func (b *FencePolicySpecApplyConfiguration) WithPaused(value bool) *FencePolicySpecApplyConfiguration {
+	b.Paused = &value
 	return b
 }
 
