@@ -36,8 +36,14 @@ var SmokeSeeds = []uint64{20, 27, 17}
 //     pod watch missed the deletions and relisted before the node watch,
 //     and the checker judged them against a node state from before the
 //     quarantine taint (a deletion the watch missed is now judged against
-//     every state it may have followed; TestCheck holds the rule).
-var RegressionSeeds = []uint64{93, 84, 38, 2, 11, 130, 2042, 3130}
+//     every state it may have followed; TestCheck holds the rule);
+//   - 4430: a third party removed the fence intents that podgc wrote on a
+//     power-cycled node's VolumeAttachments when the operator's
+//     out-of-service taint landed; the node came back, no detach followed,
+//     and fenceline-attacher wrote an intent back only in a detach, so a
+//     restarted attacher would have found none (it now writes back at the
+//     next sync of any attachment).
+var RegressionSeeds = []uint64{93, 84, 38, 2, 11, 130, 2042, 3130, 4430}
 
 // seeds is what TestChaos runs: FENCELINE_CHAOS_SEED (one, or a comma
 // list) reruns exactly those; FENCELINE_CHAOS_EPISODES=n runs n seeds from

@@ -48,6 +48,32 @@ func TestRemovedFenceIsWrittenBack(t *testing.T) {
 	}
 }
 
+// TestRemovedIntentOnAnAttachmentIsWrittenBack: an intent removed from an
+// attachment that is not being detached (the node came back) is written
+// back at the next sync, with the Event, without waiting for a detach: the
+// next attacher process must find it when the detach comes.
+func TestRemovedIntentOnAnAttachmentIsWrittenBack(t *testing.T) {
+	e := newEnv(t, envOptions{}, append(withCSINode(), testobj.Node(testNode))...)
+	e.attached()
+	e.updateVA("va-1", withIntent(cutoff.ReasonOutOfService))
+	e.waitCached("va-1")
+	e.updateVA("va-1", func(va *storagev1.VolumeAttachment) { delete(va.Annotations, names.FenceIntentAnnotation) })
+	e.waitCached("va-1")
+	if err := e.sync("va-1"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	got, err := cutoff.IntentOf(e.va("va-1"))
+	if err != nil || got == nil || got.Reason != cutoff.ReasonOutOfService {
+		t.Errorf("intent after the sync = %+v, %v; want the removed one written back", got, err)
+	}
+	if evs := e.events(); !slices.ContainsFunc(evs, func(s string) bool { return strings.HasPrefix(s, "Warning "+EventFenceRecordRestored) }) {
+		t.Errorf("events %q lack a %s warning", evs, EventFenceRecordRestored)
+	}
+	if !e.va("va-1").Status.Attached || e.va("va-1").DeletionTimestamp != nil {
+		t.Errorf("the attachment changed: %+v", e.va("va-1").Status)
+	}
+}
+
 // TestFenceAnnotationEditDoesNotRequeue: an update that only writes a fence
 // annotation does not queue the VA; one that removes one does.
 func TestFenceAnnotationEditDoesNotRequeue(t *testing.T) {
