@@ -21,6 +21,7 @@ import (
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/component/keyloop"
 	"fenceline.io/fenceline/pkg/controller/nodefencing"
+	"fenceline.io/fenceline/pkg/controller/nodequeue"
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 	fencinglisters "fenceline.io/fenceline/pkg/generated/listers/fencing/v1alpha1"
@@ -96,52 +97,51 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.queue = keyloop.New(keyloop.Config{Name: Name, KeyName: "policy"}, c.sync)
 	c.targetQueue = keyloop.New(keyloop.Config{Name: Name + "-targets", KeyName: "fenceTarget"}, c.syncTarget)
-	nodeTargets, targetTargets := c.targetHandlers()
 	all := func(any) { c.enqueueAll() }
-	handlers := []struct {
-		what string
-		inf  cache.SharedIndexInformer
-		h    cache.ResourceEventHandler
-	}{
-		{"node", cfg.Informers.Core().V1().Nodes().Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc: all, DeleteFunc: all,
-			UpdateFunc: func(old, cur any) {
-				if o, ok := old.(*v1.Node); ok {
-					if n, ok := cur.(*v1.Node); ok && labels.Equals(o.Labels, n.Labels) {
-						return // a heartbeat or a status change: the selection is the same
-					}
-				}
-				c.enqueueAll()
-			},
-		}},
-		{"FencePolicy", fv.FencePolicies().Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc: c.enqueue, UpdateFunc: func(_, cur any) { c.enqueue(cur) }, DeleteFunc: c.enqueue,
-		}},
-		{"FenceClass", fv.FenceClasses().Informer(), cache.ResourceEventHandlerFuncs{AddFunc: all, UpdateFunc: func(any, any) { c.enqueueAll() }, DeleteFunc: all}},
-		{"FenceTarget", fv.FenceTargets().Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc: all, DeleteFunc: all,
-			UpdateFunc: func(old, cur any) {
-				if o, ok := old.(*fencingv1alpha1.FenceTarget); ok {
-					if n, ok := cur.(*fencingv1alpha1.FenceTarget); ok && !targetChanged(o, n) {
-						return // a probe that found nothing new
-					}
-				}
-				c.enqueueAll()
-			},
-		}},
-	}
-	handlers = append(handlers, []struct {
-		what string
-		inf  cache.SharedIndexInformer
-		h    cache.ResourceEventHandler
-	}{
-		{"node (FenceTargets)", cfg.Informers.Core().V1().Nodes().Informer(), nodeTargets},
-		{"FenceTarget (its Node)", fv.FenceTargets().Informer(), targetTargets},
-	}...)
-	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(h.h); err != nil {
-			return nil, fmt.Errorf("adding %s event handler: %w", h.what, err)
+	// A node or FenceTarget that comes or goes changes both questions:
+	// the policies' coverage, and whether a target names a Node.
+	comesOrGoes := func(obj any) {
+		c.enqueueAll()
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.targetQueue.Add(key)
 		}
+	}
+	nodeInf, targetInf := cfg.Informers.Core().V1().Nodes().Informer(), fv.FenceTargets().Informer()
+	if err := nodequeue.AddHandler(nodeInf, "node", cache.ResourceEventHandlerFuncs{
+		AddFunc: comesOrGoes, DeleteFunc: comesOrGoes,
+		UpdateFunc: func(old, cur any) {
+			if o, ok := old.(*v1.Node); ok {
+				if n, ok := cur.(*v1.Node); ok && labels.Equals(o.Labels, n.Labels) {
+					return // a heartbeat or a status change: the selection is the same
+				}
+			}
+			c.enqueueAll()
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if err := nodequeue.AddHandler(fv.FencePolicies().Informer(), "FencePolicy", cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue, UpdateFunc: func(_, cur any) { c.enqueue(cur) }, DeleteFunc: c.enqueue,
+	}); err != nil {
+		return nil, err
+	}
+	if err := nodequeue.AddHandler(fv.FenceClasses().Informer(), "FenceClass", cache.ResourceEventHandlerFuncs{
+		AddFunc: all, UpdateFunc: func(any, any) { c.enqueueAll() }, DeleteFunc: all,
+	}); err != nil {
+		return nil, err
+	}
+	if err := nodequeue.AddHandler(targetInf, "FenceTarget", cache.ResourceEventHandlerFuncs{
+		AddFunc: comesOrGoes, DeleteFunc: comesOrGoes,
+		UpdateFunc: func(old, cur any) {
+			if o, ok := old.(*fencingv1alpha1.FenceTarget); ok {
+				if n, ok := cur.(*fencingv1alpha1.FenceTarget); ok && !targetChanged(o, n) {
+					return // a probe that found nothing new
+				}
+			}
+			c.enqueueAll()
+		},
+	}); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -179,11 +179,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	wg.Go(func() { c.targetQueue.Run(ctx, 1) })
 	c.queue.Run(ctx, workers)
 	wg.Wait()
-}
-
-// Sync is one sync of a policy, exported for the controller's tests.
-func (c *Controller) Sync(ctx context.Context, name string) (time.Duration, error) {
-	return c.sync(ctx, name)
 }
 
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
@@ -231,12 +226,17 @@ func (c *Controller) gather(policy *fencingv1alpha1.FencePolicy) (Input, error) 
 	if in.Nodes, err = c.nodes.List(nodefencing.Selector(policy)); err != nil {
 		return in, err
 	}
-	targets, err := c.targets.List(labels.Everything())
-	if err != nil {
-		return in, err
-	}
-	for _, t := range targets {
-		in.Targets[t.Name] = t
+	// A node's FenceTarget is named after it: one cache lookup per
+	// selected node, not every target of the cluster per policy.
+	for _, n := range in.Nodes {
+		t, err := c.targets.Get(n.Name)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return in, err
+		}
+		in.Targets[n.Name] = t
 	}
 	return in, nil
 }

@@ -6,7 +6,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -14,18 +13,6 @@ import (
 // FenceTarget's name, so it fences nothing: a typo, or a node that was
 // removed (its FenceTarget and BMC credentials can go too).
 const EventTargetWithoutNode = "FencelineFenceTargetWithoutNode"
-
-// targetHandlers queue a FenceTarget when it or the Node of its name comes
-// or goes: whether a Node has its name is all that matters here.
-func (c *Controller) targetHandlers() (nodes, targets cache.ResourceEventHandler) {
-	byName := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.targetQueue.Add(key)
-		}
-	}
-	h := cache.ResourceEventHandlerFuncs{AddFunc: byName, DeleteFunc: byName}
-	return h, h
-}
 
 // syncTarget says once, with a Warning Event, that a FenceTarget names no
 // Node, and counts such targets.
