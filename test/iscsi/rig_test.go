@@ -127,6 +127,7 @@ func (r *rig) cleanup(vol, node string) {
 	if _, err := r.nodes[node].NodeUnstageVolume(r.ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: r.staging(node)}); err != nil {
 		r.t.Fatalf("NodeUnstageVolume on %s: %v", node, err)
 	}
+	r.ledger.Lifted(node)
 }
 
 // unpublish sends ControllerUnpublishVolume, fenced or not.

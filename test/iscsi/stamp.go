@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // stampMagic starts every stamped block.
@@ -72,23 +74,66 @@ func ParseBlock(block []byte) (s Stamp, ok bool) {
 // Ledger records, in one order, when each write was sent, whether the
 // target acknowledged it, and when each fence returned. The order is a
 // counter of this process, never a clock: "after the fence" means sent
-// after the fence call had returned here.
+// after the fence call had returned here. A fence made by another process
+// (the attacher's, judged from the driver's audit log) is placed by
+// FenceReturnedAt on this host's wall clock instead, the one clock both
+// processes share.
+//
+// A fence cuts a node off until the node's clean-up lifts it: it judges
+// the writers (a stamp's node, boot and generation) whose first write was
+// sent before the fence, or after it but before the next lift (a login
+// the target should have refused). A writer that began after a lift (the
+// node cleaned up, had the volume published again and logged in anew) is
+// judged by the node's next fence, if any.
 type Ledger struct {
 	mu     sync.Mutex
 	next   int
 	writes map[Stamp]*write
-	fences map[string]int // node -> event index of its fence's return
+	fences map[string][]fence // node -> its fences' returns
+	lifts  map[string][]fence // node -> its clean-ups' returns
 }
 
 type write struct {
-	lba   uint32
-	sent  int
-	acked bool
+	lba    uint32
+	sent   int
+	sentAt time.Time
+	acked  bool
 }
+
+// fence is when a node's fence returned: an event of this ledger (tick),
+// or a wall-clock time of another process (tick 0).
+type fence struct {
+	tick int
+	at   time.Time
+}
+
+// before reports whether the fence returned before w was sent.
+func (f fence) before(w *write) bool {
+	if f.tick > 0 {
+		return w.sent > f.tick
+	}
+	return w.sentAt.After(f.at)
+}
+
+// earlier orders two fences of one kind.
+func (f fence) earlier(o fence) bool {
+	if f.tick > 0 && o.tick > 0 {
+		return f.tick < o.tick
+	}
+	return f.at.Before(o.at)
+}
+
+// writer is a stamp without its sequence number: one session's writer.
+type writer struct {
+	node, boot string
+	generation uint64
+}
+
+func writerOf(s Stamp) writer { return writer{s.Node, s.Boot, s.Generation} }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{writes: map[Stamp]*write{}, fences: map[string]int{}}
+	return &Ledger{writes: map[Stamp]*write{}, fences: map[string][]fence{}, lifts: map[string][]fence{}}
 }
 
 func (l *Ledger) tick() int { l.next++; return l.next }
@@ -97,7 +142,7 @@ func (l *Ledger) tick() int { l.next++; return l.next }
 func (l *Ledger) Sent(s Stamp, lba uint32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.writes[s] = &write{lba: lba, sent: l.tick()}
+	l.writes[s] = &write{lba: lba, sent: l.tick(), sentAt: time.Now()}
 }
 
 // Acked records that the target acknowledged the write of s.
@@ -109,22 +154,88 @@ func (l *Ledger) Acked(s Stamp) {
 	}
 }
 
-// FenceReturned records that the fence of node returned OK.
-func (l *Ledger) FenceReturned(node string) {
+// FenceReturned records that a fence of node returned OK, now.
+func (l *Ledger) FenceReturned(node string) { l.record(l.fences, node, time.Time{}) }
+
+// FenceReturnedAt records that another process's fence of node returned
+// OK at t, read from its record.
+func (l *Ledger) FenceReturnedAt(node string, t time.Time) { l.record(l.fences, node, t) }
+
+// Lifted records that node's clean-up of the volume (the unforced
+// NodeUnstageVolume that lifts a fence) returned OK, now.
+func (l *Ledger) Lifted(node string) { l.record(l.lifts, node, time.Time{}) }
+
+// LiftedAt is Lifted for another process's record, at t.
+func (l *Ledger) LiftedAt(node string, t time.Time) { l.record(l.lifts, node, t) }
+
+// record appends an event of node to m: at t, or now in the ledger's own
+// order when t is zero.
+func (l *Ledger) record(m map[string][]fence, node string, t time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.fences[node] = l.tick()
+	f := fence{at: t}
+	if t.IsZero() {
+		f = fence{tick: l.tick()}
+	}
+	m[node] = append(m[node], f)
+}
+
+// ClearFences forgets every fence and lift, for a caller that reads them
+// afresh from another process's records before each check.
+func (l *Ledger) ClearFences() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.fences)
+	clear(l.lifts)
+}
+
+// Writes returns how many writes were sent and how many acknowledged.
+func (l *Ledger) Writes() (sent, acked int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.writes {
+		sent++
+		if w.acked {
+			acked++
+		}
+	}
+	return sent, acked
+}
+
+// judge returns, for each writer that a fence judges, the earliest fence
+// of its node that returned after the writer's first write was sent or
+// that no lift followed before it.
+func (l *Ledger) judge() map[writer]fence {
+	first := map[writer]*write{}
+	for s, w := range l.writes {
+		k := writerOf(s)
+		if f := first[k]; f == nil || w.sent < f.sent {
+			first[k] = w
+		}
+	}
+	out := map[writer]fence{}
+	for k, w := range first {
+		for _, f := range l.fences[k.node] {
+			if f.before(w) && l.liftedBetween(k.node, f, w) {
+				continue // a fence lifted before this session began
+			}
+			if cur, ok := out[k]; !ok || f.earlier(cur) {
+				out[k] = f
+			}
+		}
+	}
+	return out
 }
 
 // AckedAfterFence counts the writes of node acknowledged although sent
-// after its fence returned.
+// after a fence that judges their writer returned.
 func (l *Ledger) AckedAfterFence(node string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f, fenced := l.fences[node]
+	judged := l.judge()
 	n := 0
 	for s, w := range l.writes {
-		if fenced && s.Node == node && w.acked && w.sent > f {
+		if f, ok := judged[writerOf(s)]; ok && s.Node == node && w.acked && f.before(w) {
 			n++
 		}
 	}
@@ -133,21 +244,23 @@ func (l *Ledger) AckedAfterFence(node string) int {
 
 // Check judges the bytes of a LUN (read through a fresh session) against
 // the ledger and returns every violation of "never two writers":
-//   - a block of a fenced node whose write was acknowledged although sent
-//     after that node's fence returned;
-//   - a block of a fenced node where another node had a write acknowledged
-//     that was sent after the fence: the fenced node overwrote it;
+//   - a block of a fenced writer whose write was acknowledged although
+//     sent after the fence returned;
+//   - a block of a fenced writer where another node had a write
+//     acknowledged that was sent after the fence: the fenced writer
+//     overwrote it;
 //   - a block where an acknowledged write sent after a fence left no intact
 //     stamp at all.
 //
-// A write sent before its node's fence returned may or may not have landed;
-// either is fine.
+// A write sent before its writer's fence returned may or may not have
+// landed; either is fine.
 func (l *Ledger) Check(image []byte, blockSize int) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	judged := l.judge()
 	afterFence := map[uint32][]Stamp{} // acked writes sent after some fence
 	for s, w := range l.writes {
-		if w.acked && l.sentAfterAnyFence(w.sent) {
+		if w.acked && l.sentAfterAnyFence(w) {
 			afterFence[w.lba] = append(afterFence[w.lba], s)
 		}
 	}
@@ -160,15 +273,15 @@ func (l *Ledger) Check(image []byte, blockSize int) []string {
 			}
 			continue
 		}
-		f, fenced := l.fences[s.Node]
+		f, fenced := judged[writerOf(s)]
 		if !fenced {
 			continue
 		}
-		if w := l.writes[s]; w != nil && w.acked && w.sent > f {
+		if w := l.writes[s]; w != nil && w.acked && f.before(w) {
 			out = append(out, fmt.Sprintf("block %d: node %s's write %d was acknowledged although sent after its fence returned", lba, s.Node, s.Seq))
 		}
 		for _, o := range afterFence[lba] {
-			if o.Node != s.Node && l.writes[o].sent > f {
+			if o.Node != s.Node && f.before(l.writes[o]) {
 				out = append(out, fmt.Sprintf("block %d: fenced node %s (write %d) overwrote node %s's acknowledged write %d", lba, s.Node, s.Seq, o.Node, o.Seq))
 			}
 		}
@@ -177,11 +290,53 @@ func (l *Ledger) Check(image []byte, blockSize int) []string {
 	return out
 }
 
-func (l *Ledger) sentAfterAnyFence(sent int) bool {
-	for _, f := range l.fences {
-		if sent > f {
+// liftedBetween reports whether a clean-up of node returned after fence f
+// and before w was sent.
+func (l *Ledger) liftedBetween(node string, f fence, w *write) bool {
+	for _, lift := range l.lifts[node] {
+		if f.earlier(lift) && lift.before(w) {
 			return true
 		}
 	}
 	return false
+}
+
+func (l *Ledger) sentAfterAnyFence(w *write) bool {
+	for _, fs := range l.fences {
+		for _, f := range fs {
+			if f.before(w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Book keeps one Ledger per volume: stamps and block numbers are a
+// volume's own, so each LUN is judged on its own ledger.
+type Book struct {
+	mu      sync.Mutex
+	ledgers map[string]*Ledger
+}
+
+// For returns the ledger of volume, creating it.
+func (b *Book) For(volume string) *Ledger {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ledgers == nil {
+		b.ledgers = map[string]*Ledger{}
+	}
+	l := b.ledgers[volume]
+	if l == nil {
+		l = NewLedger()
+		b.ledgers[volume] = l
+	}
+	return l
+}
+
+// Volumes returns the volumes with a ledger, sorted.
+func (b *Book) Volumes() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Sorted(maps.Keys(b.ledgers))
 }

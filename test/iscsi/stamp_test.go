@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStampRoundTrip(t *testing.T) {
@@ -26,16 +27,29 @@ func TestStampRoundTrip(t *testing.T) {
 type history struct {
 	l     *Ledger
 	image []byte
+	// now is the history's own wall clock: every write and external fence
+	// is a millisecond after the one before.
+	now time.Time
 }
 
 const bs = 512
 
-func newHistory() *history { return &history{l: NewLedger(), image: make([]byte, 8*bs)} }
+func newHistory() *history {
+	return &history{l: NewLedger(), image: make([]byte, 8*bs), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (h *history) tick() time.Time { h.now = h.now.Add(time.Millisecond); return h.now }
 
 // write records a write of node at lba; landed puts it on the image.
 func (h *history) write(node string, seq uint64, lba uint32, acked, landed bool) *history {
-	s := Stamp{Node: node, Boot: "b", Seq: seq}
+	return h.writeGen(node, 0, seq, lba, acked, landed)
+}
+
+// writeGen is write by the node's writer of generation gen.
+func (h *history) writeGen(node string, gen, seq uint64, lba uint32, acked, landed bool) *history {
+	s := Stamp{Node: node, Boot: "b", Generation: gen, Seq: seq}
 	h.l.Sent(s, lba)
+	h.l.writes[s].sentAt = h.tick()
 	if acked {
 		h.l.Acked(s)
 	}
@@ -46,6 +60,13 @@ func (h *history) write(node string, seq uint64, lba uint32, acked, landed bool)
 }
 
 func (h *history) fence(node string) *history { h.l.FenceReturned(node); return h }
+
+func (h *history) lift(node string) *history { h.l.Lifted(node); return h }
+
+func (h *history) liftAt(node string) *history { h.l.LiftedAt(node, h.tick()); return h }
+
+// fenceAt records a fence another process made, at the history's clock.
+func (h *history) fenceAt(node string) *history { h.l.FenceReturnedAt(node, h.tick()); return h }
 
 func TestCheck(t *testing.T) {
 	tests := []struct {
@@ -70,6 +91,40 @@ func TestCheck(t *testing.T) {
 			name: "zombie overwrote the new node",
 			h:    newHistory().fence("a").write("b", 1, 3, true, true).write("a", 5, 3, true, true),
 			want: []string{"block 3: fenced node a (write 5) overwrote node b's acknowledged write 1", "block 3: node a's write 5 was acknowledged"},
+		},
+		{
+			name: "another process's fence: writes before it are fine",
+			h:    newHistory().write("a", 1, 0, true, true).fenceAt("a").write("b", 1, 1, true, true),
+		},
+		{
+			name: "another process's fence: zombie acknowledged after it",
+			h:    newHistory().write("a", 1, 0, true, true).fenceAt("a").write("a", 2, 2, true, true),
+			want: []string{"block 2: node a's write 2 was acknowledged although sent after its fence"},
+		},
+		{
+			name: "another process's later fence does not move the first",
+			h:    newHistory().write("a", 1, 0, true, true).fenceAt("a").write("a", 2, 2, true, true).fenceAt("a"),
+			want: []string{"block 2: node a's write 2 was acknowledged although sent after its fence"},
+		},
+		{
+			name: "a session begun after the clean-up lifted the fence is not judged by it",
+			h: newHistory().write("a", 1, 0, true, true).fence("a").lift("a").write("b", 1, 1, true, true).fence("b").
+				writeGen("a", 1, 1, 1, true, true),
+		},
+		{
+			name: "a session begun after the fence but before any clean-up is judged by it",
+			h:    newHistory().write("a", 1, 0, true, true).fence("a").writeGen("a", 1, 2, 2, true, true),
+			want: []string{"block 2: node a's write 2 was acknowledged although sent after its fence"},
+		},
+		{
+			name: "the node's second session is judged by its second fence",
+			h: newHistory().write("a", 1, 0, true, true).fence("a").lift("a").writeGen("a", 1, 1, 1, true, true).fence("a").
+				writeGen("a", 1, 2, 2, true, true),
+			want: []string{"block 2: node a's write 2 was acknowledged although sent after its fence"},
+		},
+		{
+			name: "another process's fence and clean-up, then a new session",
+			h:    newHistory().write("a", 1, 0, true, true).fenceAt("a").liftAt("a").writeGen("a", 1, 1, 1, true, true),
 		},
 		{
 			name: "acknowledged write after the fence lost",

@@ -11,7 +11,7 @@ import (
 // workload: write seq goes to block Base + seq % Span, and the ledger
 // records each write sent and acknowledged.
 type Writer struct {
-	Session *Session
+	Session Device
 	Ledger  *Ledger
 	// Stamp is the writer's identity; Seq is advanced by each write.
 	Stamp Stamp
@@ -61,6 +61,11 @@ func ReadAll(opts Options, n uint32) ([]byte, error) {
 		return nil, fmt.Errorf("checker's fresh session: %w", err)
 	}
 	defer s.Close()
+	return ReadBlocks(s, n)
+}
+
+// ReadBlocks reads blocks [0, n) through s.
+func ReadBlocks(s Device, n uint32) ([]byte, error) {
 	var out []byte
 	for lba := uint32(0); lba < n; lba += 64 {
 		c := min(64, n-lba)

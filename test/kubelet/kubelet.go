@@ -37,6 +37,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/test/iscsi"
 )
 
 // Config configures a stand-in.
@@ -72,6 +74,11 @@ type Config struct {
 	// is off and the driver must treat an unforced clean-up of a fenced
 	// volume as the one that lifts the fence.
 	ForceCleanup bool
+	// Ledgers records the stamped block writes to volumes the tgt backend
+	// serves, one ledger per volume (LedgerKey), for the byte checker;
+	// share one between the stand-ins of a cluster, since a volume moves
+	// between nodes. Nil gives the stand-in a book of its own.
+	Ledgers *iscsi.Book
 	// ResyncInterval is how often the stand-in reconciles without an event,
 	// to notice a VolumeAttachment becoming attached (DefaultResyncInterval
 	// when zero).
@@ -124,6 +131,8 @@ type Kubelet struct {
 	inUse       []string           // volumesInUse last reported
 	writes      []Write
 	seq         int
+	boot        int // counts power-ons: the boot ID of stamped blocks
+	generation  uint64
 	stopped     bool
 	writersWG   sync.WaitGroup
 	baseCtx     context.Context
@@ -141,6 +150,9 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	}
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if cfg.Ledgers == nil {
+		cfg.Ledgers = &iscsi.Book{}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("kubelet stand-in %s: %w", cfg.NodeName, err)
@@ -223,6 +235,7 @@ func (k *Kubelet) PowerOn() error {
 		return nil
 	}
 	k.stopWritersLocked()
+	k.boot++
 	// Others (the companion controller) may have edited volumesInUse while
 	// the node was away: report afresh.
 	k.inUse = nil

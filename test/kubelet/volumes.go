@@ -29,6 +29,7 @@ import (
 	"fenceline.io/fenceline/pkg/fence"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/iscsi"
 )
 
 // volKey names a volume on the node: handles are a driver's own, so two
@@ -45,6 +46,9 @@ type volume struct {
 	// its pods are gone, its clean-up is forced.
 	rebooted   bool
 	stopWriter context.CancelFunc
+	// dev is the node's iSCSI session to a volume of the tgt backend,
+	// from staging until its writer stops; nil for the memory backend.
+	dev iscsi.Device
 }
 
 // want is one volume the node's pods need.
@@ -348,14 +352,27 @@ func (k *Kubelet) mount(ctx context.Context, key volKey, w *want, c caches) erro
 		}); err != nil {
 			return fmt.Errorf("NodeStageVolume %s: %w", handle, err)
 		}
+		dev, err := k.stageISCSI(ctx, publishContext)
+		if err != nil {
+			return fmt.Errorf("staging %s: %w", handle, err)
+		}
 		if _, err := d.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
 			VolumeId: handle, PublishContext: publishContext,
 			StagingTargetPath: staging, TargetPath: target, VolumeCapability: rwoCapability,
 		}); err != nil {
+			if dev != nil {
+				closeDevice(dev)
+			}
 			return fmt.Errorf("NodePublishVolume %s: %w", handle, err)
 		}
 		k.mu.Lock()
 		v.published, v.rebooted = true, false
+		if dev != nil {
+			if v.dev != nil && v.dev != dev {
+				go closeDevice(v.dev) // a session from before, whose writer is stopping
+			}
+			v.dev = dev
+		}
 		k.startWriterLocked(v)
 		k.mu.Unlock()
 		klog.FromContext(ctx).Info("Volume staged and published", "driver", d.name, "volume", handle, "pv", w.pv)
@@ -434,40 +451,66 @@ func (k *Kubelet) unmount(ctx context.Context, v *volume) error {
 // and only when the test asked for forced clean-up.
 func cleanupForce(rebooted, forceCleanup bool) bool { return rebooted && forceCleanup }
 
-// startWriterLocked starts the periodic writer of a published volume.
+// startWriterLocked starts the periodic writer of a published volume:
+// through the array's data plane for the memory backend, stamped blocks
+// through the node's iSCSI session for the tgt backend.
 func (k *Kubelet) startWriterLocked(v *volume) {
+	if k.stopped && v.dev != nil {
+		go closeDevice(v.dev)
+		v.dev = nil
+	}
 	if v.stopWriter != nil || k.stopped {
 		return
 	}
 	ctx, cancel := context.WithCancel(k.baseCtx)
 	v.stopWriter = cancel
+	write := func(ctx context.Context, seq int) error {
+		data := fmt.Appendf(nil, "%s write %d at %s", k.cfg.NodeName, seq, time.Now().Format(time.RFC3339Nano))
+		return client.Write(ctx, v.driver.conn, v.handle, data)
+	}
+	if v.dev != nil {
+		bw, dev := k.blockWriter(v, k.boot), v.dev
+		write = func(context.Context, int) error { return bw.WriteNext() }
+		v.dev = nil // the writer owns the session from here: a stopped writer logs it out
+		k.writersWG.Add(1)
+		go func() {
+			defer k.writersWG.Done()
+			<-ctx.Done()
+			closeDevice(dev)
+		}()
+	}
 	k.writersWG.Add(1)
 	go func() {
 		defer k.writersWG.Done()
-		tick := time.NewTicker(k.cfg.WriteInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			k.mu.Lock()
-			k.seq++
-			seq, powered := k.seq, k.powered
-			k.mu.Unlock()
-			data := fmt.Appendf(nil, "%s write %d at %s", k.cfg.NodeName, seq, time.Now().Format(time.RFC3339Nano))
-			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-			err := client.Write(wctx, v.driver.conn, v.handle, data)
-			wcancel()
-			if ctx.Err() != nil {
-				return // stopped mid-write: the answer no longer counts
-			}
-			k.mu.Lock()
-			k.writes = append(k.writes, Write{Time: time.Now(), VolumeID: v.handle, Driver: v.driver.name, Seq: seq, PoweredOn: powered, Err: err})
-			k.mu.Unlock()
-		}
+		k.writeLoop(ctx, v, write)
 	}()
+}
+
+// writeLoop calls write every WriteInterval until ctx ends, recording each
+// answer.
+func (k *Kubelet) writeLoop(ctx context.Context, v *volume, write func(ctx context.Context, seq int) error) {
+	tick := time.NewTicker(k.cfg.WriteInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		k.mu.Lock()
+		k.seq++
+		seq, powered := k.seq, k.powered
+		k.mu.Unlock()
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := write(wctx, seq)
+		wcancel()
+		if ctx.Err() != nil {
+			return // stopped mid-write: the answer no longer counts
+		}
+		k.mu.Lock()
+		k.writes = append(k.writes, Write{Time: time.Now(), VolumeID: v.handle, Driver: v.driver.name, Seq: seq, PoweredOn: powered, Err: err})
+		k.mu.Unlock()
+	}
 }
 
 // stopWriterLocked stops the volume's writer, if it has one.

@@ -27,6 +27,7 @@ import (
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/iscsi"
 	"fenceline.io/fenceline/test/kubelet"
 )
 
@@ -147,6 +148,9 @@ type World struct {
 	Nodes []string
 	// Kubelets are the stand-ins by node name.
 	Kubelets map[string]*kubelet.Kubelet
+	// Ledgers are the stand-ins' stamped block writes to volumes of the
+	// tgt backend, shared by every node (a volume moves), for CheckBytes.
+	Ledgers *iscsi.Book
 	// ControllerSocket is the driver's controller endpoint (unix://...).
 	ControllerSocket string
 	// NodeSockets are the driver's node endpoints by node name.
@@ -215,6 +219,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		Cluster:     c,
 		Nodes:       opts.Nodes,
 		Kubelets:    map[string]*kubelet.Kubelet{},
+		Ledgers:     &iscsi.Book{},
 		NodeSockets: map[string]string{},
 		StateDir:    filepath.Join(c.Dir(), "mock"),
 	}
@@ -244,6 +249,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 			ZombieWrites:  opts.ZombieWrites,
 			HeldOpen:      opts.HeldOpen,
 			ForceCleanup:  opts.ForceCleanup,
+			Ledgers:       w.Ledgers,
 		})
 		if err != nil {
 			return w, err

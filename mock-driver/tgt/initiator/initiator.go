@@ -33,6 +33,15 @@ type Conn struct {
 // context bounds the connection and the login; later commands each have
 // timeout.
 func Login(ctx context.Context, portal, target, initiator string, lun int, timeout time.Duration) (*Conn, error) {
+	return LoginSession(ctx, portal, target, initiator, "", lun, timeout)
+}
+
+// LoginSession is Login with a session name: the initiator's sessions of
+// one name share an ISID (a new login replaces the old session of that
+// name, as session reinstatement does), and sessions of different names
+// are separate I_T nexuses of the same initiator, as a second session of
+// one host is (a checker reading beside a node's own session).
+func LoginSession(ctx context.Context, portal, target, initiator, session string, lun int, timeout time.Duration) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", portal)
 	if err != nil {
@@ -42,7 +51,7 @@ func Login(ctx context.Context, portal, target, initiator string, lun int, timeo
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	if err := c.login(target, initiator); err != nil {
+	if err := c.login(target, initiator, session); err != nil {
 		_ = nc.Close()
 		return nil, err
 	}
@@ -52,12 +61,16 @@ func Login(ctx context.Context, portal, target, initiator string, lun int, timeo
 
 // login runs the security stage (AuthMethod=None) and the operational
 // stage, then enters full feature phase.
-func (c *Conn) login(target, initiator string) error {
+func (c *Conn) login(target, initiator, session string) error {
 	// The same initiator gets the same ISID at every login, so that its
 	// sessions are one I_T nexus for the target: reservations are held
 	// per nexus, and a new ISID would be a stranger to its own
 	// registration.
-	sum := sha256.Sum256([]byte(initiator))
+	id := initiator
+	if session != "" {
+		id += "\x00" + session
+	}
+	sum := sha256.Sum256([]byte(id))
 	isid := sum[:6]
 	isid[0] = 0x80 | isid[0]&0x3f // "random" ISID format
 	stages := []struct {

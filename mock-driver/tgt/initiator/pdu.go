@@ -3,8 +3,10 @@
 // command with up to one burst of data out or in, and read its status and
 // sense. It is what lets the mock driver's controller, a product binary
 // without cgo, hold and preempt SCSI-3 persistent reservations on its
-// targets. It is not a data path: one command at a time, no digests, no
-// error recovery, one connection per session.
+// targets, and the tests' node stand-ins read and write blocks through a
+// session of their own, as a node's SCSI layer does. It is no production
+// data path: one command at a time, no digests, no error recovery, one
+// connection per session.
 package initiator
 
 import (

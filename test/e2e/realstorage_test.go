@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"fenceline.io/fenceline/mock-driver/tgt"
+	"fenceline.io/fenceline/pkg/names"
+	"fenceline.io/fenceline/test/iscsi"
+	"fenceline.io/fenceline/test/kubelet"
+	"fenceline.io/fenceline/test/world"
+)
+
+// TestFailoverOnRealStorage runs failovers on the mock driver's tgt
+// backend: every volume an iSCSI LUN on a real target, every node's
+// writes stamped blocks through its own iSCSI session, and the verdict
+// read off the LUN's bytes through a fresh session (world.CheckBytes),
+// beside the audit-log invariant. A fence that ends the node's sessions
+// (acl+sessions) or preempts its reservation (pr) keeps the bytes clean; a
+// fence that only revokes the ACL (acl) lets the zombie session write on,
+// and the checker must see it.
+func TestFailoverOnRealStorage(t *testing.T) {
+	t.Parallel()
+	iscsi.RequireTgt(t)
+	t.Run("non-graceful shutdown, acl+sessions", func(t *testing.T) {
+		t.Parallel()
+		nonGracefulOnTgt(t, tgt.MethodACLSessions)
+	})
+	t.Run("non-graceful shutdown, acl is no fence", func(t *testing.T) {
+		t.Parallel()
+		nonGracefulOnTgt(t, tgt.MethodACL)
+	})
+	t.Run("safe-detach partition that heals, pr", func(t *testing.T) {
+		t.Parallel()
+		partitionHealsOnTgt(t, tgt.MethodPR)
+	})
+}
+
+// nonGracefulOnTgt: the node loses power and its zombie keeps writing
+// through its session; the operator's out-of-service taint moves the pod.
+func nonGracefulOnTgt(t *testing.T, method tgt.FenceMethod) {
+	s := newScenario(t, world.Options{ZombieWrites: true, Driver: world.TgtDriver(method, world.DriverOptions{})})
+	nodeA := s.startDB().Spec.NodeName
+	s.powerOff(nodeA)
+	moved := s.outOfService(nodeA)
+	nodeB := moved.Spec.NodeName
+	if method == tgt.MethodACL {
+		// The zombie's session outlives the revoked ACL: wait until it
+		// has written over blocks of the new node, then the checker must
+		// say so.
+		s.waitAcceptedWrite(nodeB, time.Now())
+		fence := s.fenceTime(nodeA)
+		s.waitAcceptedWrite(nodeA, fence.Add(2*time.Second))
+		v := s.checkBytes()
+		if len(v.Violations) == 0 {
+			t.Fatalf("the byte checker found nothing although %s's session wrote on after the fence (%d writes, %d acknowledged)", nodeA, v.Sent, v.Acked)
+		}
+		t.Logf("as expected, acl is no fence: %d bad blocks, first: %s", len(v.Violations), v.Violations[0])
+		return
+	}
+	s.assertZombieRefused(nodeA)
+	s.waitAcceptedWrite(nodeB, time.Now())
+	s.assertInvariant(nodeA, nodeB)
+	s.assertBytesClean()
+
+	must(t, s.w.PowerOn(s.ctx, nodeA))
+	s.waitNodeCleanedUp(nodeA)
+	s.waitAcceptedWrite(nodeB, time.Now())
+	s.assertBytesClean()
+}
+
+// partitionHealsOnTgt: a safe-detach driver's node is partitioned (same
+// boot, its session and writer intact), quarantined and its pod moved with
+// a fenced detach; the partition heals, the node cleans up, and the volume
+// moves back to it: its new session writes again, and the bytes stay
+// clean throughout.
+func partitionHealsOnTgt(t *testing.T, method tgt.FenceMethod) {
+	s := newScenario(t, world.Options{
+		Driver:         world.TgtDriver(method, world.DriverOptions{SafeDetach: true}),
+		ControllerArgs: []string{"--quarantine-delay=2s"},
+	})
+	nodeA := s.startDB().Spec.NodeName
+	s.t0 = time.Now()
+	s.timeline.Add(s.t0, "node %s partitioned", nodeA)
+	must(t, s.w.Partition(s.ctx, nodeA))
+	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
+	must(t, err)
+	nodeB := moved.Spec.NodeName
+	s.assertZombieRefused(nodeA)
+	s.waitAcceptedWrite(nodeB, time.Now())
+	s.assertInvariant(nodeA, nodeB)
+	s.assertBytesClean()
+
+	must(t, s.w.PartitionHeal(s.ctx, nodeA))
+	s.timeline.Add(time.Now(), "partition of %s healed", nodeA)
+	s.waitNodeCleanedUp(nodeA)
+	must(t, world.WaitFor(s.ctx, failoverTimeout, "quarantine lifted from "+nodeA, func(ctx context.Context) (bool, error) {
+		q, err := s.w.HasTaint(ctx, nodeA, names.QuarantineTaint)
+		return err == nil && !q, nil
+	}))
+	s.moveBack(nodeA)
+	s.assertBytesClean()
+}
+
+// fenceTime is when the driver recorded the first fenced unpublish of the
+// db volume from node since it was last published there.
+func (s *scenario) fenceTime(node string) time.Time {
+	s.t.Helper()
+	var at time.Time
+	must(s.t, world.WaitFor(s.ctx, failoverTimeout, "a fenced unpublish from "+node, func(context.Context) (bool, error) {
+		recs := s.audit()
+		if i := s.fenceIndex(recs, node); i >= 0 {
+			at = recs[i].Time
+			return true, nil
+		}
+		return false, nil
+	}))
+	return at
+}
+
+// assertZombieRefused waits until a write of node's old session, sent
+// after the fence, was refused by the target: the zombie kept trying, so
+// "nothing acknowledged" is not vacuous.
+func (s *scenario) assertZombieRefused(node string) {
+	s.t.Helper()
+	fence := s.fenceTime(node)
+	k := s.w.Kubelets[node]
+	must(s.t, world.WaitFor(s.ctx, 20*time.Second, "a refused write of "+node+" after the fence", func(context.Context) (bool, error) {
+		_, refused := kubelet.Accepted(k.Writes(), fence)
+		return refused > 0, nil
+	}))
+}
+
+// checkBytes runs the byte checker and returns the db volume's verdict.
+func (s *scenario) checkBytes() world.ByteVerdict {
+	s.t.Helper()
+	vs, err := s.w.CheckBytes(s.ctx)
+	must(s.t, err)
+	for _, v := range vs {
+		if v.Volume == s.handle {
+			return v
+		}
+	}
+	s.t.Fatalf("the byte checker judged %v, not the db volume %s: no stamped writes reached it", vs, s.handle)
+	return world.ByteVerdict{}
+}
+
+// assertBytesClean fails the test on any violation the byte checker finds
+// on the db volume, and unless some fence and acknowledged writes were
+// judged.
+func (s *scenario) assertBytesClean() {
+	s.t.Helper()
+	v := s.checkBytes()
+	if len(v.Violations) > 0 {
+		s.t.Fatalf("two writers on the bytes of %s: %d violations:\n%s", s.handle, len(v.Violations), strings.Join(v.Violations, "\n"))
+	}
+	if v.Fences == 0 || v.Acked == 0 {
+		s.t.Fatalf("the byte checker judged %d acknowledged writes against %d fences: nothing to judge", v.Acked, v.Fences)
+	}
+	s.t.Logf("bytes of %s clean: %d writes sent, %d acknowledged, %d fences", s.handle, v.Sent, v.Acked, v.Fences)
+}

@@ -1,0 +1,125 @@
+package world
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/mock-driver/tgt"
+	"fenceline.io/fenceline/test/iscsi"
+	"fenceline.io/fenceline/test/kubelet"
+)
+
+// TgtDriver is DriverOptions for a mock driver on the tgt backend (each
+// volume an iSCSI LUN on a tgtd of its own) with fence method method. The
+// kubelet stand-ins then stage its volumes by logging in to the target as
+// their node's initiator and write stamped blocks through that session,
+// which CheckBytes judges. It needs root and Debian's tgt
+// (iscsi.RequireTgt).
+func TgtDriver(method tgt.FenceMethod, o DriverOptions) DriverOptions {
+	o.Args = append(slices.Clone(o.Args), "--backend=tgt", "--fence-method="+string(method))
+	return o
+}
+
+// ByteVerdict is what the byte checker found on one volume of the tgt
+// backend.
+type ByteVerdict struct {
+	// Driver and Volume name the volume.
+	Driver, Volume string
+	// Violations are the checker's findings (iscsi.Ledger.Check); none
+	// means never two writers on the bytes.
+	Violations []string
+	// Sent and Acked count the stamped writes of every node to the volume.
+	Sent, Acked int
+	// Fences counts the fenced unpublishes the driver's audit log records.
+	Fences int
+}
+
+// CheckBytes reads every volume the kubelet stand-ins wrote stamped blocks
+// to, through a fresh iSCSI session of the initiator it is attached to now,
+// and judges the bytes against the stand-ins' ledgers and the fences and
+// clean-ups the driver's audit log records: independently of the driver's
+// own bookkeeping and of the audit invariant. A volume attached nowhere
+// cannot be read (no initiator may log in) and is an error.
+func (w *World) CheckBytes(ctx context.Context) ([]ByteVerdict, error) {
+	var out []ByteVerdict
+	audits, err := w.Audits()
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range w.Ledgers.Volumes() {
+		driver, handle, _ := strings.Cut(key, "/")
+		l := w.Ledgers.For(key)
+		fences := importFences(l, audits[driver], handle)
+		opts, err := w.attachedLogin(ctx, driver, handle)
+		if err != nil {
+			return nil, err
+		}
+		s, err := iscsi.LoginGo(ctx, opts, "checker")
+		if err != nil {
+			return nil, fmt.Errorf("the byte checker's session to %s: %w", handle, err)
+		}
+		img, err := iscsi.ReadBlocks(s, uint32(min(s.Blocks(), kubelet.BlockSpan)))
+		_ = s.Close()
+		if err != nil {
+			return nil, fmt.Errorf("the byte checker reading %s: %w", handle, err)
+		}
+		v := ByteVerdict{Driver: driver, Volume: handle, Violations: l.Check(img, s.BlockSize()), Fences: fences}
+		v.Sent, v.Acked = l.Writes()
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// importFences gives the ledger the volume's fences and clean-ups as the
+// driver recorded them (a fenced unpublish the array carried out, a
+// node-side unstage that succeeded), afresh, and counts the fences.
+func importFences(l *iscsi.Ledger, recs []audit.Record, handle string) int {
+	l.ClearFences()
+	n := 0
+	for _, r := range audit.Filter(recs, audit.Volume(handle)) {
+		switch {
+		case r.Method == "ControllerUnpublishVolume" && r.Fence && (r.Code == "OK" || r.Applied):
+			l.FenceReturnedAt(r.NodeID, r.Time)
+			n++
+		case r.Method == "NodeUnstageVolume" && r.Code == "OK":
+			l.LiftedAt(r.NodeID, r.Time)
+		}
+	}
+	return n
+}
+
+// attachedLogin returns the login options of the node a volume is
+// attached to now, from its VolumeAttachment's publish context.
+func (w *World) attachedLogin(ctx context.Context, driver, handle string) (iscsi.Options, error) {
+	client := w.Cluster.Client()
+	vas, err := client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return iscsi.Options{}, err
+	}
+	for _, va := range vas.Items {
+		if va.Spec.Attacher != driver || !va.Status.Attached || va.Spec.Source.PersistentVolumeName == nil {
+			continue
+		}
+		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, *va.Spec.Source.PersistentVolumeName, metav1.GetOptions{})
+		if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.VolumeHandle != handle {
+			continue
+		}
+		return loginOf(&va)
+	}
+	return iscsi.Options{}, fmt.Errorf("volume %s of driver %s is attached nowhere: the byte checker has no initiator to read it as", handle, driver)
+}
+
+func loginOf(va *storagev1.VolumeAttachment) (iscsi.Options, error) {
+	opts, err := iscsi.FromPublishContext(va.Status.AttachmentMetadata)
+	if err != nil {
+		return opts, fmt.Errorf("VolumeAttachment %s: %w", va.Name, err)
+	}
+	opts.ReservationKey = 0 // the checker only reads: it registers nothing
+	return opts, nil
+}
