@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/mock-driver/tgt"
 	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/iscsi"
@@ -36,6 +37,26 @@ func TestFailoverOnRealStorage(t *testing.T) {
 		t.Parallel()
 		partitionHealsOnTgt(t, tgt.MethodPR)
 	})
+	t.Run("node fencing with no human, acl+sessions", func(t *testing.T) {
+		t.Parallel()
+		nodeFencingOnTgt(t, tgt.MethodACLSessions)
+	})
+}
+
+// nodeFencingOnTgt: a node stops heartbeating while its session keeps
+// writing; node fencing powers it off through its BMC, the volume is
+// fenced off it and moves, with no human.
+func nodeFencingOnTgt(t *testing.T, method tgt.FenceMethod) {
+	s := newFencingScenarioWith(t, world.Options{Driver: world.TgtDriver(method, world.DriverOptions{})}, world.BMCRedfish, nil)
+	nodeA := s.startDB().Spec.NodeName
+	s.hang(nodeA)
+	_, err := s.setup.WaitRequestPhase(s.ctx, nodeA, fencingv1alpha1.FencingPhaseFenced, fenceTimeout)
+	must(t, err)
+	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
+	must(t, err)
+	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
+	s.assertInvariant(nodeA, moved.Spec.NodeName)
+	s.assertBytesClean()
 }
 
 // nonGracefulOnTgt: the node loses power and its zombie keeps writing
