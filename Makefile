@@ -216,6 +216,15 @@ demo-manual: tools-notice build control-plane ## The manual story: an operator a
 	@echo ">> compiling the demo (go run ./test/cmd/demo)"
 	$(GO) run ./test/cmd/demo --manual
 
+.PHONY: demo-iscsi
+demo-iscsi: tools-notice build control-plane ## The manual story on a real iSCSI target (Debian's tgt, root): a zombie's session is ended by the fence, judged on the LUN's bytes (DEMO_FENCE_METHOD=acl+sessions|pr|acl).
+	@echo ">> compiling the demo (go run ./test/cmd/demo)"
+	$(GO) run ./test/cmd/demo --manual --backend=tgt --fence-method=$(DEMO_FENCE_METHOD)
+
+# The fence method of `make demo-iscsi`; acl is no fence, to watch the
+# byte checker catch it.
+DEMO_FENCE_METHOD ?= acl+sessions
+
 .PHONY: up
 up: tools-notice build control-plane ## Start the local cluster with Fenceline (and a simulated BMC per node) and leave it running.
 	@echo ">> compiling the demo (go run ./test/cmd/demo)"

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -149,7 +150,10 @@ func (s *scenario) assertZombieRefused(node string) {
 	fence := s.fenceTime(node)
 	k := s.w.Kubelets[node]
 	must(s.t, world.WaitFor(s.ctx, 20*time.Second, "a refused write of "+node+" after the fence", func(context.Context) (bool, error) {
-		_, refused := kubelet.Accepted(k.Writes(), fence)
+		accepted, refused := kubelet.SentAfter(k.Writes(), fence)
+		if accepted > 0 {
+			return false, fmt.Errorf("%d writes of %s sent after the fence were acknowledged", accepted, node)
+		}
 		return refused > 0, nil
 	}))
 }

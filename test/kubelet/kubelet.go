@@ -101,8 +101,8 @@ const (
 
 // Write records one data-plane write attempt.
 type Write struct {
-	// Time is when the driver answered.
-	Time time.Time
+	// Sent is when the write was sent, Time when the driver answered.
+	Sent, Time time.Time
 	// VolumeID is the volume written to, and Driver its CSI driver.
 	VolumeID string
 	Driver   string

@@ -502,13 +502,14 @@ func (k *Kubelet) writeLoop(ctx context.Context, v *volume, write func(ctx conte
 		seq, powered := k.seq, k.powered
 		k.mu.Unlock()
 		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		sent := time.Now()
 		err := write(wctx, seq)
 		wcancel()
 		if ctx.Err() != nil {
 			return // stopped mid-write: the answer no longer counts
 		}
 		k.mu.Lock()
-		k.writes = append(k.writes, Write{Time: time.Now(), VolumeID: v.handle, Driver: v.driver.name, Seq: seq, PoweredOn: powered, Err: err})
+		k.writes = append(k.writes, Write{Sent: sent, Time: time.Now(), VolumeID: v.handle, Driver: v.driver.name, Seq: seq, PoweredOn: powered, Err: err})
 		k.mu.Unlock()
 	}
 }
@@ -528,6 +529,22 @@ func (k *Kubelet) stopWritersLocked() {
 			v.stopWriter = nil
 		}
 	}
+}
+
+// SentAfter counts the writes sent after t that were accepted, and those
+// refused: what a fence that returned at t must have refused, every one.
+// A write sent before t and answered after it may land either way.
+func SentAfter(writes []Write, t time.Time) (accepted, refused int) {
+	for _, w := range writes {
+		switch {
+		case !w.Sent.After(t):
+		case w.Err == nil:
+			accepted++
+		default:
+			refused++
+		}
+	}
+	return accepted, refused
 }
 
 // Accepted counts the writes the driver accepted after t, and how many it

@@ -27,6 +27,7 @@ const (
 
 // autoRun is one telling of the automatic story and what it measured.
 type autoRun struct {
+	store  storage
 	st     stepper
 	dw     *demoWorld
 	tl     *world.Timeline
@@ -68,12 +69,12 @@ type evidence struct {
 // agent powers the node off through its BMC and reads Off back, the node
 // is put out of service, db-0 moves with its volume fenced off the node,
 // and once powered on again with a new boot ID the node is unfenced.
-func autoStory(ctx context.Context, st stepper, dw *demoWorld, tl *world.Timeline, replicas int, verbose bool) error {
+func autoStory(ctx context.Context, st stepper, dw *demoWorld, tl *world.Timeline, replicas int, verbose bool, store storage) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	stop := make(chan struct{})
 	defer close(stop)
-	r := &autoRun{st: st, dw: dw, tl: tl, rw: watchFencingRequests(dw.Fencing.Client, tl, stop)}
+	r := &autoRun{st: st, dw: dw, tl: tl, rw: watchFencingRequests(dw.Fencing.Client, tl, stop), store: store}
 	victim, handle, err := deployDB(ctx, st, dw.World, tl, replicas, stop)
 	if err != nil {
 		return err
@@ -84,7 +85,7 @@ func autoStory(ctx context.Context, st stepper, dw *demoWorld, tl *world.Timelin
 			return err
 		}
 	}
-	return r.report(verbose)
+	return r.report(ctx, verbose)
 }
 
 // hang stops the node's heartbeats while it keeps running and writing.
@@ -197,7 +198,7 @@ func (r *autoRun) recover(ctx context.Context) error {
 
 // report prints the timeline and the verdict; a fence that did not hold
 // is an error.
-func (r *autoRun) report(verbose bool) error {
+func (r *autoRun) report(ctx context.Context, verbose bool) error {
 	if recs, err := r.dw.Audit(); err == nil {
 		r.tl.AddAudit(recs)
 	}
@@ -209,8 +210,12 @@ func (r *autoRun) report(verbose bool) error {
 	if err := ev.check.Err(); err != nil {
 		fmt.Println(err)
 	}
+	bytesOK, err := r.store.judgeBytes(ctx, r.dw.World)
+	if err != nil {
+		return err
+	}
 	ok := ev.fence >= 0 && ev.publish > ev.fence && ev.accepted == 0 && ev.standinAccepted == 0 &&
-		ev.check.Err() == nil && ev.check.NewNode == r.newNode
+		ev.check.Err() == nil && ev.check.NewNode == r.newNode && bytesOK
 	verdict := fmt.Sprintf("failover without a human: %.1f s after the heartbeat loss; node %s's writes after the fence: %d accepted, %d rejected",
 		r.runningAt.Sub(r.t0).Seconds(), r.node, ev.accepted, ev.rejected)
 	if !ok {

@@ -4,7 +4,9 @@
 // node-fencing has it powered off through its BMC, the pod moves with its
 // volume fenced, and the node is unfenced once powered on again. With
 // --manual it tells the KEP-2268 story instead, where an operator applies
-// the out-of-service taint (`make demo-manual`). With --up it leaves the
+// the out-of-service taint (`make demo-manual`). With --backend=tgt either
+// story runs on a real iSCSI target and ends with the byte checker's
+// verdict on each LUN (`make demo-iscsi`). With --up it leaves the
 // world running in the background for exploration with kubectl (`make
 // up`); --down stops it (`make down`).
 package main
@@ -21,6 +23,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"fenceline.io/fenceline/mock-driver/tgt"
 )
 
 func main() {
@@ -30,7 +34,11 @@ func main() {
 	manual := flag.Bool("manual", false, "tell the manual story: an operator applies the out-of-service taint to a powered-off node")
 	replicas := flag.Int("replicas", 2, "pods of the demo StatefulSet")
 	verbose := flag.Bool("verbose", false, "print the components' log directory and progress details")
+	var store storage
+	flag.StringVar(&store.backend, "backend", "memory", "where the volumes live: memory (the mock array) or tgt (iSCSI LUNs on a real userspace target; needs Debian's tgt and root)")
+	method := flag.String("fence-method", string(tgt.MethodACLSessions), "with --backend=tgt, how a fence cuts a node off: acl+sessions, pr, or acl (no fence: watch the byte checker catch it)")
 	flag.Parse()
+	store.method = tgt.FenceMethod(*method)
 	// The demo speaks through its own output; the kubelet stand-ins log to
 	// a file next to the components' logs (see world.Launch).
 	klog.LogToStderr(false)
@@ -47,10 +55,12 @@ func main() {
 		err = runUp()
 	case *serve:
 		err = runServe(ctx)
+	case store.check() != nil:
+		err = store.check()
 	case *manual:
-		err = runManualDemo(ctx, *replicas, *verbose)
+		err = runManualDemo(ctx, store, *replicas, *verbose)
 	default:
-		err = runDemo(ctx, *replicas, *verbose)
+		err = runDemo(ctx, store, *replicas, *verbose)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)

@@ -9,12 +9,14 @@ import (
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/test/invariant"
+	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/world"
 )
 
 // manualRun is one telling of the manual story and what it measured.
 type manualRun struct {
 	st     stepper
+	store  storage
 	w      *world.World
 	tl     *world.Timeline
 	node   string // the node powered off
@@ -34,10 +36,10 @@ type manualRun struct {
 // Fenceline), narrated: a node is powered off while its pod keeps writing
 // (a zombie), an operator applies the out-of-service taint, db-0 moves with
 // its volume fenced, and the node is powered on and the taint removed.
-func manualStory(ctx context.Context, st stepper, w *world.World, replicas int, verbose bool) error {
+func manualStory(ctx context.Context, st stepper, w *world.World, replicas int, verbose bool, store storage) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	r := &manualRun{st: st, w: w, tl: &world.Timeline{}}
+	r := &manualRun{st: st, w: w, tl: &world.Timeline{}, store: store}
 	stop := make(chan struct{})
 	defer close(stop)
 	victim, handle, err := deployDB(ctx, st, w, r.tl, replicas, stop)
@@ -50,7 +52,7 @@ func manualStory(ctx context.Context, st stepper, w *world.World, replicas int, 
 			return err
 		}
 	}
-	return r.report(verbose)
+	return r.report(ctx, verbose)
 }
 
 // powerOffAndTaint powers the node off, has the operator taint it once it
@@ -80,27 +82,40 @@ func (r *manualRun) powerOffAndTaint(ctx context.Context) error {
 	return nil
 }
 
-// judge waits until the array refused a few of the zombie's writes after
-// the fenced unpublish and counts them.
+// judge waits until a few of the zombie's writes after the fenced
+// unpublish were answered and counts those accepted and refused: as the array's audit log records
+// them, or, on a real iSCSI target, as the node's own session saw them
+// answered (the target keeps no such log).
 func (r *manualRun) judge(ctx context.Context) error {
 	fenced := []audit.Predicate{audit.Method("ControllerUnpublishVolume"), audit.Volume(r.handle), audit.Node(r.node), audit.Fenced(), audit.OK()}
-	if err := world.WaitFor(ctx, 20*time.Second, "refused writes from "+r.node, func(context.Context) (bool, error) {
+	if err := world.WaitFor(ctx, 20*time.Second, "writes of "+r.node+" after the fence", func(context.Context) (bool, error) {
 		recs, err := r.w.Audit()
 		if err != nil {
 			return false, nil //nolint:nilerr // retry reading
 		}
 		r.recs = recs
-		fence := audit.FirstIndex(recs, fenced...)
-		return fence >= 0 && audit.Count(recs[fence+1:], audit.Method("Write"), audit.Node(r.node), audit.Code("PermissionDenied")) >= 3, nil
+		r.fence = audit.FirstIndex(recs, fenced...)
+		if r.fence < 0 {
+			return false, nil
+		}
+		r.accepted, r.rejected = r.zombieWrites()
+		return r.accepted+r.rejected >= 3, nil
 	}); err != nil {
 		return err
 	}
-	r.fence = audit.FirstIndex(r.recs, fenced...)
 	r.publish = audit.FirstIndex(r.recs, audit.Method("ControllerPublishVolume"), audit.Volume(r.handle), audit.Node(r.newNode), audit.OK())
-	after := r.recs[r.fence+1:]
-	r.accepted = audit.Count(after, audit.Method("Write"), audit.Node(r.node), audit.OK())
-	r.rejected = audit.Count(after, audit.Method("Write"), audit.Node(r.node), audit.Code("PermissionDenied"))
 	return nil
+}
+
+// zombieWrites counts the node's writes after the fence, accepted and
+// refused.
+func (r *manualRun) zombieWrites() (accepted, rejected int) {
+	if r.store.real() {
+		return kubelet.SentAfter(r.w.Kubelets[r.node].Writes(), r.recs[r.fence].Time)
+	}
+	after := r.recs[r.fence+1:]
+	return audit.Count(after, audit.Method("Write"), audit.Node(r.node), audit.OK()),
+		audit.Count(after, audit.Method("Write"), audit.Node(r.node), audit.Code("PermissionDenied"))
 }
 
 // recover powers the node on, waits for its clean-up (which lifts the
@@ -129,13 +144,17 @@ func (r *manualRun) recover(ctx context.Context) error {
 
 // report prints the timeline and the verdict; a fence that did not hold
 // is an error.
-func (r *manualRun) report(verbose bool) error {
+func (r *manualRun) report(ctx context.Context, verbose bool) error {
 	fmt.Printf("\nTimeline (seconds from the power-off of %s):\n%s\n", r.node, r.tl.Format(r.t0))
 	check := invariant.Check(r.recs, invariant.Failover{Volume: r.handle, From: r.node, CutOff: r.t0})
 	if err := check.Err(); err != nil {
 		fmt.Println(err)
 	}
-	ok := r.fence >= 0 && r.publish > r.fence && r.accepted == 0 && check.Err() == nil && check.NewNode == r.newNode
+	bytesOK, err := r.store.judgeBytes(ctx, r.w)
+	if err != nil {
+		return err
+	}
+	ok := r.fence >= 0 && r.publish > r.fence && r.accepted == 0 && check.Err() == nil && check.NewNode == r.newNode && bytesOK
 	verdict := fmt.Sprintf("failover %.1f s after the taint (%.1f s after the power-off); node %s's writes after the fence: %d accepted, %d rejected",
 		r.runningAt.Sub(r.taintAt).Seconds(), r.runningAt.Sub(r.t0).Seconds(), r.node, r.accepted, r.rejected)
 	if !ok {

@@ -29,6 +29,8 @@ type worldConfig struct {
 	zombie bool
 	// timeline receives the BMCs' power events; nil records none.
 	timeline *world.Timeline
+	// storage is the mock driver's backend.
+	storage storage
 }
 
 // demoWorld is a running world and what stops it.
@@ -76,8 +78,13 @@ func startWorld(ctx context.Context, st stepper, cfg worldConfig) (*demoWorld, e
 	if cfg.fencing {
 		components = "fenceline-attacher, fenceline-controller and fenceline-fence-agent"
 	}
-	st.printf("control plane ready at %s; starting the mock driver, 3 nodes with kubelet stand-ins, %s", c.ServerURL(), components)
-	dw.World, err = world.Launch(ctx, c, world.Options{ZombieWrites: cfg.zombie, WriteInterval: 250 * time.Millisecond, Fencing: cfg.fencing})
+	backend := "the mock driver"
+	if cfg.storage.real() {
+		backend = fmt.Sprintf("the mock driver on a real iSCSI target (tgt, fence method %s; the stand-ins write through their own iSCSI sessions)", cfg.storage.method)
+	}
+	st.printf("control plane ready at %s; starting %s, 3 nodes with kubelet stand-ins, %s", c.ServerURL(), backend, components)
+	dw.World, err = world.Launch(ctx, c, world.Options{ZombieWrites: cfg.zombie, WriteInterval: 250 * time.Millisecond, Fencing: cfg.fencing,
+		Driver: cfg.storage.driver()})
 	if err == nil {
 		err = dw.CreateStorageClass(ctx)
 	}
@@ -107,17 +114,17 @@ func runStory(ctx context.Context, cfg worldConfig, story func(context.Context, 
 }
 
 // runDemo tells the automatic story (autoStory).
-func runDemo(ctx context.Context, replicas int, verbose bool) error {
+func runDemo(ctx context.Context, store storage, replicas int, verbose bool) error {
 	tl := &world.Timeline{}
-	return runStory(ctx, worldConfig{name: "demo", fencing: true, timeline: tl}, func(ctx context.Context, st stepper, dw *demoWorld) error {
-		return autoStory(ctx, st, dw, tl, replicas, verbose)
+	return runStory(ctx, worldConfig{name: "demo", fencing: true, timeline: tl, storage: store}, func(ctx context.Context, st stepper, dw *demoWorld) error {
+		return autoStory(ctx, st, dw, tl, replicas, verbose, store)
 	})
 }
 
 // runManualDemo tells the manual story (manualStory).
-func runManualDemo(ctx context.Context, replicas int, verbose bool) error {
-	return runStory(ctx, worldConfig{name: "demo-manual", zombie: true}, func(ctx context.Context, st stepper, dw *demoWorld) error {
-		return manualStory(ctx, st, dw.World, replicas, verbose)
+func runManualDemo(ctx context.Context, store storage, replicas int, verbose bool) error {
+	return runStory(ctx, worldConfig{name: "demo-manual", zombie: true, storage: store}, func(ctx context.Context, st stepper, dw *demoWorld) error {
+		return manualStory(ctx, st, dw.World, replicas, verbose, store)
 	})
 }
 
