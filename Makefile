@@ -244,9 +244,9 @@ $(TOOLS_BIN)/csi-attacher: test/tools/upstream-attacher/go.mod test/tools/upstre
 		github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
 
 .PHONY: bench
-bench: tools-notice build control-plane upstream-attacher ## Run the benchmarks (failover against upstream, attach throughput).
+bench: tools-notice build control-plane upstream-attacher ## Run the benchmarks (failover against upstream, attach throughput, the cost of a fence on a real iSCSI target).
 	@mkdir -p bench-results
-	$(GO) test -run '^$$' -bench '^Benchmark(Failover|AttachThroughput)' -benchtime 1x -timeout 60m ./test/bench/...
+	$(GO) test -run '^$$' -bench '^Benchmark(Failover|AttachThroughput|FenceCost)' -benchtime 1x -timeout 60m ./test/bench/...
 
 # The scale benchmark (KWOK clusters up to 5,000 nodes and 50,000 pods):
 # SCALE_SIZES=NODESxPODS,... picks sizes; about 35 minutes for the default
