@@ -50,7 +50,7 @@ type Options struct {
 	// Method is the fence method ("" is MethodACLSessions).
 	Method FenceMethod
 	// Host is the portal's address (127.0.0.1 when empty); the port is an
-	// unprivileged free one.
+	// unprivileged free one, the last start's on Dir when it is free.
 	Host string
 	// FenceTimeout bounds how long a revoke or a fence may take to be
 	// confirmed before it fails UNAVAILABLE (5 s when zero). The array's
@@ -120,7 +120,7 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	logger := klog.FromContext(ctx).WithValues("backend", "tgt")
 	for attempt := 1; ; attempt++ {
-		b, err := startDaemon(ctx, opts, logger, tgtd, tgtadm)
+		b, err := startDaemon(ctx, opts, logger, tgtd, tgtadm, attempt == 1)
 		if err == nil {
 			return b, nil
 		}
@@ -132,12 +132,15 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 }
 
 // startDaemon makes one attempt at starting tgtd.
-func startDaemon(ctx context.Context, opts Options, logger logr.Logger, tgtd, tgtadm string) (*Backend, error) {
+func startDaemon(ctx context.Context, opts Options, logger logr.Logger, tgtd, tgtadm string, samePortal bool) (*Backend, error) {
 	// The control "port" only names tgtd's socket and lock file under
 	// /var/run/tgtd; a random one keeps backends of parallel tests apart,
 	// and tgtd's lock catches the rare clash.
 	control := 1000 + rand.IntN(31000) // tgtd takes at most 32767
 	port, err := freePort(opts.Host)
+	if samePortal {
+		port, err = portalPort(opts, logger)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +170,32 @@ func startDaemon(ctx context.Context, opts Options, logger logr.Logger, tgtd, tg
 		b.kill()
 		return nil, err
 	}
+	if err := os.WriteFile(portalFile(opts), []byte(strconv.Itoa(port)+"\n"), 0o640); err != nil {
+		b.kill()
+		return nil, fmt.Errorf("recording the portal port: %w", err)
+	}
 	b.logger.Info("tgtd started", "pid", cmd.Process.Pid, "method", opts.Method, "log", logPath)
 	return b, nil
+}
+
+// portalFile records the portal's port in Dir.
+func portalFile(opts Options) string { return filepath.Join(opts.Dir, "portal-port") }
+
+// portalPort is the port a backend started before on Dir served, when it
+// is free, so that a restarted driver answers where its nodes' sessions
+// and publish contexts point, as an array's portal stays put; else a free
+// one.
+func portalPort(opts Options, logger logr.Logger) (int, error) {
+	if b, err := os.ReadFile(portalFile(opts)); err == nil {
+		if port, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && port > 0 {
+			if l, err := net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(port))); err == nil {
+				_ = l.Close()
+				return port, nil
+			}
+			logger.Info("The portal port of the last start is taken: serving another; sessions and publish contexts naming the old one will not reconnect", "port", port)
+		}
+	}
+	return freePort(opts.Host)
 }
 
 // awaitReady waits until tgtd answers on its control port, then checks that

@@ -61,7 +61,8 @@ func nodeFencingOnTgt(t *testing.T, method tgt.FenceMethod) {
 }
 
 // nonGracefulOnTgt: the node loses power and its zombie keeps writing
-// through its session; the operator's out-of-service taint moves the pod.
+// through its session; the operator's out-of-service taint moves the pod;
+// the driver crashes and comes back; the node returns and cleans up.
 func nonGracefulOnTgt(t *testing.T, method tgt.FenceMethod) {
 	s := newScenario(t, world.Options{ZombieWrites: true, Driver: world.TgtDriver(method, world.DriverOptions{})})
 	nodeA := s.startDB().Spec.NodeName
@@ -85,6 +86,13 @@ func nonGracefulOnTgt(t *testing.T, method tgt.FenceMethod) {
 	s.assertZombieRefused(nodeA)
 	s.waitAcceptedWrite(nodeB, time.Now())
 	s.assertInvariant(nodeA, nodeB)
+	s.assertBytesClean()
+
+	// The array's plugin crashes: its restarted target serves the same
+	// portal, the new node logs in again and writes on, and the fenced
+	// node, still powered off and writing, stays out.
+	must(t, s.w.KillDriver(s.ctx))
+	s.waitAcceptedWrite(nodeB, time.Now())
 	s.assertBytesClean()
 
 	must(t, s.w.PowerOn(s.ctx, nodeA))

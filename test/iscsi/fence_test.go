@@ -233,7 +233,9 @@ func testRestartServesState(t *testing.T, m tgt.FenceMethod) {
 	r.d.Stop()
 	r.start()
 	optsA.Portal = r.d.Tgt().Portal()
-	t.Logf("portal %s -> %s", oldPortal, optsA.Portal)
+	if optsA.Portal != oldPortal {
+		t.Fatalf("the restarted driver serves portal %s, not %s where its nodes' sessions and publish contexts point", optsA.Portal, oldPortal)
+	}
 	sa := r.login(optsA) // registers node-a's key again under pr, as a node logging in anew would
 	if err := w.WriteNext(); err == nil {
 		t.Fatal("the session from before the restart still writes: it cannot, its tgtd is gone")

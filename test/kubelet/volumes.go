@@ -29,7 +29,6 @@ import (
 	"fenceline.io/fenceline/pkg/fence"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/test/cluster"
-	"fenceline.io/fenceline/test/iscsi"
 )
 
 // volKey names a volume on the node: handles are a driver's own, so two
@@ -46,9 +45,9 @@ type volume struct {
 	// its pods are gone, its clean-up is forced.
 	rebooted   bool
 	stopWriter context.CancelFunc
-	// dev is the node's iSCSI session to a volume of the tgt backend,
+	// sess is the node's iSCSI session to a volume of the tgt backend,
 	// from staging until its writer stops; nil for the memory backend.
-	dev iscsi.Device
+	sess *session
 }
 
 // want is one volume the node's pods need.
@@ -352,7 +351,7 @@ func (k *Kubelet) mount(ctx context.Context, key volKey, w *want, c caches) erro
 		}); err != nil {
 			return fmt.Errorf("NodeStageVolume %s: %w", handle, err)
 		}
-		dev, err := k.stageISCSI(ctx, publishContext)
+		sess, err := k.stageISCSI(ctx, publishContext)
 		if err != nil {
 			return fmt.Errorf("staging %s: %w", handle, err)
 		}
@@ -360,18 +359,18 @@ func (k *Kubelet) mount(ctx context.Context, key volKey, w *want, c caches) erro
 			VolumeId: handle, PublishContext: publishContext,
 			StagingTargetPath: staging, TargetPath: target, VolumeCapability: rwoCapability,
 		}); err != nil {
-			if dev != nil {
-				closeDevice(dev)
+			if sess != nil {
+				sess.close()
 			}
 			return fmt.Errorf("NodePublishVolume %s: %w", handle, err)
 		}
 		k.mu.Lock()
 		v.published, v.rebooted = true, false
-		if dev != nil {
-			if v.dev != nil && v.dev != dev {
-				go closeDevice(v.dev) // a session from before, whose writer is stopping
+		if sess != nil {
+			if v.sess != nil {
+				go v.sess.close() // a session from before, whose writer is stopping
 			}
-			v.dev = dev
+			v.sess = sess
 		}
 		k.startWriterLocked(v)
 		k.mu.Unlock()
@@ -455,9 +454,9 @@ func cleanupForce(rebooted, forceCleanup bool) bool { return rebooted && forceCl
 // through the array's data plane for the memory backend, stamped blocks
 // through the node's iSCSI session for the tgt backend.
 func (k *Kubelet) startWriterLocked(v *volume) {
-	if k.stopped && v.dev != nil {
-		go closeDevice(v.dev)
-		v.dev = nil
+	if k.stopped && v.sess != nil {
+		go v.sess.close()
+		v.sess = nil
 	}
 	if v.stopWriter != nil || k.stopped {
 		return
@@ -468,15 +467,14 @@ func (k *Kubelet) startWriterLocked(v *volume) {
 		data := fmt.Appendf(nil, "%s write %d at %s", k.cfg.NodeName, seq, time.Now().Format(time.RFC3339Nano))
 		return client.Write(ctx, v.driver.conn, v.handle, data)
 	}
-	if v.dev != nil {
-		bw, dev := k.blockWriter(v, k.boot), v.dev
-		write = func(context.Context, int) error { return bw.WriteNext() }
-		v.dev = nil // the writer owns the session from here: a stopped writer logs it out
+	if sess := v.sess; sess != nil {
+		write = k.blockWrite(v, sess)
+		v.sess = nil // the writer owns the session from here: a stopped writer logs it out
 		k.writersWG.Add(1)
 		go func() {
 			defer k.writersWG.Done()
 			<-ctx.Done()
-			closeDevice(dev)
+			sess.close()
 		}()
 	}
 	k.writersWG.Add(1)
