@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/iscsi"
 	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/world"
 )
@@ -179,7 +180,13 @@ func Run(t *testing.T, p Plan) (Result, error) {
 			res.Findings = append(res.Findings, f)
 		}
 	}
-	res.Judged = facts.Judged()
+	bytesJudged := ""
+	if p.Tgt != "" {
+		var fs []Finding
+		fs, bytesJudged = e.checkBytes(convErr == nil)
+		res.Findings = append(res.Findings, fs...)
+	}
+	res.Judged = facts.Judged() + bytesJudged
 	if len(e.skews) > 0 {
 		res.Judged += fmt.Sprintf(", %d renewals rewritten with a skewed clock", e.skewRewrites())
 	}
@@ -211,6 +218,10 @@ func (e *episode) setUp() error {
 		AttacherReplicas:   e.p.AttacherReplicas,
 		TaintEviction:      e.p.TaintEviction,
 		Driver:             world.DriverOptions{SafeDetach: e.p.SafeDetachDriver(world.DriverName)},
+	}
+	if e.p.Tgt != "" {
+		iscsi.RequireTgt(e.t)
+		opts.Driver = world.TgtDriver(e.p.Tgt, opts.Driver)
 	}
 	if e.p.TwoDrivers {
 		opts.SecondDriver = &world.DriverOptions{SafeDetach: e.p.SafeDetachDriver(world.SecondDriverName)}

@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"fenceline.io/fenceline/mock-driver/tgt"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -149,6 +150,13 @@ const AttacherReplicaSeeds = 3001
 // drew before it existed.
 const TwoDriverSeeds = 4001
 
+// TgtSeeds is the first seed whose plan may serve the first driver's
+// volumes from a real iSCSI target (Plan.Tgt): the kubelet stand-ins then
+// write stamped blocks through their own sessions, and each LUN's bytes
+// are judged after the episode. Seeds below it draw exactly what they drew
+// before it existed.
+const TgtSeeds = 5001
+
 // SkewTarget is whose clock a Skew puts off.
 type SkewTarget string
 
@@ -273,6 +281,12 @@ type Plan struct {
 	// each): one is safe-detach and the other not (SafeDetachDriver). The
 	// sets are spread over both (Set.Driver).
 	TwoDrivers bool
+	// Tgt, when set, runs the first mock driver on the tgt backend with
+	// this fence method: every volume of it an iSCSI LUN on a real target,
+	// judged on its bytes (world.CheckBytes) beside the audit log. Such an
+	// episode needs root and Debian's tgt: without them it skips, or fails
+	// with iscsi.RequireEnv set.
+	Tgt tgt.FenceMethod
 }
 
 // Drivers returns the CSI drivers the plan runs, the first one first.
@@ -384,6 +398,10 @@ func Draw(seed uint64) Plan {
 		// Drawn last too: every draw above stays what it was.
 		p.drawSecondDriver(r)
 	}
+	if seed >= TgtSeeds && r.IntN(4) == 0 {
+		// Drawn last, for the same reason.
+		p.Tgt = pick(r, []tgt.FenceMethod{tgt.MethodACLSessions, tgt.MethodPR})
+	}
 	return p
 }
 
@@ -471,6 +489,10 @@ func (p Plan) String() string {
 			drivers = append(drivers, driverShort(d)+map[bool]string{true: "(safe-detach)"}[p.SafeDetachDriver(d)])
 		}
 		s += fmt.Sprintf(" drivers=%s", strings.Join(drivers, ","))
+	}
+	if p.Tgt != "" {
+		// Only plans on a real target say so.
+		s += fmt.Sprintf(" storage=tgt(%s)", p.Tgt)
 	}
 	if len(p.Skews) > 0 {
 		// Only plans with skews say so: the others read as they always did.

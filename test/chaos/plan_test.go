@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"fenceline.io/fenceline/mock-driver/tgt"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -333,5 +334,47 @@ func TestMovesOnlyWhatTheRecoveryMoves(t *testing.T) {
 			t.Errorf("%s: safe-detach first %t second %t, want %t and %t", tc.recovery,
 				p.SafeDetachDriver(world.DriverName), p.SafeDetachDriver(world.SecondDriverName), tc.firstSafe, tc.secondSafe)
 		}
+	}
+}
+
+// recordedTwoDriverPlans is the SHA-256 of the plans of seeds
+// TwoDriverSeeds to TgtSeeds-1 (as recordedPlans) as they were drawn
+// before plans on a real iSCSI target existed.
+const recordedTwoDriverPlans = "50956f8ede83bb6c22977f0fa6eef860b066f124c93afa3cf0818a62740cd069"
+
+// TestTgtDrawKeepsRecordedSeeds: every seed below TgtSeeds draws exactly
+// the plan it drew before, on the memory backend; from it about one plan
+// in four serves the first driver from a real target, with either fence
+// method that is one, and says so.
+func TestTgtDrawKeepsRecordedSeeds(t *testing.T) {
+	h := sha256.New()
+	for seed := range uint64(TgtSeeds) {
+		p := Draw(seed)
+		if seed >= TwoDriverSeeds {
+			fmt.Fprintln(h, p.String(), p.HealAfter)
+		}
+		if p.Tgt != "" {
+			t.Fatalf("seed %d below %d drew the tgt backend: %v", seed, TgtSeeds, p)
+		}
+	}
+	if got := fmt.Sprintf("%x", h.Sum(nil)); got != recordedTwoDriverPlans {
+		t.Fatalf("the plans of seeds %d to %d changed: digest %s, recorded %s", TwoDriverSeeds, TgtSeeds-1, got, recordedTwoDriverPlans)
+	}
+	methods := map[tgt.FenceMethod]int{}
+	for seed := uint64(TgtSeeds); seed < TgtSeeds+400; seed++ {
+		p := Draw(seed)
+		if p.Tgt == "" {
+			continue
+		}
+		methods[p.Tgt]++
+		if p.Tgt == tgt.MethodACL {
+			t.Fatalf("seed %d drew acl, which is no fence: %s", seed, p)
+		}
+		if !strings.Contains(p.String(), " storage=tgt("+string(p.Tgt)+")") {
+			t.Fatalf("seed %d: the plan does not say it runs on the target: %s", seed, p)
+		}
+	}
+	if n := methods[tgt.MethodACLSessions] + methods[tgt.MethodPR]; n < 70 || n > 130 || methods[tgt.MethodPR] == 0 || methods[tgt.MethodACLSessions] == 0 {
+		t.Errorf("of 400 seeds from %d, the tgt draws were %v: want about a quarter, both methods", TgtSeeds, methods)
 	}
 }
