@@ -75,6 +75,9 @@ fence-sanity: ## Build the fence-sanity conformance command (see docs/fence-sani
 # promtool for the alerting rules' tests (test/monitoring).
 KUBE_TOOLS    := kube-apiserver kube-controller-manager kube-scheduler kubectl
 CONTROL_PLANE := etcd $(KUBE_TOOLS) kwok
+# A real kubelet and a fake CRI for real-kubelet nodes, from the same
+# pinned Kubernetes module as the control plane.
+NODE_TOOLS    := kubelet fake-cri
 TOOLS         := $(CONTROL_PLANE) promtool
 
 # Progress of the first, long builds: each tool build says [n/total], where
@@ -82,14 +85,16 @@ TOOLS         := $(CONTROL_PLANE) promtool
 # its goals need). The goal lists name the targets whose prerequisites
 # include tools, upstream-attacher and upstream-e2e; test/deploy checks them
 # against the rules below.
-GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo demo-manual up bench bench-scale chaos
+GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo demo-manual demo-iscsi up bench bench-scale chaos
 GOALS_NEEDING_PROMTOOL          := promtool tools test test-unit
 GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench tools-oldest
 GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
+GOALS_NEEDING_NODE_TOOLS        := node-tools test
 needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(CONTROL_PLANE)) \
 	$(if $(filter $(GOALS_NEEDING_PROMTOOL),$(MAKECMDGOALS)),promtool) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_ATTACHER),$(MAKECMDGOALS)),csi-attacher) \
-	$(if $(filter $(GOALS_NEEDING_UPSTREAM_E2E),$(MAKECMDGOALS)),e2e-node.test)
+	$(if $(filter $(GOALS_NEEDING_UPSTREAM_E2E),$(MAKECMDGOALS)),e2e-node.test) \
+	$(if $(filter $(GOALS_NEEDING_NODE_TOOLS),$(MAKECMDGOALS)),$(NODE_TOOLS))
 MISSING_TOOLS := $(strip $(foreach t,$(needed_tools),$(if $(wildcard $(TOOLS_BIN)/$(t)),,$(t))))
 # $(call upto,NAME,LIST): LIST's words up to and including NAME.
 upto = $(if $(2),$(firstword $(2))$(if $(filter $(1),$(firstword $(2))),, $(call upto,$(1),$(wordlist 2,$(words $(2)),$(2)))))
@@ -120,6 +125,19 @@ $(addprefix $(TOOLS_BIN)/,$(KUBE_TOOLS)): $(TOOLS_BIN)/%: test/tools/kube/go.mod
 	@mkdir -p $(TOOLS_BIN)
 	@echo ">> $(call step,$*)building $* $(KUBE_VERSION)$(if $(filter kube-apiserver,$*), (the first build compiles most of Kubernetes: the longest step))"
 	cd test/tools/kube && $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
+
+.PHONY: node-tools
+node-tools: tools-notice $(addprefix $(TOOLS_BIN)/,$(NODE_TOOLS)) ## Build a real kubelet and a fake CRI (no container runtime) for real-kubelet nodes.
+
+$(TOOLS_BIN)/kubelet: test/tools/kube/go.mod test/tools/kube/go.sum
+	@mkdir -p $(TOOLS_BIN)
+	@echo ">> $(call step,kubelet)building kubelet $(KUBE_VERSION) (after the control plane: a few minutes)"
+	cd test/tools/kube && $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kubelet
+
+$(TOOLS_BIN)/fake-cri: test/tools/kube/go.mod test/tools/kube/go.sum $(wildcard test/tools/kube/fakecri/*.go)
+	@mkdir -p $(TOOLS_BIN)
+	@echo ">> $(call step,fake-cri)building fake-cri"
+	cd test/tools/kube && $(GO) build -o $@ ./fakecri
 
 $(TOOLS_BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
 	@mkdir -p $(TOOLS_BIN)
@@ -188,7 +206,7 @@ $(TOOLS_BIN)/e2e-node.test: test/tools/e2e/go.mod test/tools/e2e/go.sum test/too
 	cd test/tools/e2e && $(GO) test -c -ldflags '$(KUBE_LDFLAGS)' -o $@ .
 
 .PHONY: test
-test: tools-notice build control-plane promtool upstream-attacher upstream-e2e ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
+test: tools-notice build control-plane promtool upstream-attacher upstream-e2e node-tools ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
 	@echo ">> go test: compiling and running the fence extension's tests, then every package's (compiling takes minutes on a cold build cache)"
 	cd $(FENCE_MODULE) && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

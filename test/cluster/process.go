@@ -29,6 +29,12 @@ type Process struct {
 
 // StartProcess runs path with args, logging to <logDir>/<name>.log.
 func StartProcess(name, logDir, path string, args ...string) (*Process, error) {
+	return StartProcessIn("", name, logDir, path, args...)
+}
+
+// StartProcessIn is StartProcess with dir as the working directory ("" is
+// this process's): for a program that may act on paths relative to it.
+func StartProcessIn(dir, name, logDir, path string, args ...string) (*Process, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -38,6 +44,7 @@ func StartProcess(name, logDir, path string, args ...string) (*Process, error) {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	cmd := exec.Command(path, args...)
+	cmd.Dir = dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -134,5 +141,5 @@ func (p *Process) Respawn() (*Process, error) {
 	if exited, _ := p.Exited(); !exited {
 		return nil, fmt.Errorf("respawning %s: it is still running", p.Name)
 	}
-	return StartProcess(p.Name, filepath.Dir(p.LogPath), p.cmd.Path, p.cmd.Args[1:]...)
+	return StartProcessIn(p.cmd.Dir, p.Name, filepath.Dir(p.LogPath), p.cmd.Path, p.cmd.Args[1:]...)
 }

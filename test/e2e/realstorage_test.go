@@ -38,6 +38,10 @@ func TestFailoverOnRealStorage(t *testing.T) {
 		t.Parallel()
 		partitionHealsOnTgt(t, tgt.MethodPR)
 	})
+	t.Run("safe-detach partition, acl is no fence", func(t *testing.T) {
+		t.Parallel()
+		partitionHealsOnTgt(t, tgt.MethodACL)
+	})
 	t.Run("node fencing with no human, acl+sessions", func(t *testing.T) {
 		t.Parallel()
 		nodeFencingOnTgt(t, tgt.MethodACLSessions)
@@ -70,17 +74,7 @@ func nonGracefulOnTgt(t *testing.T, method tgt.FenceMethod) {
 	moved := s.outOfService(nodeA)
 	nodeB := moved.Spec.NodeName
 	if method == tgt.MethodACL {
-		// The zombie's session outlives the revoked ACL: wait until it
-		// has written over blocks of the new node, then the checker must
-		// say so.
-		s.waitAcceptedWrite(nodeB, time.Now())
-		fence := s.fenceTime(nodeA)
-		s.waitAcceptedWrite(nodeA, fence.Add(2*time.Second))
-		v := s.checkBytes()
-		if len(v.Violations) == 0 {
-			t.Fatalf("the byte checker found nothing although %s's session wrote on after the fence (%d writes, %d acknowledged)", nodeA, v.Sent, v.Acked)
-		}
-		t.Logf("as expected, acl is no fence: %d bad blocks, first: %s", len(v.Violations), v.Violations[0])
+		s.assertACLCaught(nodeA, nodeB)
 		return
 	}
 	s.assertZombieRefused(nodeA)
@@ -105,7 +99,8 @@ func nonGracefulOnTgt(t *testing.T, method tgt.FenceMethod) {
 // boot, its session and writer intact), quarantined and its pod moved with
 // a fenced detach; the partition heals, the node cleans up, and the volume
 // moves back to it: its new session writes again, and the bytes stay
-// clean throughout.
+// clean throughout. With acl the partitioned node's session writes on
+// after the fence, and the checker must say so.
 func partitionHealsOnTgt(t *testing.T, method tgt.FenceMethod) {
 	s := newScenario(t, world.Options{
 		Driver:         world.TgtDriver(method, world.DriverOptions{SafeDetach: true}),
@@ -118,6 +113,10 @@ func partitionHealsOnTgt(t *testing.T, method tgt.FenceMethod) {
 	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", nodeA, failoverTimeout)
 	must(t, err)
 	nodeB := moved.Spec.NodeName
+	if method == tgt.MethodACL {
+		s.assertACLCaught(nodeA, nodeB)
+		return
+	}
 	s.assertZombieRefused(nodeA)
 	s.waitAcceptedWrite(nodeB, time.Now())
 	s.assertInvariant(nodeA, nodeB)
@@ -132,6 +131,21 @@ func partitionHealsOnTgt(t *testing.T, method tgt.FenceMethod) {
 	}))
 	s.moveBack(nodeA)
 	s.assertBytesClean()
+}
+
+// assertACLCaught: with acl the fence only revoked the ACL, and oldNode's
+// session outlives it. Once it has written on after the fence and the new
+// node has written too, the byte checker must find the zombie's blocks.
+func (s *scenario) assertACLCaught(oldNode, newNode string) {
+	s.t.Helper()
+	s.waitAcceptedWrite(newNode, time.Now())
+	fence := s.fenceTime(oldNode)
+	s.waitAcceptedWrite(oldNode, fence.Add(2*time.Second))
+	v := s.checkBytes()
+	if len(v.Violations) == 0 {
+		s.t.Fatalf("the byte checker found nothing although %s's session wrote on after the fence (%d writes, %d acknowledged)", oldNode, v.Sent, v.Acked)
+	}
+	s.t.Logf("as expected, acl is no fence: %d bad blocks, first: %s", len(v.Violations), v.Violations[0])
 }
 
 // fenceTime is when the driver recorded the first fenced unpublish of the

@@ -231,7 +231,7 @@ func (w *World) startDriver(ctx context.Context, proc, name, sockDir, stateDir s
 		"--unpublish-mode=" + string(o.unpublishMode()),
 		"--no-attach=" + strconv.FormatBool(o.NoAttach),
 	}
-	for _, n := range w.Nodes {
+	for _, n := range slices.Concat(w.Nodes, w.realNames) {
 		nodeSockets[n] = "unix://" + filepath.Join(sockDir, n+".sock")
 		args = append(args, "--node-endpoint="+n+"="+nodeSockets[n])
 	}

@@ -29,6 +29,7 @@ import (
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/iscsi"
 	"fenceline.io/fenceline/test/kubelet"
+	"fenceline.io/fenceline/test/realkubelet"
 )
 
 // DriverName is the mock driver's CSI driver name.
@@ -62,6 +63,11 @@ type DriverOptions struct {
 type Options struct {
 	// Nodes names the KWOK nodes (default node-a, node-b, node-c).
 	Nodes []string
+	// RealKubelets names nodes run by a real upstream kubelet on a fake
+	// CRI (package realkubelet) beside the KWOK nodes: the kubelet
+	// registers the Node, and the mock drivers' node sockets for it with
+	// it. Needs root and `make node-tools`.
+	RealKubelets []string
 	// Driver configures the mock driver.
 	Driver DriverOptions
 	// SecondDriver, when set, runs a second mock driver, SecondDriverName,
@@ -148,6 +154,9 @@ type World struct {
 	Nodes []string
 	// Kubelets are the stand-ins by node name.
 	Kubelets map[string]*kubelet.Kubelet
+	// RealKubelets are the real-kubelet nodes by name
+	// (Options.RealKubelets).
+	RealKubelets map[string]*realkubelet.Node
 	// Ledgers are the stand-ins' stamped block writes to volumes of the
 	// tgt backend, shared by every node (a volume moves), for CheckBytes.
 	Ledgers *iscsi.Book
@@ -180,6 +189,8 @@ type World struct {
 	// installed: an Installer put the RBAC in; none is applied from
 	// deploy/.
 	installed bool
+	// realNames are Options.RealKubelets.
+	realNames []string
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -216,12 +227,14 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		opts.Nodes = []string{"node-a", "node-b", "node-c"}
 	}
 	w := &World{
-		Cluster:     c,
-		Nodes:       opts.Nodes,
-		Kubelets:    map[string]*kubelet.Kubelet{},
-		Ledgers:     &iscsi.Book{},
-		NodeSockets: map[string]string{},
-		StateDir:    filepath.Join(c.Dir(), "mock"),
+		Cluster:      c,
+		Nodes:        opts.Nodes,
+		Kubelets:     map[string]*kubelet.Kubelet{},
+		RealKubelets: map[string]*realkubelet.Node{},
+		realNames:    opts.RealKubelets,
+		Ledgers:      &iscsi.Book{},
+		NodeSockets:  map[string]string{},
+		StateDir:     filepath.Join(c.Dir(), "mock"),
 	}
 	// The kubelet stand-ins run in this process; their log joins the
 	// components' logs so that a failure collects it too.
@@ -255,6 +268,9 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 			return w, err
 		}
 		w.Kubelets[n] = k
+	}
+	if err := w.startRealKubelets(ctx); err != nil {
+		return w, err
 	}
 	// An install waits for its pods to be ready, so the nodes come first.
 	if opts.Installer != nil {
@@ -452,6 +468,9 @@ func (w *World) Audit() ([]audit.Record, error) { return w.AuditOf(DriverName) }
 func (w *World) Stop() {
 	for _, k := range w.Kubelets {
 		k.Stop()
+	}
+	for _, n := range w.RealKubelets {
+		n.Stop()
 	}
 	procs := slices.Concat(w.Controllers, w.AttacherProcesses(), []*cluster.Process{w.Driver})
 	if w.Second != nil {

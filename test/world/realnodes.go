@@ -1,0 +1,31 @@
+package world
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"fenceline.io/fenceline/test/realkubelet"
+)
+
+// startRealKubelets starts a real-kubelet node for each of
+// Options.RealKubelets, every mock driver's node socket for it registered
+// with its kubelet, and waits for each to be Ready.
+func (w *World) startRealKubelets(ctx context.Context) error {
+	for _, n := range w.realNames {
+		drivers := map[string]string{}
+		for _, d := range w.DriverNames() {
+			v, _ := w.driver(d)
+			drivers[d] = v.nodeSockets[n]
+		}
+		node, err := realkubelet.Start(ctx, realkubelet.Config{
+			NodeName: n, Cluster: w.Cluster, Drivers: drivers,
+			Dir: filepath.Join(w.Cluster.Dir(), "real", n),
+		})
+		if err != nil {
+			return fmt.Errorf("real-kubelet node %s: %w", n, err)
+		}
+		w.RealKubelets[n] = node
+	}
+	return nil
+}
