@@ -85,9 +85,8 @@ func (s *scenario) startDB() *corev1.Pod {
 // after t.
 func (s *scenario) waitAcceptedWrite(node string, after time.Time) {
 	s.t.Helper()
-	k := s.w.Kubelets[node]
 	must(s.t, world.WaitFor(s.ctx, startTimeout, "an accepted write from "+node, func(context.Context) (bool, error) {
-		acc, _ := kubelet.Accepted(k.Writes(), after)
+		acc, _ := kubelet.Accepted(s.w.NodeWrites(node), after)
 		return acc > 0, nil
 	}))
 }

@@ -16,11 +16,13 @@ package realkubelet
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -31,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/kubelet"
 )
 
 // RequireEnv is the environment variable CI sets: with it, a machine that
@@ -81,6 +84,13 @@ type Config struct {
 	// LogDir receives kubelet-<node>.log and fake-cri-<node>.log (the
 	// cluster's log directory when empty).
 	LogDir string
+	// WriteInterval is how often each running container writes to each
+	// CSI volume it mounts (kubelet.DefaultWriteInterval when zero).
+	WriteInterval time.Duration
+	// ZombieWrites keeps the containers' writers writing after PowerOff,
+	// as the stand-in's option does: a node cut off from the control plane
+	// but not from its storage.
+	ZombieWrites bool
 }
 
 // Node is a running real-kubelet node. Stop ends it and cleans up.
@@ -89,6 +99,14 @@ type Node struct {
 	root    string
 	cri     *cluster.Process
 	kubelet *cluster.Process
+	wl      *workload
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu      sync.Mutex
+	powered bool
+	frozen  bool
+	stopped bool
 }
 
 // Start starts the fake CRI (with the drivers' registrations) and the
@@ -103,13 +121,24 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.LogDir == "" {
 		cfg.LogDir = cfg.Cluster.LogDir()
 	}
-	n := &Node{cfg: cfg, root: filepath.Join(cfg.Dir, "root")}
+	if cfg.WriteInterval <= 0 {
+		cfg.WriteInterval = kubelet.DefaultWriteInterval
+	}
+	n := &Node{cfg: cfg, root: filepath.Join(cfg.Dir, "root"), done: make(chan struct{})}
 	for _, d := range []string{n.root, n.workDir()} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, fmt.Errorf("real kubelet %s: %w", cfg.NodeName, err)
 		}
 	}
+	wl, err := newWorkload(cfg.NodeName, n.root, cfg.Drivers, cfg.WriteInterval)
+	if err != nil {
+		return nil, err
+	}
+	n.wl = wl
 	hostPaths.acquire()
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
+	go n.followEvents(wctx)
 	if err := n.start(); err != nil {
 		n.Stop()
 		return nil, err
@@ -121,14 +150,121 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// start boots the node: a new boot ID, a fresh fake CRI (no containers:
+// the runtime's state is lost with the power) and the kubelet.
 func (n *Node) start() error {
+	if err := os.WriteFile(n.bootIDPath(), []byte(newBootID()+"\n"), 0o644); err != nil {
+		return fmt.Errorf("real kubelet %s: boot ID: %w", n.cfg.NodeName, err)
+	}
+	_ = os.Remove(n.EventsPath())
+	n.wl.restart()
 	if err := n.startCRI(); err != nil {
 		return err
 	}
 	if err := n.writeConfig(); err != nil {
 		return err
 	}
-	return n.startKubelet()
+	if err := n.startKubelet(); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.powered, n.frozen = true, false
+	n.mu.Unlock()
+	return nil
+}
+
+// followEvents keeps the workload in step with the fake CRI's containers.
+func (n *Node) followEvents(ctx context.Context) {
+	defer close(n.done)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n.mu.Lock()
+		follow := n.powered
+		n.mu.Unlock()
+		if follow {
+			_ = n.wl.follow(ctx, n.EventsPath())
+		}
+	}
+}
+
+// Writes returns every write attempt of the node's containers so far,
+// oldest first.
+func (n *Node) Writes() []kubelet.Write { return n.wl.Writes() }
+
+// Freeze stops the kubelet (SIGSTOP), as a hung kubelet or a partition
+// from the control plane looks: no heartbeats, no status, no volume
+// operation, while the containers run on and keep writing. Thaw resumes
+// it where it stopped.
+func (n *Node) Freeze() error { return n.signalKubelet(syscall.SIGSTOP, true) }
+
+// Thaw resumes a frozen kubelet (SIGCONT).
+func (n *Node) Thaw() error { return n.signalKubelet(syscall.SIGCONT, false) }
+
+func (n *Node) signalKubelet(sig syscall.Signal, frozen bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.powered || n.kubelet == nil {
+		return fmt.Errorf("real kubelet %s is powered off", n.cfg.NodeName)
+	}
+	if err := syscall.Kill(-n.kubelet.PID(), sig); err != nil {
+		return fmt.Errorf("signalling the kubelet of %s: %w", n.cfg.NodeName, err)
+	}
+	n.frozen = frozen
+	return nil
+}
+
+// PowerOff cuts the node's power: the kubelet and the runtime die at
+// once (SIGKILL), and with them the containers' writes, unless
+// Config.ZombieWrites keeps them writing.
+func (n *Node) PowerOff() {
+	n.mu.Lock()
+	n.powered = false
+	n.mu.Unlock()
+	if n.kubelet != nil {
+		_ = syscall.Kill(-n.kubelet.PID(), syscall.SIGCONT) // a frozen process dies too
+		n.kubelet.Kill()
+	}
+	if n.cri != nil {
+		n.cri.Kill()
+	}
+	if !n.cfg.ZombieWrites {
+		n.wl.stopAll()
+	}
+}
+
+// PowerOn boots the node again with a new boot ID: no container survives
+// (the writers stop), the kubelet starts afresh on its root directory,
+// reconstructs the volumes it finds there and cleans up those whose pods
+// are gone, without force, as upstream does. It returns once the Node is
+// Ready.
+func (n *Node) PowerOn(ctx context.Context) error {
+	n.mu.Lock()
+	on := n.powered
+	n.mu.Unlock()
+	if on {
+		return nil
+	}
+	n.wl.stopAll()
+	if err := n.start(); err != nil {
+		return err
+	}
+	return n.cfg.Cluster.WaitNodeReady(ctx, n.cfg.NodeName, corev1.ConditionTrue, 90*time.Second)
+}
+
+func (n *Node) bootIDPath() string { return filepath.Join(n.cfg.Dir, "boot_id") }
+
+// newBootID returns a random UUID, as the kernel makes one per boot.
+func newBootID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 func (n *Node) criSocket() string  { return filepath.Join(n.cfg.Dir, "cri.sock") }
@@ -170,7 +306,17 @@ func (n *Node) startKubelet() error {
 	if err != nil {
 		return err
 	}
-	p, err := cluster.StartProcessIn(n.workDir(), "kubelet-"+n.cfg.NodeName, n.cfg.LogDir, bin,
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		return fmt.Errorf("real kubelet: %w (util-linux)", err)
+	}
+	// The kubelet runs in a mount namespace of its own, where its boot ID
+	// is the node's (a power cycle gives a new one, as a reboot does) and
+	// where its own mounts (it bind-mounts its root directory onto
+	// itself) end with it.
+	p, err := cluster.StartProcessIn(n.workDir(), "kubelet-"+n.cfg.NodeName, n.cfg.LogDir, unshare,
+		"--mount", "--propagation", "private", "--", "sh", "-c",
+		`mount --bind "$0" /proc/sys/kernel/random/boot_id && exec "$@"`, n.bootIDPath(), bin,
 		"--config="+n.configPath(),
 		"--kubeconfig="+n.cfg.Cluster.AdminKubeconfig(),
 		"--root-dir="+n.root,
@@ -239,11 +385,26 @@ localStorageCapacityIsolation: false
 // Stop ends the kubelet and the fake CRI and undoes the kubelet's mounts
 // under its root directory (it bind-mounts the directory onto itself).
 func (n *Node) Stop() {
+	n.mu.Lock()
+	stopped := n.stopped
+	n.stopped, n.powered = true, false
+	n.mu.Unlock()
+	if stopped {
+		return
+	}
 	if n.kubelet != nil {
+		_ = syscall.Kill(-n.kubelet.PID(), syscall.SIGCONT)
 		n.kubelet.Stop(5 * time.Second)
 	}
 	if n.cri != nil {
 		n.cri.Stop(5 * time.Second)
+	}
+	if n.cancel != nil {
+		n.cancel()
+		<-n.done
+	}
+	if n.wl != nil {
+		n.wl.close()
 	}
 	unmountUnder(n.root)
 	hostPaths.release()

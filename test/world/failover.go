@@ -18,6 +18,9 @@ import (
 // stand-in keeps its mounts and its writers go on. PartitionHeal ends it;
 // PowerOn would instead reboot the node.
 func (w *World) Partition(ctx context.Context, node string) error {
+	if n := w.RealKubelets[node]; n != nil {
+		return n.Freeze()
+	}
 	k := w.Kubelets[node]
 	if k == nil {
 		return fmt.Errorf("partitioning %s: no such node", node)
@@ -32,6 +35,12 @@ func (w *World) Partition(ctx context.Context, node string) error {
 // volumes that left meanwhile are cleaned up without force. It returns
 // once the node is Ready.
 func (w *World) PartitionHeal(ctx context.Context, node string) error {
+	if n := w.RealKubelets[node]; n != nil {
+		if err := n.Thaw(); err != nil {
+			return err
+		}
+		return w.Cluster.WaitNodeReady(ctx, node, corev1.ConditionTrue, cluster.NodeReadyTimeout)
+	}
 	k := w.Kubelets[node]
 	if k == nil {
 		return fmt.Errorf("healing %s: no such node", node)

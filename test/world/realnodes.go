@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/realkubelet"
 )
 
@@ -20,12 +21,25 @@ func (w *World) startRealKubelets(ctx context.Context) error {
 		}
 		node, err := realkubelet.Start(ctx, realkubelet.Config{
 			NodeName: n, Cluster: w.Cluster, Drivers: drivers,
-			Dir: filepath.Join(w.Cluster.Dir(), "real", n),
+			Dir:           filepath.Join(w.Cluster.Dir(), "real", n),
+			WriteInterval: w.writeInterval, ZombieWrites: w.zombieWrites,
 		})
 		if err != nil {
 			return fmt.Errorf("real-kubelet node %s: %w", n, err)
 		}
 		w.RealKubelets[n] = node
+	}
+	return nil
+}
+
+// NodeWrites returns the write attempts of node's workload so far, oldest
+// first, whether a kubelet stand-in or a real kubelet runs it.
+func (w *World) NodeWrites(node string) []kubelet.Write {
+	if n := w.RealKubelets[node]; n != nil {
+		return n.Writes()
+	}
+	if k := w.Kubelets[node]; k != nil {
+		return k.Writes()
 	}
 	return nil
 }

@@ -189,8 +189,11 @@ type World struct {
 	// installed: an Installer put the RBAC in; none is applied from
 	// deploy/.
 	installed bool
-	// realNames are Options.RealKubelets.
-	realNames []string
+	// realNames are Options.RealKubelets; writeInterval and zombieWrites
+	// the nodes' workload options, for them.
+	realNames     []string
+	writeInterval time.Duration
+	zombieWrites  bool
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -227,14 +230,16 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		opts.Nodes = []string{"node-a", "node-b", "node-c"}
 	}
 	w := &World{
-		Cluster:      c,
-		Nodes:        opts.Nodes,
-		Kubelets:     map[string]*kubelet.Kubelet{},
-		RealKubelets: map[string]*realkubelet.Node{},
-		realNames:    opts.RealKubelets,
-		Ledgers:      &iscsi.Book{},
-		NodeSockets:  map[string]string{},
-		StateDir:     filepath.Join(c.Dir(), "mock"),
+		Cluster:       c,
+		Nodes:         opts.Nodes,
+		Kubelets:      map[string]*kubelet.Kubelet{},
+		RealKubelets:  map[string]*realkubelet.Node{},
+		realNames:     opts.RealKubelets,
+		writeInterval: opts.WriteInterval,
+		zombieWrites:  opts.ZombieWrites,
+		Ledgers:       &iscsi.Book{},
+		NodeSockets:   map[string]string{},
+		StateDir:      filepath.Join(c.Dir(), "mock"),
 	}
 	// The kubelet stand-ins run in this process; their log joins the
 	// components' logs so that a failure collects it too.
@@ -438,6 +443,10 @@ func (w *World) startComponentAs(ctx context.Context, name, binary, component, s
 // PowerOff cuts node's power: KWOK stops heartbeating it and its kubelet
 // stand-in loses the API server (its writers go on with ZombieWrites).
 func (w *World) PowerOff(ctx context.Context, node string) error {
+	if n := w.RealKubelets[node]; n != nil {
+		n.PowerOff()
+		return nil
+	}
 	if k := w.Kubelets[node]; k != nil {
 		k.PowerOff()
 	}
@@ -447,6 +456,9 @@ func (w *World) PowerOff(ctx context.Context, node string) error {
 // PowerOn boots node again with a new boot ID; its stand-in cleans up
 // volumes whose pods left meanwhile.
 func (w *World) PowerOn(ctx context.Context, node string) error {
+	if n := w.RealKubelets[node]; n != nil {
+		return n.PowerOn(ctx)
+	}
 	if err := w.Cluster.PowerOn(ctx, node); err != nil {
 		return err
 	}

@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/test/realkubelet"
+	"fenceline.io/fenceline/test/world"
+)
+
+// TestNonGracefulShutdownOnRealKubelet is KEP-2268 with Fenceline on a
+// node run by the real upstream kubelet: its pod's container keeps writing
+// through its volume after the power cut (a zombie), the operator's
+// out-of-service taint moves the pod to a KWOK node with the volume fenced
+// off first, and none of the old node's later writes is accepted. The node
+// then boots with a new boot ID; the real kubelet finds the volume it had
+// staged, sees its pod gone and cleans up without force, which lifts the
+// fence; the operator removes the taint.
+func TestNonGracefulShutdownOnRealKubelet(t *testing.T) {
+	t.Parallel()
+	realkubelet.Require(t)
+	const real = "real-a"
+	s := newScenario(t, world.Options{ZombieWrites: true, Nodes: []string{"node-a", "node-b"}, RealKubelets: []string{real}})
+	s.cordon(true, "node-a", "node-b")
+	pod := s.startDB()
+	if pod.Spec.NodeName != real {
+		t.Fatalf("db-0 runs on %s, want %s", pod.Spec.NodeName, real)
+	}
+	s.cordon(false, "node-a", "node-b")
+
+	s.powerOff(real)
+	moved := s.outOfService(real)
+	s.assertFencedBeforePublish(real, moved.Spec.NodeName)
+	s.waitAcceptedWrite(moved.Spec.NodeName, time.Now())
+
+	boot, err := s.w.Cluster.BootID(s.ctx, real)
+	must(t, err)
+	must(t, s.w.PowerOn(s.ctx, real))
+	if again, err := s.w.Cluster.BootID(s.ctx, real); err != nil || again == boot {
+		t.Fatalf("boot ID of %s after the power cycle = %q (err %v), want a new one (was %q)", real, again, err, boot)
+	}
+	s.waitNodeCleanedUp(real)
+	if n := audit.Count(s.audit(), audit.Node(real), audit.Forced()); n != 0 {
+		t.Fatalf("the real kubelet sent %d forced node calls; upstream never does", n)
+	}
+	must(t, s.w.RemoveTaint(s.ctx, real, world.OutOfServiceTaint.Key))
+	if p, err := s.w.RunningPod(s.ctx, s.ns, "db-0"); err != nil || p == nil || p.Spec.NodeName != moved.Spec.NodeName {
+		t.Fatalf("after %s came back, db-0 = %v (err %v), want Running on %s", real, p, err, moved.Spec.NodeName)
+	}
+}
+
+// cordon marks nodes unschedulable (or schedulable again).
+func (s *scenario) cordon(on bool, nodes ...string) {
+	s.t.Helper()
+	patch := []byte(`{"spec":{"unschedulable":false}}`)
+	if on {
+		patch = []byte(`{"spec":{"unschedulable":true}}`)
+	}
+	for _, n := range nodes {
+		_, err := s.w.Cluster.Client().CoreV1().Nodes().Patch(s.ctx, n, types.MergePatchType, patch, metav1.PatchOptions{})
+		must(s.t, err)
+	}
+}
