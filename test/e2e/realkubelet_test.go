@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"fenceline.io/fenceline/mock-driver/audit"
+	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/realkubelet"
 	"fenceline.io/fenceline/test/world"
 )
@@ -63,5 +65,57 @@ func (s *scenario) cordon(on bool, nodes ...string) {
 	for _, n := range nodes {
 		_, err := s.w.Cluster.Client().CoreV1().Nodes().Patch(s.ctx, n, types.MergePatchType, patch, metav1.PatchOptions{})
 		must(s.t, err)
+	}
+}
+
+// TestSafeDetachPartitionOnRealKubelet: a safe-detach driver's pod runs on
+// a real-kubelet node whose kubelet freezes (a partition from the control
+// plane: its container writes on). With no human, quarantine force-deletes
+// the pod, the volume is fenced off the node before it moves to a KWOK
+// node, and the frozen node's writes are refused. When the kubelet
+// resumes, it finds its pod gone, stops the container and cleans up
+// without force, and only then is the quarantine lifted.
+func TestSafeDetachPartitionOnRealKubelet(t *testing.T) {
+	t.Parallel()
+	realkubelet.Require(t)
+	const real = "real-a"
+	s := newScenario(t, world.Options{
+		ZombieWrites:   true,
+		Nodes:          []string{"node-a", "node-b"},
+		RealKubelets:   []string{real},
+		Driver:         world.DriverOptions{SafeDetach: true},
+		ControllerArgs: []string{"--quarantine-delay=2s"},
+	})
+	s.cordon(true, "node-a", "node-b")
+	if pod := s.startDB(); pod.Spec.NodeName != real {
+		t.Fatalf("db-0 runs on %s, want %s", pod.Spec.NodeName, real)
+	}
+	s.cordon(false, "node-a", "node-b")
+
+	s.t0 = time.Now()
+	s.timeline.Add(s.t0, "kubelet of %s frozen", real)
+	must(t, s.w.Partition(s.ctx, real))
+	moved, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", real, failoverTimeout)
+	must(t, err)
+	s.assertFencedBeforePublish(real, moved.Spec.NodeName)
+
+	must(t, s.w.PartitionHeal(s.ctx, real))
+	s.timeline.Add(time.Now(), "kubelet of %s resumed", real)
+	s.waitNodeCleanedUp(real)
+	var lifted time.Time
+	must(t, world.WaitFor(s.ctx, failoverTimeout, "quarantine lifted from "+real, func(ctx context.Context) (bool, error) {
+		q, err := s.w.HasTaint(ctx, real, names.QuarantineTaint)
+		if err == nil && !q {
+			lifted = time.Now()
+		}
+		return err == nil && !q, nil
+	}))
+	recs := s.audit()
+	if n := audit.Count(recs, audit.Node(real), audit.Forced()); n != 0 {
+		t.Fatalf("the real kubelet sent %d forced node calls; upstream never does", n)
+	}
+	i := audit.FirstIndex(recs, audit.Method("NodeUnstageVolume"), audit.Node(real), audit.Volume(s.handle), audit.OK())
+	if recs[i].Time.After(lifted) {
+		t.Fatalf("quarantine of %s lifted at %s, before the kubelet's clean-up at %s", real, lifted.Format(time.RFC3339Nano), recs[i].Time.Format(time.RFC3339Nano))
 	}
 }
