@@ -42,7 +42,7 @@ func TestNodeFencingBMCReadsOffWhileOn(t *testing.T) {
 	must(t, err)
 	// The node never stopped: its writes go on, and the storage refuses them.
 	must(t, world.WaitFor(s.ctx, startTimeout, "a write of "+nodeA+" refused after the fence", func(context.Context) (bool, error) {
-		_, refused := kubelet.Accepted(s.w.Kubelets[nodeA].Writes(), time.Now().Add(-2*time.Second))
+		_, refused := kubelet.Accepted(s.w.NodeWrites(nodeA), time.Now().Add(-2*time.Second))
 		return refused > 0, nil
 	}))
 	s.assertFencedBeforePublish(nodeA, moved.Spec.NodeName)

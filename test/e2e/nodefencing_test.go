@@ -156,7 +156,7 @@ func (s *fencingScenario) assertNoWriteAfterFence(oldNode, newNode string, fence
 	if n := audit.Count(recs[fence+1:], audit.Method("Write"), audit.Node(oldNode), audit.Volume(s.handle), audit.OK()); n != 0 {
 		s.t.Fatalf("%d writes from %s accepted after the storage fence", n, oldNode)
 	}
-	acc, _ := kubelet.Accepted(s.w.Kubelets[oldNode].Writes(), fencedAt)
+	acc, _ := kubelet.Accepted(s.w.NodeWrites(oldNode), fencedAt)
 	if acc != 0 {
 		s.t.Fatalf("%d writes from %s accepted after its verified power-off", acc, oldNode)
 	}

@@ -119,3 +119,30 @@ func TestSafeDetachPartitionOnRealKubelet(t *testing.T) {
 		t.Fatalf("quarantine of %s lifted at %s, before the kubelet's clean-up at %s", real, lifted.Format(time.RFC3339Nano), recs[i].Time.Format(time.RFC3339Nano))
 	}
 }
+
+// TestNodeFencingOnRealKubelet is node fencing with no human on a
+// real-kubelet node: its kubelet freezes while its container writes on;
+// node-fencing powers it off through its BMC (the kubelet and runtime
+// die), reads Off back, puts it out of service, and the pod moves with its
+// volume fenced off first. Powered on through its BMC, the node boots
+// with a new boot ID, the real kubelet cleans up the volume it finds
+// without force, and the node is unfenced.
+func TestNodeFencingOnRealKubelet(t *testing.T) {
+	t.Parallel()
+	realkubelet.Require(t)
+	const real = "real-a"
+	s := newFencingScenarioWith(t, world.Options{Nodes: []string{"node-a", "node-b"}, RealKubelets: []string{real}}, world.BMCRedfish, nil)
+	s.cordon(true, "node-a", "node-b")
+	if pod := s.startDB(); pod.Spec.NodeName != real {
+		t.Fatalf("db-0 runs on %s, want %s", pod.Spec.NodeName, real)
+	}
+	s.cordon(false, "node-a", "node-b")
+	req := s.fenceAndMove(real)
+	rec := s.powerOnUnfenced(real)
+	if rec.UID != req.UID {
+		t.Fatalf("request %s Recovered, want %s (the one that fenced)", rec.Name, req.Name)
+	}
+	if n := audit.Count(s.audit(), audit.Node(real), audit.Forced()); n != 0 {
+		t.Fatalf("the real kubelet sent %d forced node calls; upstream never does", n)
+	}
+}

@@ -170,9 +170,8 @@ func (s *scenario) fenceTime(node string) time.Time {
 func (s *scenario) assertZombieRefused(node string) {
 	s.t.Helper()
 	fence := s.fenceTime(node)
-	k := s.w.Kubelets[node]
 	must(s.t, world.WaitFor(s.ctx, 20*time.Second, "a refused write of "+node+" after the fence", func(context.Context) (bool, error) {
-		accepted, refused := kubelet.SentAfter(k.Writes(), fence)
+		accepted, refused := kubelet.SentAfter(s.w.NodeWrites(node), fence)
 		if accepted > 0 {
 			return false, fmt.Errorf("%d writes of %s sent after the fence were acknowledged", accepted, node)
 		}

@@ -193,6 +193,13 @@ func (n *Node) followEvents(ctx context.Context) {
 	}
 }
 
+// Powered reports whether the node is powered on (frozen or not).
+func (n *Node) Powered() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.powered
+}
+
 // Writes returns every write attempt of the node's containers so far,
 // oldest first.
 func (n *Node) Writes() []kubelet.Write { return n.wl.Writes() }

@@ -95,7 +95,8 @@ func WithSecretName(name string) BMCOption { return func(b *BMC) { b.SecretName 
 // starts reading the node's power as it is (Off after World.PowerOff).
 // The caller must Close the BMC.
 func (w *World) StartBMC(ctx context.Context, node string, kind BMCKind, opts ...BMCOption) (*BMC, error) {
-	if w.Kubelets[node] == nil {
+	powered, ok := w.nodePowered(node)
+	if !ok {
 		return nil, fmt.Errorf("starting a BMC: %q is not a node of this world", node)
 	}
 	user, err := randomHex("bmc-", 4)
@@ -111,7 +112,7 @@ func (w *World) StartBMC(ctx context.Context, node string, kind BMCKind, opts ..
 		o(b)
 	}
 	b.rail = &nodeRail{b: b}
-	b.rail.down.Store(!w.Kubelets[node].Powered())
+	b.rail.down.Store(!powered)
 	switch kind {
 	case BMCRedfish:
 		b.startRedfish()
@@ -133,7 +134,7 @@ func (b *BMC) startRedfish() {
 	b.SystemID = b.Node
 	b.Redfish = redfishsim.New(redfishsim.Options{
 		Username: b.Username, Password: b.Password,
-		Systems: []redfishsim.System{{ID: b.SystemID, Off: !b.w.Kubelets[b.Node].Powered(), Power: redfishHook{b.rail}}},
+		Systems: []redfishsim.System{{ID: b.SystemID, Off: !b.powered(), Power: redfishHook{b.rail}}},
 	})
 	b.Address = b.Redfish.URL()
 	b.RootCAs = b.Redfish.CertPool()
@@ -144,7 +145,7 @@ func (b *BMC) startRedfish() {
 
 func (b *BMC) startIPMI() error {
 	sim, err := ipmisim.Start(ipmisim.Config{
-		Username: b.Username, Password: b.Password, Off: !b.w.Kubelets[b.Node].Powered(),
+		Username: b.Username, Password: b.Password, Off: !b.powered(),
 		Power: ipmisim.PowerFuncs{Off: b.rail.off, On: b.rail.on},
 	})
 	if err != nil {
@@ -420,4 +421,10 @@ func (b *BMC) PowerCommands() []PowerCommand {
 		}
 	}
 	return out
+}
+
+// powered reports whether the BMC's node is powered on.
+func (b *BMC) powered() bool {
+	on, _ := b.w.nodePowered(b.Node)
+	return on
 }

@@ -77,7 +77,7 @@ func (w *World) SetUpFencing(ctx context.Context, kind BMCKind, tl *Timeline, ed
 		return nil, fmt.Errorf("creating FenceClass %s: %w", class, err)
 	}
 	setup := &FencingSetup{BMCs: map[string]*BMC{}, Client: cs}
-	for _, n := range w.Nodes {
+	for _, n := range w.AllNodes() {
 		b, err := w.StartBMC(ctx, n, kind, WithTimeline(tl))
 		if err != nil {
 			setup.Close()

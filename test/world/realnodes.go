@@ -3,6 +3,7 @@ package world
 import (
 	"context"
 	"fmt"
+	"slices"
 	"path/filepath"
 
 	"fenceline.io/fenceline/test/kubelet"
@@ -43,3 +44,18 @@ func (w *World) NodeWrites(node string) []kubelet.Write {
 	}
 	return nil
 }
+
+// nodePowered reports whether node is powered on, and false for a node
+// the world does not run.
+func (w *World) nodePowered(node string) (powered, ok bool) {
+	if n := w.RealKubelets[node]; n != nil {
+		return n.Powered(), true
+	}
+	if k := w.Kubelets[node]; k != nil {
+		return k.Powered(), true
+	}
+	return false, false
+}
+
+// AllNodes returns the KWOK nodes, then the real-kubelet ones.
+func (w *World) AllNodes() []string { return slices.Concat(w.Nodes, w.realNames) }
