@@ -3,8 +3,8 @@ package world
 import (
 	"context"
 	"fmt"
-	"slices"
 	"path/filepath"
+	"slices"
 
 	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/realkubelet"
