@@ -61,6 +61,8 @@ type Result struct {
 	// Handovers is what became of the attacher leader fail-overs
 	// (AttacherLeaderFailover).
 	Handovers AttacherHandovers
+	// Bytes is what the byte checker read of a plan on a real target.
+	Bytes BytesJudged
 }
 
 // episode is one running episode.
@@ -183,7 +185,7 @@ func Run(t *testing.T, p Plan) (Result, error) {
 	bytesJudged := ""
 	if p.Tgt != "" {
 		var fs []Finding
-		fs, bytesJudged = e.checkBytes(convErr == nil)
+		fs, res.Bytes, bytesJudged = e.checkBytes(convErr == nil)
 		res.Findings = append(res.Findings, fs...)
 	}
 	res.Judged = facts.Judged() + bytesJudged

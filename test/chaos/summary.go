@@ -48,6 +48,7 @@ func Summary(results []Result, violations, broken int, wall time.Duration) strin
 	}
 	b.WriteString(handoverSummary(results))
 	b.WriteString(twoDriverSummary(results))
+	b.WriteString(tgtSummary(results))
 	return b.String()
 }
 

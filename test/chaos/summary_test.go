@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"fenceline.io/fenceline/mock-driver/tgt"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -67,6 +68,24 @@ func TestSummaryTwoDrivers(t *testing.T) {
 		{Plan: Plan{Recovery: NodeFencing}},
 	}
 	want := "two drivers: 2 episodes, 1 of them under safe-detach (the other driver's sets left for the restore); driver and attacher faults: 1 at mock, 2 at mock2"
+	if got := Summary(results, 0, 0, time.Minute); !strings.Contains(got, want) {
+		t.Errorf("summary lacks %q:\n%s", want, got)
+	}
+}
+
+// TestSummaryTgt: the summary's line on plans on a real target counts them
+// by fence method and adds up what the byte checker read, and is absent
+// when none ran there.
+func TestSummaryTgt(t *testing.T) {
+	if s := Summary([]Result{{Plan: Draw(5)}, {Plan: Draw(4005)}}, 0, 0, time.Minute); strings.Contains(s, "real iSCSI target") {
+		t.Errorf("a run on the memory backend reports a real target:\n%s", s)
+	}
+	results := []Result{
+		{Plan: Plan{Tgt: tgt.MethodACLSessions}, Bytes: BytesJudged{LUNs: 2, Sent: 100, Acked: 90, Fences: 1}},
+		{Plan: Plan{Tgt: tgt.MethodPR}, Bytes: BytesJudged{LUNs: 1, Sent: 10, Acked: 10}},
+		{Plan: Plan{}},
+	}
+	want := "real iSCSI target: 2 episodes (acl+sessions 1, pr 1); 3 LUNs read back, 110 stamped writes (100 acknowledged) judged on their bytes against 1 fences"
 	if got := Summary(results, 0, 0, time.Minute); !strings.Contains(got, want) {
 		t.Errorf("summary lacks %q:\n%s", want, got)
 	}
