@@ -26,26 +26,22 @@ import (
 func TestFailoverOnRealStorage(t *testing.T) {
 	t.Parallel()
 	iscsi.RequireTgt(t)
-	t.Run("non-graceful shutdown, acl+sessions", func(t *testing.T) {
-		t.Parallel()
-		nonGracefulOnTgt(t, tgt.MethodACLSessions)
-	})
-	t.Run("non-graceful shutdown, acl is no fence", func(t *testing.T) {
-		t.Parallel()
-		nonGracefulOnTgt(t, tgt.MethodACL)
-	})
-	t.Run("safe-detach partition that heals, pr", func(t *testing.T) {
-		t.Parallel()
-		partitionHealsOnTgt(t, tgt.MethodPR)
-	})
-	t.Run("safe-detach partition, acl is no fence", func(t *testing.T) {
-		t.Parallel()
-		partitionHealsOnTgt(t, tgt.MethodACL)
-	})
-	t.Run("node fencing with no human, acl+sessions", func(t *testing.T) {
-		t.Parallel()
-		nodeFencingOnTgt(t, tgt.MethodACLSessions)
-	})
+	for _, tc := range []struct {
+		name  string
+		story func(*testing.T, tgt.FenceMethod)
+		m     tgt.FenceMethod
+	}{
+		{"non-graceful shutdown, acl+sessions", nonGracefulOnTgt, tgt.MethodACLSessions},
+		{"non-graceful shutdown, acl is no fence", nonGracefulOnTgt, tgt.MethodACL},
+		{"safe-detach partition that heals, pr", partitionHealsOnTgt, tgt.MethodPR},
+		{"safe-detach partition, acl is no fence", partitionHealsOnTgt, tgt.MethodACL},
+		{"node fencing with no human, acl+sessions", nodeFencingOnTgt, tgt.MethodACLSessions},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.story(t, tc.m)
+		})
+	}
 }
 
 // nodeFencingOnTgt: a node stops heartbeating while its session keeps
