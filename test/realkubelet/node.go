@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -438,29 +439,38 @@ func unmountUnder(dir string) {
 // hostPaths are the paths the kubelet creates outside its root directory
 // whatever its flags say (its device plugin socket's directory, the
 // containers' log links). Those that did not exist before the first
-// real-kubelet node of this process started are removed after its last
-// one stopped.
-var hostPaths = &hostState{paths: []string{"/var/lib/kubelet", "/var/log/containers"}}
+// real-kubelet node on this machine started are removed after the last
+// one stopped, counting the nodes of every test process (go test runs
+// packages side by side): each process holding nodes keeps a marker in a
+// directory under /run, and the list of created paths lives there too.
+var hostPaths = &hostState{paths: []string{"/var/lib/kubelet", "/var/log/containers"}, dir: "/run/fenceline-real-kubelets"}
 
 type hostState struct {
 	mu      sync.Mutex
 	paths   []string
+	dir     string
 	running int
-	created []string
 }
 
 func (h *hostState) acquire() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.running == 0 {
-		h.created = nil
-		for _, p := range h.paths {
-			if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-				h.created = append(h.created, p)
-			}
-		}
-	}
 	h.running++
+	if h.running > 1 {
+		return
+	}
+	_ = h.locked(func() {
+		if len(h.liveMarkers()) == 0 {
+			var created []string
+			for _, p := range h.paths {
+				if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+					created = append(created, p)
+				}
+			}
+			_ = os.WriteFile(filepath.Join(h.dir, "created"), []byte(strings.Join(created, "\n")), 0o644)
+		}
+		_ = os.WriteFile(h.marker(os.Getpid()), nil, 0o644)
+	})
 }
 
 func (h *hostState) release() {
@@ -470,9 +480,56 @@ func (h *hostState) release() {
 	if h.running > 0 {
 		return
 	}
-	for _, p := range h.created {
-		_ = os.RemoveAll(p)
+	_ = h.locked(func() {
+		_ = os.Remove(h.marker(os.Getpid()))
+		if len(h.liveMarkers()) > 0 {
+			return
+		}
+		b, _ := os.ReadFile(filepath.Join(h.dir, "created"))
+		for _, p := range strings.Fields(string(b)) {
+			_ = os.RemoveAll(p)
+		}
+		_ = os.Remove(filepath.Join(h.dir, "created"))
+	})
+}
+
+func (h *hostState) marker(pid int) string { return filepath.Join(h.dir, "pid-"+strconv.Itoa(pid)) }
+
+// liveMarkers returns the markers of processes still running; those of
+// processes that died without releasing are removed.
+func (h *hostState) liveMarkers() []string {
+	ents, _ := os.ReadDir(h.dir)
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "pid-"))
+		if err != nil || !strings.HasPrefix(e.Name(), "pid-") {
+			continue
+		}
+		if syscall.Kill(pid, 0) != nil {
+			_ = os.Remove(filepath.Join(h.dir, e.Name()))
+			continue
+		}
+		out = append(out, e.Name())
 	}
+	return out
+}
+
+// locked runs fn holding an exclusive lock on the marker directory.
+func (h *hostState) locked(fn func()) error {
+	if err := os.MkdirAll(h.dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(h.dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }()
+	fn()
+	return nil
 }
 
 func waitSocket(path string, within time.Duration) error {
