@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"fmt"
 	"testing"
 	"time"
@@ -39,6 +40,9 @@ type scenario struct {
 	handle   string // volume handle of db-0's claim
 	timeline *world.Timeline
 	t0       time.Time
+	// pinTo, when set, is where startDB places db-0: every other node is
+	// cordoned until it runs there.
+	pinTo string
 }
 
 func newScenario(t *testing.T, opts world.Options) *scenario {
@@ -73,10 +77,18 @@ func newScenario(t *testing.T, opts world.Options) *scenario {
 // its volume written to from its node.
 func (s *scenario) startDB() *corev1.Pod {
 	s.t.Helper()
+	if s.pinTo != "" {
+		others := slices.DeleteFunc(s.w.AllNodes(), func(n string) bool { return n == s.pinTo })
+		s.cordon(true, others...)
+		defer s.cordon(false, others...)
+	}
 	_, err := s.w.Cluster.Client().AppsV1().StatefulSets(s.ns).Create(s.ctx, world.StatefulSet(s.ns, "db", 1), metav1.CreateOptions{})
 	must(s.t, err)
 	pod, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", "", startTimeout)
 	must(s.t, err)
+	if s.pinTo != "" && pod.Spec.NodeName != s.pinTo {
+		s.t.Fatalf("db-0 runs on %s, want %s", pod.Spec.NodeName, s.pinTo)
+	}
 	s.waitAcceptedWrite(pod.Spec.NodeName, time.Time{})
 	return pod
 }

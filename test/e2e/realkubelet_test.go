@@ -27,12 +27,8 @@ func TestNonGracefulShutdownOnRealKubelet(t *testing.T) {
 	realkubelet.Require(t)
 	const real = "real-a"
 	s := newScenario(t, world.Options{ZombieWrites: true, Nodes: []string{"node-a", "node-b"}, RealKubelets: []string{real}})
-	s.cordon(true, "node-a", "node-b")
-	pod := s.startDB()
-	if pod.Spec.NodeName != real {
-		t.Fatalf("db-0 runs on %s, want %s", pod.Spec.NodeName, real)
-	}
-	s.cordon(false, "node-a", "node-b")
+	s.pinTo = real
+	s.startDB()
 
 	s.powerOff(real)
 	moved := s.outOfService(real)
@@ -86,11 +82,8 @@ func TestSafeDetachPartitionOnRealKubelet(t *testing.T) {
 		Driver:         world.DriverOptions{SafeDetach: true},
 		ControllerArgs: []string{"--quarantine-delay=2s"},
 	})
-	s.cordon(true, "node-a", "node-b")
-	if pod := s.startDB(); pod.Spec.NodeName != real {
-		t.Fatalf("db-0 runs on %s, want %s", pod.Spec.NodeName, real)
-	}
-	s.cordon(false, "node-a", "node-b")
+	s.pinTo = real
+	s.startDB()
 
 	s.t0 = time.Now()
 	s.timeline.Add(s.t0, "kubelet of %s frozen", real)
@@ -132,11 +125,8 @@ func TestNodeFencingOnRealKubelet(t *testing.T) {
 	realkubelet.Require(t)
 	const real = "real-a"
 	s := newFencingScenarioWith(t, world.Options{Nodes: []string{"node-a", "node-b"}, RealKubelets: []string{real}}, world.BMCRedfish, nil)
-	s.cordon(true, "node-a", "node-b")
-	if pod := s.startDB(); pod.Spec.NodeName != real {
-		t.Fatalf("db-0 runs on %s, want %s", pod.Spec.NodeName, real)
-	}
-	s.cordon(false, "node-a", "node-b")
+	s.pinTo = real
+	s.startDB()
 	req := s.fenceAndMove(real)
 	rec := s.powerOnUnfenced(real)
 	if rec.UID != req.UID {
@@ -145,4 +135,24 @@ func TestNodeFencingOnRealKubelet(t *testing.T) {
 	if n := audit.Count(s.audit(), audit.Node(real), audit.Forced()); n != 0 {
 		t.Fatalf("the real kubelet sent %d forced node calls; upstream never does", n)
 	}
+}
+
+// TestAttacherDownAcrossHealOnRealKubelet is the fence-intent story on a
+// real-kubelet node: its kubelet freezes, fenceline-attacher is down while
+// quarantine releases the volume, the kubelet resumes with the volume still
+// staged (its clean-up fails, a process holds the volume open and writes),
+// and the attacher, back, must still unpublish with fence=true.
+func TestAttacherDownAcrossHealOnRealKubelet(t *testing.T) {
+	t.Parallel()
+	realkubelet.Require(t)
+	s := newScenario(t, world.Options{
+		ZombieWrites:   true,
+		HeldOpen:       true,
+		Nodes:          []string{"node-a", "node-b"},
+		RealKubelets:   []string{"real-a"},
+		Driver:         world.DriverOptions{SafeDetach: true},
+		ControllerArgs: []string{"--quarantine-delay=2s"},
+	})
+	s.pinTo = "real-a"
+	s.attacherDownAcrossHeal(func(string) {}, func(string) {})
 }

@@ -92,6 +92,11 @@ type Config struct {
 	// as the stand-in's option does: a node cut off from the control plane
 	// but not from its storage.
 	ZombieWrites bool
+	// HeldOpen models a process outside the pod's containers that holds
+	// its volumes open and writes on after the containers stopped, until
+	// the array says the node no longer has a volume (the stand-in's
+	// option of the same name stops at the NodeUnpublishVolume).
+	HeldOpen bool
 }
 
 // Node is a running real-kubelet node. Stop ends it and cleans up.
@@ -131,7 +136,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("real kubelet %s: %w", cfg.NodeName, err)
 		}
 	}
-	wl, err := newWorkload(cfg.NodeName, n.root, cfg.Drivers, cfg.WriteInterval)
+	wl, err := newWorkload(cfg.NodeName, n.root, cfg.Drivers, cfg.WriteInterval, cfg.HeldOpen)
 	if err != nil {
 		return nil, err
 	}

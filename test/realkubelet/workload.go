@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"fenceline.io/fenceline/mock-driver/client"
 	"fenceline.io/fenceline/test/kubelet"
@@ -42,18 +45,28 @@ type workload struct {
 	node     string
 	root     string
 	interval time.Duration
+	heldOpen bool
 	conns    map[string]*grpc.ClientConn // by driver name
 
 	mu      sync.Mutex
-	writers map[string]context.CancelFunc // by container
+	writers map[string]*writer // by container
+	held    []*writer          // writers left to a process holding volumes open
 	writes  []kubelet.Write
 	seq     int
 	offset  int64
 	wg      sync.WaitGroup
 }
 
-func newWorkload(node, root string, drivers map[string]string, interval time.Duration) (*workload, error) {
-	w := &workload{node: node, root: root, interval: interval, conns: map[string]*grpc.ClientConn{}, writers: map[string]context.CancelFunc{}}
+// writer is one container's writes.
+type writer struct {
+	cancel context.CancelFunc
+	// held: the container stopped, and a process outside it holds its
+	// volumes open (Config.HeldOpen) until they are unpublished under it.
+	held atomic.Bool
+}
+
+func newWorkload(node, root string, drivers map[string]string, interval time.Duration, heldOpen bool) (*workload, error) {
+	w := &workload{node: node, root: root, interval: interval, heldOpen: heldOpen, conns: map[string]*grpc.ClientConn{}, writers: map[string]*writer{}}
 	for name, ep := range drivers {
 		if !strings.Contains(ep, "://") {
 			ep = "unix://" + ep
@@ -119,11 +132,12 @@ func (w *workload) start(ctx context.Context, ev criEvent) {
 		return
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	w.writers[ev.Container] = cancel
+	wr := &writer{cancel: cancel}
+	w.writers[ev.Container] = wr
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		w.run(cctx, vols)
+		w.run(cctx, wr, vols)
 	}()
 }
 
@@ -148,7 +162,7 @@ func (w *workload) csiVolumes(mounts []string) []volData {
 	return out
 }
 
-func (w *workload) run(ctx context.Context, vols []volData) {
+func (w *workload) run(ctx context.Context, wr *writer, vols []volData) {
 	tick := time.NewTicker(w.interval)
 	defer tick.Stop()
 	for {
@@ -172,27 +186,51 @@ func (w *workload) run(ctx context.Context, vols []volData) {
 			w.mu.Lock()
 			w.writes = append(w.writes, kubelet.Write{Sent: sent, Time: time.Now(), VolumeID: v.Handle, Driver: v.Driver, Seq: seq, PoweredOn: true, Err: err})
 			w.mu.Unlock()
+			if wr.held.Load() && unpublished(err) {
+				return // the node no longer has the volume: it went from under the process
+			}
 		}
 	}
 }
 
+// unpublished reports whether a write failed because the node no longer
+// has the volume, neither attached nor staged (a fence refuses with
+// PermissionDenied instead, and the process holding it tries on).
+func unpublished(err error) bool {
+	c := status.Code(err)
+	return c == codes.FailedPrecondition || c == codes.NotFound
+}
+
+// stop ends a container's writes, or with heldOpen leaves them to the
+// process that holds its volumes open.
 func (w *workload) stop(container string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if cancel := w.writers[container]; cancel != nil {
-		cancel()
-		delete(w.writers, container)
+	wr := w.writers[container]
+	if wr == nil {
+		return
 	}
+	delete(w.writers, container)
+	if w.heldOpen {
+		wr.held.Store(true)
+		w.held = append(w.held, wr)
+		return
+	}
+	wr.cancel()
 }
 
 // stopAll stops every writer: the containers are gone (a power cut, a
 // reboot).
 func (w *workload) stopAll() {
 	w.mu.Lock()
-	for id, cancel := range w.writers {
-		cancel()
+	for id, wr := range w.writers {
+		wr.cancel()
 		delete(w.writers, id)
 	}
+	for _, wr := range w.held {
+		wr.cancel()
+	}
+	w.held = nil
 	w.mu.Unlock()
 	w.wg.Wait()
 }

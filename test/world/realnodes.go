@@ -23,7 +23,7 @@ func (w *World) startRealKubelets(ctx context.Context) error {
 		node, err := realkubelet.Start(ctx, realkubelet.Config{
 			NodeName: n, Cluster: w.Cluster, Drivers: drivers,
 			Dir:           filepath.Join(w.Cluster.Dir(), "real", n),
-			WriteInterval: w.writeInterval, ZombieWrites: w.zombieWrites,
+			WriteInterval: w.writeInterval, ZombieWrites: w.zombieWrites, HeldOpen: w.heldOpen,
 		})
 		if err != nil {
 			return fmt.Errorf("real-kubelet node %s: %w", n, err)

@@ -194,6 +194,7 @@ type World struct {
 	realNames     []string
 	writeInterval time.Duration
 	zombieWrites  bool
+	heldOpen      bool
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -237,6 +238,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		realNames:     opts.RealKubelets,
 		writeInterval: opts.WriteInterval,
 		zombieWrites:  opts.ZombieWrites,
+		heldOpen:      opts.HeldOpen,
 		Ledgers:       &iscsi.Book{},
 		NodeSockets:   map[string]string{},
 		StateDir:      filepath.Join(c.Dir(), "mock"),
