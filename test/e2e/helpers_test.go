@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"context"
-	"slices"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
