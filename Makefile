@@ -85,11 +85,11 @@ TOOLS         := $(CONTROL_PLANE) promtool
 # its goals need). The goal lists name the targets whose prerequisites
 # include tools, upstream-attacher and upstream-e2e; test/deploy checks them
 # against the rules below.
-GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo demo-manual demo-iscsi up bench bench-scale chaos
+GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo demo-manual demo-iscsi demo-real-kubelet up bench bench-scale chaos
 GOALS_NEEDING_PROMTOOL          := promtool tools test test-unit
 GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench tools-oldest
 GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
-GOALS_NEEDING_NODE_TOOLS        := node-tools test
+GOALS_NEEDING_NODE_TOOLS        := node-tools test demo-real-kubelet
 needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(CONTROL_PLANE)) \
 	$(if $(filter $(GOALS_NEEDING_PROMTOOL),$(MAKECMDGOALS)),promtool) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_ATTACHER),$(MAKECMDGOALS)),csi-attacher) \
@@ -233,6 +233,11 @@ demo: tools-notice build control-plane ## Start a local cluster, hang a node, an
 demo-manual: tools-notice build control-plane ## The manual story: an operator applies the out-of-service taint to a powered-off node.
 	@echo ">> compiling the demo (go run ./test/cmd/demo)"
 	$(GO) run ./test/cmd/demo --manual
+
+.PHONY: demo-real-kubelet
+demo-real-kubelet: tools-notice build control-plane node-tools ## The no-human story with the lost node run by a real kubelet on a fake container runtime (root); DEMO_ARGS=--manual tells the operator's story.
+	@echo ">> compiling the demo (go run ./test/cmd/demo)"
+	$(GO) run ./test/cmd/demo --real-kubelet $(DEMO_ARGS)
 
 .PHONY: demo-iscsi
 demo-iscsi: tools-notice build control-plane ## The manual story on a real iSCSI target (Debian's tgt, root): a zombie's session is ended by the fence, judged on the LUN's bytes (DEMO_FENCE_METHOD=acl+sessions|pr|acl).

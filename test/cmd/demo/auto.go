@@ -69,13 +69,13 @@ type evidence struct {
 // agent powers the node off through its BMC and reads Off back, the node
 // is put out of service, db-0 moves with its volume fenced off the node,
 // and once powered on again with a new boot ID the node is unfenced.
-func autoStory(ctx context.Context, st stepper, dw *demoWorld, tl *world.Timeline, replicas int, verbose bool, store storage) error {
+func autoStory(ctx context.Context, st stepper, dw *demoWorld, tl *world.Timeline, replicas int, verbose bool, store storage, pin string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	stop := make(chan struct{})
 	defer close(stop)
 	r := &autoRun{st: st, dw: dw, tl: tl, rw: watchFencingRequests(dw.Fencing.Client, tl, stop), store: store}
-	victim, handle, err := deployDB(ctx, st, dw.World, tl, replicas, stop)
+	victim, handle, err := deployDB(ctx, st, dw.World, tl, replicas, pin, stop)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (r *autoRun) judge(ctx context.Context) error {
 	after := func(rec audit.Record) bool { return rec.Time.After(ev.fencedAt) }
 	ev.accepted = audit.Count(recs, audit.Method("Write"), audit.Node(r.node), after, audit.OK())
 	ev.rejected = audit.Count(recs, audit.Method("Write"), audit.Node(r.node), after, audit.Code("PermissionDenied"))
-	ev.standinAccepted, ev.standinRejected = kubelet.Accepted(r.dw.Kubelets[r.node].Writes(), ev.powerCut)
+	ev.standinAccepted, ev.standinRejected = kubelet.Accepted(r.dw.NodeWrites(r.node), ev.powerCut)
 	ev.check = invariant.Check(recs, invariant.Failover{Volume: r.handle, From: r.node, CutOff: r.t0})
 	r.ev = ev
 	r.st.printf("audit log: db-0's volume unpublished from %s with fence=true before its publish to %s", r.node, r.newNode)
@@ -205,7 +205,7 @@ func (r *autoRun) report(ctx context.Context, verbose bool) error {
 	fmt.Printf("\nTimeline (seconds from the moment %s stopped heartbeating):\n%s\n", r.node, r.tl.Format(r.t0))
 	fmt.Printf("%s\n\n", describeRequest(r.recovered))
 	ev := r.ev
-	fmt.Printf("%s's writes after its verified power-off (+%.2f s): the array accepted %d and refused %d (audit log); its stand-in saw %d accepted, %d refused\n",
+	fmt.Printf("%s's writes after its verified power-off (+%.2f s): the array accepted %d and refused %d (audit log); the node itself saw %d accepted, %d refused\n",
 		r.node, ev.powerCut.Sub(r.t0).Seconds(), ev.accepted, ev.rejected, ev.standinAccepted, ev.standinRejected)
 	if err := ev.check.Err(); err != nil {
 		fmt.Println(err)

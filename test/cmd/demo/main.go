@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/mock-driver/tgt"
+	"fenceline.io/fenceline/test/realkubelet"
 )
 
 func main() {
@@ -36,6 +37,7 @@ func main() {
 	verbose := flag.Bool("verbose", false, "print the components' log directory and progress details")
 	var store storage
 	flag.StringVar(&store.backend, "backend", "memory", "where the volumes live: memory (the mock array) or tgt (iSCSI LUNs on a real userspace target; needs Debian's tgt and root)")
+	onReal := flag.Bool("real-kubelet", false, "run the story's node as a real kubelet on a fake container runtime (needs root and make node-tools; falls back to the kubelet stand-in, saying why, when it cannot)")
 	method := flag.String("fence-method", string(tgt.MethodACLSessions), "with --backend=tgt, how a fence cuts a node off: acl+sessions, pr, or acl (no fence: watch the byte checker catch it)")
 	flag.Parse()
 	store.method = tgt.FenceMethod(*method)
@@ -58,9 +60,9 @@ func main() {
 	case store.check() != nil:
 		err = store.check()
 	case *manual:
-		err = runManualDemo(ctx, store, *replicas, *verbose)
+		err = runManualDemo(ctx, store, realKubelet(*onReal), *replicas, *verbose)
 	default:
-		err = runDemo(ctx, store, *replicas, *verbose)
+		err = runDemo(ctx, store, realKubelet(*onReal), *replicas, *verbose)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
@@ -69,6 +71,19 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// realKubelet says whether the story's node can be a real kubelet when
+// asked for one, and why not when it cannot.
+func realKubelet(asked bool) bool {
+	if !asked {
+		return false
+	}
+	if err := realkubelet.Available(); err != nil {
+		fmt.Printf("A real kubelet cannot run here (%v): the story's node is the kubelet stand-in.\n", err)
+		return false
+	}
+	return true
 }
 
 // step prints a progress line with the time since start.

@@ -36,13 +36,13 @@ type manualRun struct {
 // Fenceline), narrated: a node is powered off while its pod keeps writing
 // (a zombie), an operator applies the out-of-service taint, db-0 moves with
 // its volume fenced, and the node is powered on and the taint removed.
-func manualStory(ctx context.Context, st stepper, w *world.World, replicas int, verbose bool, store storage) error {
+func manualStory(ctx context.Context, st stepper, w *world.World, replicas int, verbose bool, store storage, pin string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	r := &manualRun{st: st, w: w, tl: &world.Timeline{}, store: store}
 	stop := make(chan struct{})
 	defer close(stop)
-	victim, handle, err := deployDB(ctx, st, w, r.tl, replicas, stop)
+	victim, handle, err := deployDB(ctx, st, w, r.tl, replicas, pin, stop)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (r *manualRun) judge(ctx context.Context) error {
 // refused.
 func (r *manualRun) zombieWrites() (accepted, rejected int) {
 	if r.store.real() {
-		return kubelet.SentAfter(r.w.Kubelets[r.node].Writes(), r.recs[r.fence].Time)
+		return kubelet.SentAfter(r.w.NodeWrites(r.node), r.recs[r.fence].Time)
 	}
 	after := r.recs[r.fence+1:]
 	return audit.Count(after, audit.Method("Write"), audit.Node(r.node), audit.OK()),

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/world"
@@ -31,7 +33,13 @@ type worldConfig struct {
 	timeline *world.Timeline
 	// storage is the mock driver's backend.
 	storage storage
+	// realKubelet runs node-c as a real-kubelet node (package realkubelet)
+	// and places db-0 on it, so that the story's node is a real kubelet.
+	realKubelet bool
 }
+
+// realNode is the real-kubelet node of a world with worldConfig.realKubelet.
+const realNode = "node-c"
 
 // demoWorld is a running world and what stops it.
 type demoWorld struct {
@@ -83,8 +91,13 @@ func startWorld(ctx context.Context, st stepper, cfg worldConfig) (*demoWorld, e
 		backend = fmt.Sprintf("the mock driver on a real iSCSI target (tgt, fence method %s; the stand-ins write through their own iSCSI sessions)", cfg.storage.method)
 	}
 	st.printf("control plane ready at %s; starting %s, 3 nodes with kubelet stand-ins, %s", c.ServerURL(), backend, components)
-	dw.World, err = world.Launch(ctx, c, world.Options{ZombieWrites: cfg.zombie, WriteInterval: 250 * time.Millisecond, Fencing: cfg.fencing,
-		Driver: cfg.storage.driver()})
+	opts := world.Options{ZombieWrites: cfg.zombie, WriteInterval: 250 * time.Millisecond, Fencing: cfg.fencing,
+		Driver: cfg.storage.driver()}
+	if cfg.realKubelet {
+		st.printf("%s is a real kubelet on a fake container runtime; node-a and node-b are KWOK nodes with kubelet stand-ins", realNode)
+		opts.Nodes, opts.RealKubelets = []string{"node-a", "node-b"}, []string{realNode}
+	}
+	dw.World, err = world.Launch(ctx, c, opts)
 	if err == nil {
 		err = dw.CreateStorageClass(ctx)
 	}
@@ -114,24 +127,35 @@ func runStory(ctx context.Context, cfg worldConfig, story func(context.Context, 
 }
 
 // runDemo tells the automatic story (autoStory).
-func runDemo(ctx context.Context, store storage, replicas int, verbose bool) error {
+func runDemo(ctx context.Context, store storage, onReal bool, replicas int, verbose bool) error {
 	tl := &world.Timeline{}
-	return runStory(ctx, worldConfig{name: "demo", fencing: true, timeline: tl, storage: store}, func(ctx context.Context, st stepper, dw *demoWorld) error {
-		return autoStory(ctx, st, dw, tl, replicas, verbose, store)
+	cfg := worldConfig{name: "demo", fencing: true, timeline: tl, storage: store, realKubelet: onReal}
+	return runStory(ctx, cfg, func(ctx context.Context, st stepper, dw *demoWorld) error {
+		return autoStory(ctx, st, dw, tl, replicas, verbose, store, pinned(onReal))
 	})
 }
 
+// pinned is the node db-0 must run on: the real-kubelet node, if any.
+func pinned(onReal bool) string {
+	if onReal {
+		return realNode
+	}
+	return ""
+}
+
 // runManualDemo tells the manual story (manualStory).
-func runManualDemo(ctx context.Context, store storage, replicas int, verbose bool) error {
-	return runStory(ctx, worldConfig{name: "demo-manual", zombie: true, storage: store}, func(ctx context.Context, st stepper, dw *demoWorld) error {
-		return manualStory(ctx, st, dw.World, replicas, verbose, store)
+func runManualDemo(ctx context.Context, store storage, onReal bool, replicas int, verbose bool) error {
+	cfg := worldConfig{name: "demo-manual", zombie: true, storage: store, realKubelet: onReal}
+	return runStory(ctx, cfg, func(ctx context.Context, st stepper, dw *demoWorld) error {
+		return manualStory(ctx, st, dw.World, replicas, verbose, store, pinned(onReal))
 	})
 }
 
 // deployDB creates StatefulSet db with replicas pods, one RWO volume each,
 // waits until they run and db-0 writes, and returns db-0 and the handle of
 // its volume. The timeline watches the demo namespace until stop closes.
-func deployDB(ctx context.Context, st stepper, w *world.World, tl *world.Timeline, replicas int, stop <-chan struct{}) (*corev1.Pod, string, error) {
+// With pin, db-0 runs there: the other nodes are cordoned until it does.
+func deployDB(ctx context.Context, st stepper, w *world.World, tl *world.Timeline, replicas int, pin string, stop <-chan struct{}) (*corev1.Pod, string, error) {
 	cs := w.Cluster.Client()
 	if err := w.CreateNamespace(ctx, demoNamespace); err != nil {
 		return nil, "", err
@@ -142,6 +166,12 @@ func deployDB(ctx context.Context, st stepper, w *world.World, tl *world.Timelin
 	}
 	tl.Watch(cs, demoNamespace, stop)
 	st.printf("creating StatefulSet db with %d replicas, one RWO volume each", replicas)
+	others := slices.DeleteFunc(w.AllNodes(), func(n string) bool { return n == pin })
+	if pin != "" {
+		if err := cordon(ctx, w, true, others); err != nil {
+			return nil, "", err
+		}
+	}
 	if _, err := cs.AppsV1().StatefulSets(demoNamespace).Create(ctx, world.StatefulSet(demoNamespace, "db", int32(replicas)), metav1.CreateOptions{}); err != nil {
 		return nil, "", fmt.Errorf("creating StatefulSet: %w", err)
 	}
@@ -154,13 +184,29 @@ func deployDB(ctx context.Context, st stepper, w *world.World, tl *world.Timelin
 		st.printf("pod %s Running on %s", p.Name, p.Spec.NodeName)
 		if i == 0 {
 			victim = p
+			if pin != "" {
+				if err := cordon(ctx, w, false, others); err != nil {
+					return nil, "", err
+				}
+			}
 		}
 	}
 	node := victim.Spec.NodeName
 	if err := world.WaitFor(ctx, 30*time.Second, "db-0 writing", func(context.Context) (bool, error) {
-		return len(w.Kubelets[node].Writes()) > 0, nil
+		return len(w.NodeWrites(node)) > 0, nil
 	}); err != nil {
 		return nil, "", err
 	}
 	return victim, handles[0], nil
+}
+
+// cordon marks nodes unschedulable, or schedulable again.
+func cordon(ctx context.Context, w *world.World, on bool, nodes []string) error {
+	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on)
+	for _, n := range nodes {
+		if _, err := w.Cluster.Client().CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("cordoning %s: %w", n, err)
+		}
+	}
+	return nil
 }
