@@ -270,6 +270,40 @@ func (n *Node) PowerOn(ctx context.Context) error {
 	return n.cfg.Cluster.WaitNodeReady(ctx, n.cfg.NodeName, corev1.ConditionTrue, 90*time.Second)
 }
 
+// CrashKubelet kills the kubelet (SIGKILL): the runtime and its
+// containers run on, writing; no status, no volume operation until
+// StartKubelet.
+func (n *Node) CrashKubelet() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.powered || n.kubelet == nil {
+		return fmt.Errorf("real kubelet %s is powered off", n.cfg.NodeName)
+	}
+	_ = syscall.Kill(-n.kubelet.PID(), syscall.SIGCONT)
+	n.kubelet.Kill()
+	n.frozen = false
+	return nil
+}
+
+// StartKubelet starts a crashed kubelet again on the same boot: it
+// rebuilds its state from the runtime, its root directory and the API. It
+// returns once the Node is Ready.
+func (n *Node) StartKubelet(ctx context.Context) error {
+	n.mu.Lock()
+	on := n.powered
+	n.mu.Unlock()
+	if !on {
+		return fmt.Errorf("real kubelet %s is powered off", n.cfg.NodeName)
+	}
+	if exited, _ := n.kubelet.Exited(); !exited {
+		return fmt.Errorf("the kubelet of %s still runs", n.cfg.NodeName)
+	}
+	if err := n.startKubelet(); err != nil {
+		return err
+	}
+	return n.cfg.Cluster.WaitNodeReady(ctx, n.cfg.NodeName, corev1.ConditionTrue, 90*time.Second)
+}
+
 func (n *Node) bootIDPath() string { return filepath.Join(n.cfg.Dir, "boot_id") }
 
 // newBootID returns a random UUID, as the kernel makes one per boot.
