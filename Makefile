@@ -89,7 +89,7 @@ GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo dem
 GOALS_NEEDING_PROMTOOL          := promtool tools test test-unit
 GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench tools-oldest
 GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
-GOALS_NEEDING_NODE_TOOLS        := node-tools test demo-real-kubelet
+GOALS_NEEDING_NODE_TOOLS        := node-tools test demo-real-kubelet bench
 needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(CONTROL_PLANE)) \
 	$(if $(filter $(GOALS_NEEDING_PROMTOOL),$(MAKECMDGOALS)),promtool) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_ATTACHER),$(MAKECMDGOALS)),csi-attacher) \
@@ -267,7 +267,7 @@ $(TOOLS_BIN)/csi-attacher: test/tools/upstream-attacher/go.mod test/tools/upstre
 		github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
 
 .PHONY: bench
-bench: tools-notice build control-plane upstream-attacher ## Run the benchmarks (failover against upstream, attach throughput, the cost of a fence on a real iSCSI target).
+bench: tools-notice build control-plane upstream-attacher node-tools ## Run the benchmarks (failover against upstream and on a real-kubelet node, attach throughput, the cost of a fence on a real iSCSI target).
 	@mkdir -p bench-results
 	$(GO) test -run '^$$' -bench '^Benchmark(Failover|AttachThroughput|FenceCost)' -benchtime 1x -timeout 60m ./test/bench/...
 

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -22,6 +23,7 @@ import (
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/invariant"
+	"fenceline.io/fenceline/test/realkubelet"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -97,7 +99,25 @@ const (
 // reads Off back, the node is put out of service, and the benchmark
 // measures until every replacement is Running with its volume attached,
 // each old volume detached with fence=true first.
-func BenchmarkFailoverNoHuman(b *testing.B) {
+func BenchmarkFailoverNoHuman(b *testing.B) { benchNoHuman(b, false) }
+
+// BenchmarkFailoverNoHumanRealKubelet is BenchmarkFailoverNoHuman with the
+// lost node run by a real kubelet on a fake container runtime (package
+// realkubelet), at the kubelet's default lease (40 s) and status update
+// period (10 s): it holds a third of FENCELINE_BENCH_PODS (what the
+// busiest of three nodes holds in the KWOK row), and the replacements go
+// to the two KWOK nodes. It needs root and `make node-tools`.
+func BenchmarkFailoverNoHumanRealKubelet(b *testing.B) {
+	if err := realkubelet.Available(); err != nil {
+		b.Skip(err)
+	}
+	benchNoHuman(b, true)
+}
+
+// realBenchNode is the real-kubelet node of the real-kubelet row.
+const realBenchNode = "node-c"
+
+func benchNoHuman(b *testing.B, onReal bool) {
 	s := benchSetup(b)
 	for _, bin := range []string{"fenceline-controller", "fenceline-fence-agent"} {
 		if _, err := cluster.Binary(bin); err != nil {
@@ -109,7 +129,7 @@ func BenchmarkFailoverNoHuman(b *testing.B) {
 		for rep := 1; rep <= s.NoHumanReps; rep++ {
 			ctx, cancel := context.WithTimeout(context.Background(), repetitionDeadline)
 			start := time.Now()
-			run, err := runNoHuman(ctx, s)
+			run, err := runNoHuman(ctx, s, onReal)
 			cancel()
 			if err != nil {
 				b.Fatalf("no-human repetition %d: %v", rep, err)
@@ -121,9 +141,14 @@ func BenchmarkFailoverNoHuman(b *testing.B) {
 				run.Replacements.Seconds(), time.Since(start).Round(time.Second))
 		}
 		report := newNoHumanReport(s, runs)
-		fmt.Printf("\nFailover with no human at production-default timings, %d pods over 3 nodes, %d repetitions (median [min–max]); %s\n%s\n",
-			s.Pods, s.NoHumanReps, report.Machine, report.Table)
-		path, err := writeResult(fmt.Sprintf("failover-nohuman-%dpods", s.Pods), report)
+		name, what := fmt.Sprintf("failover-nohuman-%dpods", s.Pods), fmt.Sprintf("%d pods over 3 nodes", s.Pods)
+		if onReal {
+			name = fmt.Sprintf("failover-nohuman-realkubelet-%dpods", max(1, s.Pods/3))
+			what = fmt.Sprintf("%d pods on a real-kubelet node (a third of %d, as the busiest of three nodes), replaced on 2 KWOK nodes", max(1, s.Pods/3), s.Pods)
+		}
+		fmt.Printf("\nFailover with no human at production-default timings, %s, %d repetitions (median [min–max]); %s\n%s\n",
+			what, s.NoHumanReps, report.Machine, report.Table)
+		path, err := writeResult(name, report)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -200,7 +225,7 @@ func productionTimings(s settings) map[string]string {
 }
 
 // runNoHuman runs one repetition on a fresh cluster at production timings.
-func runNoHuman(ctx context.Context, s settings) (noHumanRun, error) {
+func runNoHuman(ctx context.Context, s settings, onReal bool) (noHumanRun, error) {
 	var run noHumanRun
 	copts := cluster.Options{
 		ControllerManager: true, Scheduler: true, KWOK: true,
@@ -212,7 +237,7 @@ func runNoHuman(ctx context.Context, s settings) (noHumanRun, error) {
 		copts.ExtraControllerManagerArgs = append(slices.Clone(prodControllerManagerArgs), world.UpstreamTaintEvictionOff)
 	}
 	err := withCluster(ctx, "bench-failover-nohuman", copts, func(c *cluster.Cluster) error {
-		w, err := world.Launch(ctx, c, world.Options{
+		opts := world.Options{
 			Fencing:       true,
 			TaintEviction: !s.UpstreamTaintEviction,
 			AttacherArgs:  attacherRateArgs(s),
@@ -220,7 +245,12 @@ func runNoHuman(ctx context.Context, s settings) (noHumanRun, error) {
 			// grace; here it is upstream's 50 s again, the flag's default.
 			ControllerArgs: []string{"--force-eviction-ready-grace=" + forceeviction.DefaultReadyGrace.String()},
 			WriteInterval:  benchWriteInterval,
-		})
+		}
+		if onReal {
+			opts.Nodes, opts.RealKubelets = []string{"node-a", "node-b"}, []string{realBenchNode}
+			opts.RealKubeletLeaseSeconds, opts.RealKubeletStatusUpdate = prodLeaseSeconds, 10*time.Second
+		}
+		w, err := world.Launch(ctx, c, opts)
 		if w != nil {
 			defer w.Stop()
 		}
@@ -232,7 +262,16 @@ func runNoHuman(ctx context.Context, s settings) (noHumanRun, error) {
 			return err
 		}
 		defer setup.Close()
-		return noHumanFailover(ctx, w, setup, s.Pods, &run)
+		pin := ""
+		if onReal {
+			pin = realBenchNode
+		}
+		pods := s.Pods
+		if onReal {
+			// As many as the busiest of three nodes holds in the KWOK row.
+			pods = max(1, s.Pods/3)
+		}
+		return noHumanFailover(ctx, w, setup, pods, pin, &run)
 	})
 	return run, err
 }
@@ -283,8 +322,8 @@ func setUpShippedFencing(ctx context.Context, w *world.World) (*world.FencingSet
 
 // noHumanFailover deploys the StatefulSet, stops the heartbeats of the
 // busiest node and records the failover into run.
-func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSetup, pods int, run *noHumanRun) error {
-	rec, v, err := deployForNoHuman(ctx, w, pods)
+func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSetup, pods int, pin string, run *noHumanRun) error {
+	rec, v, err := deployForNoHuman(ctx, w, pods, pin)
 	if err != nil {
 		return err
 	}
@@ -335,8 +374,9 @@ func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSe
 
 // deployForNoHuman creates the StatefulSet, its pods tolerating a lost node
 // for the default 300 s, waits until all run, and picks the node with the
-// most of them.
-func deployForNoHuman(ctx context.Context, w *world.World, pods int) (*recorder, victimState, error) {
+// most of them. With pin, every pod is placed there (the other nodes
+// cordoned until they run).
+func deployForNoHuman(ctx context.Context, w *world.World, pods int, pin string) (*recorder, victimState, error) {
 	cs := w.Cluster.Client()
 	if err := w.CreateNamespace(ctx, benchNamespace); err != nil {
 		return nil, victimState{}, err
@@ -351,6 +391,12 @@ func deployForNoHuman(ctx context.Context, w *world.World, pods int) (*recorder,
 	if err != nil {
 		return nil, victimState{}, err
 	}
+	others := slices.DeleteFunc(w.AllNodes(), func(n string) bool { return n == pin })
+	if pin != "" {
+		if err := cordonNodes(ctx, w, true, others); err != nil {
+			return nil, victimState{}, err
+		}
+	}
 	ss := world.StatefulSet(benchNamespace, statefulSetName, int32(pods))
 	ss.Spec.Template.Spec.Tolerations = world.LostNodeTolerations(prodTolerationSeconds)
 	if _, err := cs.AppsV1().StatefulSets(benchNamespace).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
@@ -362,8 +408,24 @@ func deployForNoHuman(ctx context.Context, w *world.World, pods int) (*recorder,
 	}); err != nil {
 		return nil, victimState{}, err
 	}
+	if pin != "" {
+		if err := cordonNodes(ctx, w, false, others); err != nil {
+			return nil, victimState{}, err
+		}
+	}
 	v, err := pickVictim(ctx, w, rec)
 	return rec, v, err
+}
+
+// cordonNodes marks nodes unschedulable, or schedulable again.
+func cordonNodes(ctx context.Context, w *world.World, on bool, nodes []string) error {
+	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on)
+	for _, n := range nodes {
+		if _, err := w.Cluster.Client().CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("cordoning %s: %w", n, err)
+		}
+	}
+	return nil
 }
 
 // checkNoHumanFence checks, from the driver's audit log, that every volume

@@ -116,7 +116,7 @@ func watchUpstreamNoHuman(ctx context.Context, s settings, upstream string, watc
 
 // upstreamNoHuman powers the busiest node off and watches for watch.
 func upstreamNoHuman(ctx context.Context, w *world.World, pods int, res *upstreamWatch) error {
-	rec, v, err := deployForNoHuman(ctx, w, pods)
+	rec, v, err := deployForNoHuman(ctx, w, pods, "")
 	if err != nil {
 		return err
 	}

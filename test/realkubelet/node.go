@@ -92,6 +92,13 @@ type Config struct {
 	// as the stand-in's option does: a node cut off from the control plane
 	// but not from its storage.
 	ZombieWrites bool
+	// LeaseSeconds is the kubelet's nodeLeaseDurationSeconds (renewed a
+	// quarter of that often): cluster.NodeLeaseDurationSeconds, the KWOK
+	// nodes' pace, when zero; 40 is the kubelet's default.
+	LeaseSeconds int
+	// StatusUpdate is the kubelet's nodeStatusUpdateFrequency (1 s when
+	// zero; 10 s is the kubelet's default).
+	StatusUpdate time.Duration
 	// HeldOpen models a process outside the pod's containers that holds
 	// its volumes open and writes on after the containers stopped, until
 	// the array says the node no longer has a volume (the stand-in's
@@ -129,6 +136,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.WriteInterval <= 0 {
 		cfg.WriteInterval = kubelet.DefaultWriteInterval
+	}
+	if cfg.LeaseSeconds <= 0 {
+		cfg.LeaseSeconds = cluster.NodeLeaseDurationSeconds
+	}
+	if cfg.StatusUpdate <= 0 {
+		cfg.StatusUpdate = time.Second
 	}
 	n := &Node{cfg: cfg, root: filepath.Join(cfg.Dir, "root"), done: make(chan struct{})}
 	for _, d := range []string{n.root, n.workDir()} {
@@ -240,8 +253,7 @@ func (n *Node) PowerOff() {
 	n.powered = false
 	n.mu.Unlock()
 	if n.kubelet != nil {
-		_ = syscall.Kill(-n.kubelet.PID(), syscall.SIGCONT) // a frozen process dies too
-		n.kubelet.Kill()
+		n.kubelet.Kill() // a frozen kubelet dies without running again
 	}
 	if n.cri != nil {
 		n.cri.Kill()
@@ -279,8 +291,7 @@ func (n *Node) CrashKubelet() error {
 	if !n.powered || n.kubelet == nil {
 		return fmt.Errorf("real kubelet %s is powered off", n.cfg.NodeName)
 	}
-	_ = syscall.Kill(-n.kubelet.PID(), syscall.SIGCONT)
-	n.kubelet.Kill()
+	n.kubelet.Kill() // SIGKILL ends a frozen process too, without resuming it first
 	n.frozen = false
 	return nil
 }
@@ -382,8 +393,8 @@ func (n *Node) startKubelet() error {
 
 // writeConfig writes the KubeletConfiguration: nothing of the host's
 // cgroups, swap or disk is the kubelet's business here, and its heartbeat
-// runs at the KWOK nodes' pace so that kube-controller-manager judges both
-// alike.
+// runs at the KWOK nodes' pace (unless Config says otherwise) so that
+// kube-controller-manager judges both alike.
 func (n *Node) writeConfig() error {
 	ports, err := freePorts(2)
 	if err != nil {
@@ -410,8 +421,8 @@ enforceNodeAllocatable: []
 failCgroupV1: false
 failSwapOn: false
 nodeLeaseDurationSeconds: %d
-nodeStatusUpdateFrequency: 1s
-nodeStatusReportFrequency: 10s
+nodeStatusUpdateFrequency: %s
+nodeStatusReportFrequency: %s
 syncFrequency: 10s
 evictionHard:
   memory.available: "1Ki"
@@ -424,7 +435,7 @@ podLogsDir: %s
 resolvConf: ""
 serializeImagePulls: false
 localStorageCapacityIsolation: false
-`, ports[0], ports[1], n.criSocket(), cluster.NodeLeaseDurationSeconds,
+`, ports[0], ports[1], n.criSocket(), n.cfg.LeaseSeconds, n.cfg.StatusUpdate, max(n.cfg.StatusUpdate, 10*time.Second),
 		filepath.Join(n.cfg.Dir, "volume-plugins"), filepath.Join(n.cfg.Dir, "pod-logs"))
 	return os.WriteFile(n.configPath(), []byte(cfg), 0o640)
 }

@@ -24,6 +24,7 @@ func (w *World) startRealKubelets(ctx context.Context) error {
 			NodeName: n, Cluster: w.Cluster, Drivers: drivers,
 			Dir:           filepath.Join(w.Cluster.Dir(), "real", n),
 			WriteInterval: w.writeInterval, ZombieWrites: w.zombieWrites, HeldOpen: w.heldOpen,
+			LeaseSeconds: w.realLease, StatusUpdate: w.realStatus,
 		})
 		if err != nil {
 			return fmt.Errorf("real-kubelet node %s: %w", n, err)

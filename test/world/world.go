@@ -68,6 +68,11 @@ type Options struct {
 	// registers the Node, and the mock drivers' node sockets for it with
 	// it. Needs root and `make node-tools`.
 	RealKubelets []string
+	// RealKubeletLeaseSeconds and RealKubeletStatusUpdate are the
+	// real-kubelet nodes' lease duration in seconds and status update
+	// period (the KWOK nodes' pace when zero).
+	RealKubeletLeaseSeconds int
+	RealKubeletStatusUpdate time.Duration
 	// Driver configures the mock driver.
 	Driver DriverOptions
 	// SecondDriver, when set, runs a second mock driver, SecondDriverName,
@@ -195,6 +200,8 @@ type World struct {
 	writeInterval time.Duration
 	zombieWrites  bool
 	heldOpen      bool
+	realLease     int
+	realStatus    time.Duration
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -239,6 +246,8 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		writeInterval: opts.WriteInterval,
 		zombieWrites:  opts.ZombieWrites,
 		heldOpen:      opts.HeldOpen,
+		realLease:     opts.RealKubeletLeaseSeconds,
+		realStatus:    opts.RealKubeletStatusUpdate,
 		Ledgers:       &iscsi.Book{},
 		NodeSockets:   map[string]string{},
 		StateDir:      filepath.Join(c.Dir(), "mock"),
