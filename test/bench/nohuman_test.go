@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -391,9 +390,9 @@ func deployForNoHuman(ctx context.Context, w *world.World, pods int, pin string)
 	if err != nil {
 		return nil, victimState{}, err
 	}
-	others := slices.DeleteFunc(w.AllNodes(), func(n string) bool { return n == pin })
+	uncordon := func(context.Context) error { return nil }
 	if pin != "" {
-		if err := cordonNodes(ctx, w, true, others); err != nil {
+		if uncordon, err = w.OnlyOn(ctx, pin); err != nil {
 			return nil, victimState{}, err
 		}
 	}
@@ -408,24 +407,11 @@ func deployForNoHuman(ctx context.Context, w *world.World, pods int, pin string)
 	}); err != nil {
 		return nil, victimState{}, err
 	}
-	if pin != "" {
-		if err := cordonNodes(ctx, w, false, others); err != nil {
-			return nil, victimState{}, err
-		}
+	if err := uncordon(ctx); err != nil {
+		return nil, victimState{}, err
 	}
 	v, err := pickVictim(ctx, w, rec)
 	return rec, v, err
-}
-
-// cordonNodes marks nodes unschedulable, or schedulable again.
-func cordonNodes(ctx context.Context, w *world.World, on bool, nodes []string) error {
-	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on)
-	for _, n := range nodes {
-		if _, err := w.Cluster.Client().CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("cordoning %s: %w", n, err)
-		}
-	}
-	return nil
 }
 
 // checkNoHumanFence checks, from the driver's audit log, that every volume

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -78,9 +77,9 @@ func newScenario(t *testing.T, opts world.Options) *scenario {
 func (s *scenario) startDB() *corev1.Pod {
 	s.t.Helper()
 	if s.pinTo != "" {
-		others := slices.DeleteFunc(s.w.AllNodes(), func(n string) bool { return n == s.pinTo })
-		s.cordon(true, others...)
-		defer s.cordon(false, others...)
+		uncordon, err := s.w.OnlyOn(s.ctx, s.pinTo)
+		must(s.t, err)
+		defer func() { must(s.t, uncordon(s.ctx)) }()
 	}
 	_, err := s.w.Cluster.Client().AppsV1().StatefulSets(s.ns).Create(s.ctx, world.StatefulSet(s.ns, "db", 1), metav1.CreateOptions{})
 	must(s.t, err)

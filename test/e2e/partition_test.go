@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/faults"
@@ -76,13 +75,8 @@ func TestPartitionHealsWhileFencedDetachFails(t *testing.T) {
 func (s *scenario) moveBack(node string) {
 	s.t.Helper()
 	client := s.w.Cluster.Client()
-	for _, n := range s.w.Nodes {
-		if n == node {
-			continue
-		}
-		_, err := client.CoreV1().Nodes().Patch(s.ctx, n, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
-		must(s.t, err)
-	}
+	_, err := s.w.OnlyOn(s.ctx, node) // left cordoned: the story ends here
+	must(s.t, err)
 	must(s.t, client.CoreV1().Pods(s.ns).Delete(s.ctx, "db-0", metav1.DeleteOptions{}))
 	s.timeline.Add(time.Now(), "db-0 deleted to move it back to %s", node)
 	var back *corev1.Pod

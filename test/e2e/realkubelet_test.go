@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/realkubelet"
@@ -48,19 +45,6 @@ func TestNonGracefulShutdownOnRealKubelet(t *testing.T) {
 	must(t, s.w.RemoveTaint(s.ctx, real, world.OutOfServiceTaint.Key))
 	if p, err := s.w.RunningPod(s.ctx, s.ns, "db-0"); err != nil || p == nil || p.Spec.NodeName != moved.Spec.NodeName {
 		t.Fatalf("after %s came back, db-0 = %v (err %v), want Running on %s", real, p, err, moved.Spec.NodeName)
-	}
-}
-
-// cordon marks nodes unschedulable (or schedulable again).
-func (s *scenario) cordon(on bool, nodes ...string) {
-	s.t.Helper()
-	patch := []byte(`{"spec":{"unschedulable":false}}`)
-	if on {
-		patch = []byte(`{"spec":{"unschedulable":true}}`)
-	}
-	for _, n := range nodes {
-		_, err := s.w.Cluster.Client().CoreV1().Nodes().Patch(s.ctx, n, types.MergePatchType, patch, metav1.PatchOptions{})
-		must(s.t, err)
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/realkubelet"
 )
@@ -60,3 +63,24 @@ func (w *World) nodePowered(node string) (powered, ok bool) {
 
 // AllNodes returns the KWOK nodes, then the real-kubelet ones.
 func (w *World) AllNodes() []string { return slices.Concat(w.Nodes, w.realNames) }
+
+// Cordon marks nodes unschedulable, or schedulable again with on false.
+func (w *World) Cordon(ctx context.Context, on bool, nodes ...string) error {
+	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on)
+	for _, n := range nodes {
+		if _, err := w.Cluster.Client().CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("cordoning %s (%t): %w", n, on, err)
+		}
+	}
+	return nil
+}
+
+// OnlyOn cordons every node of the world but node, so that what is
+// scheduled next lands there; the returned function uncordons them again.
+func (w *World) OnlyOn(ctx context.Context, node string) (func(context.Context) error, error) {
+	others := slices.DeleteFunc(w.AllNodes(), func(n string) bool { return n == node })
+	if err := w.Cordon(ctx, true, others...); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return w.Cordon(ctx, false, others...) }, nil
+}

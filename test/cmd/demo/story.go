@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/world"
@@ -166,9 +164,9 @@ func deployDB(ctx context.Context, st stepper, w *world.World, tl *world.Timelin
 	}
 	tl.Watch(cs, demoNamespace, stop)
 	st.printf("creating StatefulSet db with %d replicas, one RWO volume each", replicas)
-	others := slices.DeleteFunc(w.AllNodes(), func(n string) bool { return n == pin })
+	uncordon := func(context.Context) error { return nil }
 	if pin != "" {
-		if err := cordon(ctx, w, true, others); err != nil {
+		if uncordon, err = w.OnlyOn(ctx, pin); err != nil {
 			return nil, "", err
 		}
 	}
@@ -184,10 +182,8 @@ func deployDB(ctx context.Context, st stepper, w *world.World, tl *world.Timelin
 		st.printf("pod %s Running on %s", p.Name, p.Spec.NodeName)
 		if i == 0 {
 			victim = p
-			if pin != "" {
-				if err := cordon(ctx, w, false, others); err != nil {
-					return nil, "", err
-				}
+			if err := uncordon(ctx); err != nil {
+				return nil, "", err
 			}
 		}
 	}
@@ -198,15 +194,4 @@ func deployDB(ctx context.Context, st stepper, w *world.World, tl *world.Timelin
 		return nil, "", err
 	}
 	return victim, handles[0], nil
-}
-
-// cordon marks nodes unschedulable, or schedulable again.
-func cordon(ctx context.Context, w *world.World, on bool, nodes []string) error {
-	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on)
-	for _, n := range nodes {
-		if _, err := w.Cluster.Client().CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("cordoning %s: %w", n, err)
-		}
-	}
-	return nil
 }
