@@ -2,9 +2,7 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/tgt"
 	"fenceline.io/fenceline/test/cluster"
+	"fenceline.io/fenceline/test/iscsi"
 	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/world"
 )
@@ -57,7 +56,7 @@ const fenceCostWriteInterval = 20 * time.Millisecond
 func BenchmarkFenceCost(b *testing.B) {
 	s := benchSetup(b)
 	backends := fenceBackends
-	if err := tgtUsable(); err != nil {
+	if err := iscsi.TgtUsable(); err != nil {
 		b.Logf("tgt rows left out: %v", err)
 		backends = backends[:1]
 	}
@@ -92,17 +91,6 @@ func BenchmarkFenceCost(b *testing.B) {
 		}
 		b.Logf("wrote %s", path)
 	}
-}
-
-// tgtUsable says why the tgt rows cannot run here, if they cannot.
-func tgtUsable() error {
-	if err := tgt.Available(); err != nil {
-		return err
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("tgtd needs root")
-	}
-	return nil
 }
 
 // runFenceCost runs one repetition on a fresh cluster.

@@ -113,12 +113,21 @@ func Require(t testing.TB) {
 // instead when RequireEnv is set.
 func RequireTgt(t testing.TB) {
 	t.Helper()
-	if err := tgt.Available(); err != nil {
+	if err := TgtUsable(); err != nil {
 		missing(t, err)
 	}
-	if os.Geteuid() != 0 {
-		missing(t, errors.New("tgtd needs root (its control socket lives in /var/run/tgtd)"))
+}
+
+// TgtUsable says why the tgt backend cannot run here, if it cannot: tgtd
+// and tgtadm must be installed (Debian's tgt) and this process root.
+func TgtUsable() error {
+	if err := tgt.Available(); err != nil {
+		return err
 	}
+	if os.Geteuid() != 0 {
+		return errors.New("tgtd needs root (its control socket lives in /var/run/tgtd)")
+	}
+	return nil
 }
 
 // TgtDriverConfig is the mock driver's configuration on the tgt backend

@@ -49,16 +49,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var err error
+	err := store.check()
 	switch {
+	case err != nil:
 	case *down:
 		err = runDown()
 	case *up:
 		err = runUp()
 	case *serve:
 		err = runServe(ctx)
-	case store.check() != nil:
-		err = store.check()
 	case *manual:
 		err = runManualDemo(ctx, store, realKubelet(*onReal), *replicas, *verbose)
 	default:

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"strings"
 
 	"fenceline.io/fenceline/mock-driver/tgt"
+	"fenceline.io/fenceline/test/iscsi"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -31,16 +29,8 @@ func (s storage) check() error {
 	default:
 		return fmt.Errorf("--backend=%q: want memory or tgt", s.backend)
 	}
-	var missing []string
-	if err := tgt.Available(); err != nil {
-		missing = append(missing, fmt.Sprintf("Debian's tgt, the userspace iSCSI target (%v): apt-get install tgt", err))
-	}
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root: tgtd's control socket lives in /var/run/tgtd (run it with sudo)")
-	}
-	if len(missing) > 0 {
-		return errors.New("the demo on a real iSCSI target needs " + strings.Join(missing, "; and ") +
-			". Without them, `make demo` tells the same story on the mock array")
+	if err := iscsi.TgtUsable(); err != nil {
+		return fmt.Errorf("the demo on a real iSCSI target cannot run: %w (it needs Debian's tgt, apt-get install tgt, and root); without them `make demo` tells the same story on the mock array", err)
 	}
 	return nil
 }
