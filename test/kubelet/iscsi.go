@@ -11,12 +11,9 @@ import (
 	"fenceline.io/fenceline/test/iscsi"
 )
 
-// ledgerKey names a volume's ledger in Config.Ledgers: handles are a
-// driver's own.
-func ledgerKey(driver, handle string) string { return driver + "/" + handle }
-
-// LedgerKey is the key of a volume's ledger in Config.Ledgers.
-func LedgerKey(driver, handle string) string { return ledgerKey(driver, handle) }
+// LedgerKey names a volume's ledger in Config.Ledgers, "<driver>/<handle>":
+// handles are a driver's own.
+func LedgerKey(driver, handle string) string { return driver + "/" + handle }
 
 // session is a node's iSCSI session to one volume, as its iscsid keeps
 // it: logged in at staging, logged in again when the connection breaks (a
@@ -99,7 +96,7 @@ func (k *Kubelet) stageISCSI(ctx context.Context, publishContext map[string]stri
 func (k *Kubelet) blockWrite(v *volume, sess *session) func(context.Context, int) error {
 	k.generation++
 	bw := &iscsi.Writer{
-		Ledger: k.cfg.Ledgers.For(ledgerKey(v.driver.name, v.handle)),
+		Ledger: k.cfg.Ledgers.For(LedgerKey(v.driver.name, v.handle)),
 		Stamp:  iscsi.Stamp{Node: k.cfg.NodeName, Boot: fmt.Sprint(k.boot), Generation: k.generation},
 		Span:   uint32(max(min(sess.blocks, BlockSpan), 1)),
 	}

@@ -16,7 +16,6 @@ package realkubelet
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,6 +31,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/kubelet"
@@ -172,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // start boots the node: a new boot ID, a fresh fake CRI (no containers:
 // the runtime's state is lost with the power) and the kubelet.
 func (n *Node) start() error {
-	if err := os.WriteFile(n.bootIDPath(), []byte(newBootID()+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(n.bootIDPath(), []byte(string(uuid.NewUUID())+"\n"), 0o644); err != nil {
 		return fmt.Errorf("real kubelet %s: boot ID: %w", n.cfg.NodeName, err)
 	}
 	_ = os.Remove(n.EventsPath())
@@ -192,24 +193,15 @@ func (n *Node) start() error {
 	return nil
 }
 
-// followEvents keeps the workload in step with the fake CRI's containers.
+// followEvents keeps the workload in step with the fake CRI's containers
+// until ctx ends.
 func (n *Node) followEvents(ctx context.Context) {
 	defer close(n.done)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		n.mu.Lock()
-		follow := n.powered
-		n.mu.Unlock()
-		if follow {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if n.Powered() {
 			_ = n.wl.follow(ctx, n.EventsPath())
 		}
-	}
+	}, 50*time.Millisecond)
 }
 
 // Powered reports whether the node is powered on (frozen or not).
@@ -317,14 +309,6 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 
 func (n *Node) bootIDPath() string { return filepath.Join(n.cfg.Dir, "boot_id") }
 
-// newBootID returns a random UUID, as the kernel makes one per boot.
-func newBootID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
-
 func (n *Node) criSocket() string  { return filepath.Join(n.cfg.Dir, "cri.sock") }
 func (n *Node) configPath() string { return filepath.Join(n.cfg.Dir, "kubelet.yaml") }
 
@@ -336,9 +320,6 @@ func (n *Node) workDir() string { return filepath.Join(n.cfg.Dir, "cwd") }
 
 // EventsPath is the fake CRI's log of container starts and stops.
 func (n *Node) EventsPath() string { return filepath.Join(n.cfg.Dir, "cri-events.jsonl") }
-
-// RootDir is the kubelet's --root-dir.
-func (n *Node) RootDir() string { return n.root }
 
 func (n *Node) startCRI() error {
 	bin, err := cluster.Tool("fake-cri")
@@ -396,9 +377,13 @@ func (n *Node) startKubelet() error {
 // runs at the KWOK nodes' pace (unless Config says otherwise) so that
 // kube-controller-manager judges both alike.
 func (n *Node) writeConfig() error {
-	ports, err := freePorts(2)
-	if err != nil {
-		return err
+	var ports [2]int
+	for i := range ports {
+		p, err := cluster.FreePort()
+		if err != nil {
+			return err
+		}
+		ports[i] = p
 	}
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -595,23 +580,4 @@ func waitSocket(path string, within time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func freePorts(n int) ([]int, error) {
-	var out []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
