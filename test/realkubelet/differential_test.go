@@ -10,11 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"fenceline.io/fenceline/mock-driver/audit"
-	"fenceline.io/fenceline/test/realkubelet"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -37,54 +36,28 @@ import (
 // order: it can only be seen after the unstage that caused it. The
 // workload's writes depend on timing too and are left out.
 func TestStandInMatchesRealKubelet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a local control plane (not run with -short)")
-	}
-	realkubelet.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	const standIn, real = "node-a", "real-a"
-	w := world.Start(t, world.Options{Nodes: []string{standIn}, RealKubelets: []string{real}})
-	client := w.Cluster.Client()
-	must(t, w.CreateNamespace(ctx, "app"))
-	must(t, w.CreateStorageClass(ctx))
+	ctx, w := startWorld(t, world.Options{Nodes: []string{standIn}, RealKubelets: []string{real}})
 	hist := watchVolumesInUse(ctx, t, w)
 	handles := map[string]string{}
 	for _, node := range []string{standIn, real} {
-		name := "db-" + node
-		hs, err := w.ProvisionStatefulSet(ctx, "app", name, 1)
-		must(t, err)
-		handles[node] = hs[0]
-		sts := world.StatefulSet("app", name, 1)
-		sts.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
-		_, err = client.AppsV1().StatefulSets("app").Create(ctx, sts, metav1.CreateOptions{})
+		handles[node] = createOn(ctx, t, w, "db-"+node, node)
+	}
+	for _, node := range []string{standIn, real} {
+		_, err := w.WaitRunning(ctx, ns, "db-"+node+"-0", "", 2*time.Minute)
 		must(t, err)
 	}
 	for _, node := range []string{standIn, real} {
-		_, err := w.WaitRunning(ctx, "app", "db-"+node+"-0", "", 2*time.Minute)
-		must(t, err)
+		scaleToZero(ctx, t, w, "db-"+node)
 	}
-	for _, node := range []string{standIn, real} {
-		_, err := client.AppsV1().StatefulSets("app").Patch(ctx, "db-"+node, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
-		must(t, err)
+	for node, h := range handles {
+		waitDetached(ctx, t, w, node, h)
 	}
-	must(t, world.WaitFor(ctx, 2*time.Minute, "both volumes detached", func(context.Context) (bool, error) {
-		recs, err := w.Audit()
-		if err != nil {
-			return false, err
-		}
-		for node, h := range handles {
-			if audit.Count(recs, audit.Method("ControllerUnpublishVolume"), audit.Node(node), audit.Volume(h), audit.OK()) == 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	}))
 	recs, err := w.Audit()
 	must(t, err)
 	seqs := map[string][]string{}
 	for node, h := range handles {
-		seqs[node] = lifeOf(recs, hist.of(node, "kubernetes.io/csi/"+world.DriverName+"^"+h), node, h)
+		seqs[node] = lifeOf(recs, hist.of(node, nodeutil.CSIUniqueVolumeName(world.DriverName, h)), node, h)
 	}
 	t.Logf("stand-in: %v", seqs[standIn])
 	t.Logf("real kubelet: %v", seqs[real])
@@ -151,12 +124,12 @@ type volumeChange struct {
 }
 
 // of returns the changes of one volume on node.
-func (h *inUseHistory) of(node, volume string) []inUseChange {
+func (h *inUseHistory) of(node string, volume corev1.UniqueVolumeName) []inUseChange {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []inUseChange
 	for _, c := range h.seen[node] {
-		if string(c.volume) == volume {
+		if c.volume == volume {
 			out = append(out, c.inUseChange)
 		}
 	}
