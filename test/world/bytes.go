@@ -52,11 +52,19 @@ func (w *World) CheckBytes(ctx context.Context) ([]ByteVerdict, error) {
 	if err != nil {
 		return nil, err
 	}
+	attached, err := w.attachments(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, key := range w.Ledgers.Volumes() {
 		driver, handle, _ := strings.Cut(key, "/")
 		l := w.Ledgers.For(key)
 		fences := importFences(l, audits[driver], handle)
-		opts, err := w.attachedLogin(ctx, driver, handle)
+		va := attached[key]
+		if va == nil {
+			return nil, fmt.Errorf("volume %s of driver %s is attached nowhere: the byte checker has no initiator to read it as", handle, driver)
+		}
+		opts, err := loginOf(va)
 		if err != nil {
 			return nil, err
 		}
@@ -94,25 +102,36 @@ func importFences(l *iscsi.Ledger, recs []audit.Record, handle string) int {
 	return n
 }
 
-// attachedLogin returns the login options of the node a volume is
-// attached to now, from its VolumeAttachment's publish context.
-func (w *World) attachedLogin(ctx context.Context, driver, handle string) (iscsi.Options, error) {
+// attachments returns the attached VolumeAttachments of the mock
+// drivers' volumes by their ledger key (kubelet.LedgerKey): one List of
+// each kind for every volume checked.
+func (w *World) attachments(ctx context.Context) (map[string]*storagev1.VolumeAttachment, error) {
 	client := w.Cluster.Client()
 	vas, err := client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return iscsi.Options{}, err
+		return nil, err
 	}
-	for _, va := range vas.Items {
-		if va.Spec.Attacher != driver || !va.Status.Attached || va.Spec.Source.PersistentVolumeName == nil {
+	pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	handles := map[string]string{}
+	for _, pv := range pvs.Items {
+		if pv.Spec.CSI != nil {
+			handles[pv.Name] = pv.Spec.CSI.VolumeHandle
+		}
+	}
+	out := map[string]*storagev1.VolumeAttachment{}
+	for i := range vas.Items {
+		va := &vas.Items[i]
+		if !va.Status.Attached || va.Spec.Source.PersistentVolumeName == nil {
 			continue
 		}
-		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, *va.Spec.Source.PersistentVolumeName, metav1.GetOptions{})
-		if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.VolumeHandle != handle {
-			continue
+		if h, ok := handles[*va.Spec.Source.PersistentVolumeName]; ok {
+			out[kubelet.LedgerKey(va.Spec.Attacher, h)] = va
 		}
-		return loginOf(&va)
 	}
-	return iscsi.Options{}, fmt.Errorf("volume %s of driver %s is attached nowhere: the byte checker has no initiator to read it as", handle, driver)
+	return out, nil
 }
 
 func loginOf(va *storagev1.VolumeAttachment) (iscsi.Options, error) {

@@ -37,13 +37,28 @@ func (w *World) startRealKubelets(ctx context.Context) error {
 	return nil
 }
 
+// nodeKubelet is what the world reads of a node's kubelet, a stand-in or
+// a real one.
+type nodeKubelet interface {
+	Writes() []kubelet.Write
+	Powered() bool
+}
+
+// kubeletOf returns node's kubelet, nil for a node the world does not run.
+func (w *World) kubeletOf(node string) nodeKubelet {
+	if n := w.RealKubelets[node]; n != nil {
+		return n
+	}
+	if k := w.Kubelets[node]; k != nil {
+		return k
+	}
+	return nil
+}
+
 // NodeWrites returns the write attempts of node's workload so far, oldest
 // first, whether a kubelet stand-in or a real kubelet runs it.
 func (w *World) NodeWrites(node string) []kubelet.Write {
-	if n := w.RealKubelets[node]; n != nil {
-		return n.Writes()
-	}
-	if k := w.Kubelets[node]; k != nil {
+	if k := w.kubeletOf(node); k != nil {
 		return k.Writes()
 	}
 	return nil
@@ -52,10 +67,7 @@ func (w *World) NodeWrites(node string) []kubelet.Write {
 // nodePowered reports whether node is powered on, and false for a node
 // the world does not run.
 func (w *World) nodePowered(node string) (powered, ok bool) {
-	if n := w.RealKubelets[node]; n != nil {
-		return n.Powered(), true
-	}
-	if k := w.Kubelets[node]; k != nil {
+	if k := w.kubeletOf(node); k != nil {
 		return k.Powered(), true
 	}
 	return false, false
