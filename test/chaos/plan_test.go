@@ -202,19 +202,9 @@ const recordedAdversarialPlans = "71d1404a8ddbacd85396cedbf918e455111e0bc4e95696
 // the older), with one attacher and no attacher fail-over; seeds from it
 // draw both a fail-over and a standby without one.
 func TestAttacherReplicaDrawKeepsRecordedSeeds(t *testing.T) {
-	h := sha256.New()
-	for seed := range uint64(AttacherReplicaSeeds) {
-		p := Draw(seed)
-		if seed >= AdversarialSeeds {
-			fmt.Fprintln(h, p.String(), p.HealAfter)
-		}
-		if p.AttacherReplicas != 0 || slices.ContainsFunc(p.Faults, func(f Fault) bool { return f.Kind == AttacherLeaderFailover }) {
-			t.Fatalf("seed %d below %d drew attacher replicas: %v", seed, AttacherReplicaSeeds, p)
-		}
-	}
-	if got := fmt.Sprintf("%x", h.Sum(nil)); got != recordedAdversarialPlans {
-		t.Fatalf("the plans of seeds %d to %d changed: digest %s, recorded %s", AdversarialSeeds, AttacherReplicaSeeds-1, got, recordedAdversarialPlans)
-	}
+	checkRecordedDraws(t, AdversarialSeeds, AttacherReplicaSeeds, recordedAdversarialPlans, "attacher replicas", func(p Plan) bool {
+		return p.AttacherReplicas != 0 || slices.ContainsFunc(p.Faults, func(f Fault) bool { return f.Kind == AttacherLeaderFailover })
+	})
 	failovers, standbys := 0, 0
 	for seed := uint64(AttacherReplicaSeeds); seed < AttacherReplicaSeeds+200; seed++ {
 		p := Draw(seed)
@@ -247,20 +237,10 @@ const recordedAttacherReplicaPlans = "73266a00cc5954f1eeb88489427f7f57777e72214a
 // safe-detach and the other not, and driver and attacher faults aimed at
 // either, all said in the plan's description.
 func TestTwoDriverDrawKeepsRecordedSeeds(t *testing.T) {
-	h := sha256.New()
-	for seed := range uint64(TwoDriverSeeds) {
-		p := Draw(seed)
-		if seed >= AttacherReplicaSeeds {
-			fmt.Fprintln(h, p.String(), p.HealAfter)
-		}
-		if p.TwoDrivers || slices.ContainsFunc(p.Sets, func(s Set) bool { return s.Driver != "" }) ||
-			slices.ContainsFunc(p.Faults, func(f Fault) bool { return f.Driver != "" }) {
-			t.Fatalf("seed %d below %d drew two drivers: %v", seed, TwoDriverSeeds, p)
-		}
-	}
-	if got := fmt.Sprintf("%x", h.Sum(nil)); got != recordedAttacherReplicaPlans {
-		t.Fatalf("the plans of seeds %d to %d changed: digest %s, recorded %s", AttacherReplicaSeeds, TwoDriverSeeds-1, got, recordedAttacherReplicaPlans)
-	}
+	checkRecordedDraws(t, AttacherReplicaSeeds, TwoDriverSeeds, recordedAttacherReplicaPlans, "two drivers", func(p Plan) bool {
+		return p.TwoDrivers || slices.ContainsFunc(p.Sets, func(s Set) bool { return s.Driver != "" }) ||
+			slices.ContainsFunc(p.Faults, func(f Fault) bool { return f.Driver != "" })
+	})
 	two, aimed := 0, map[string]bool{}
 	for seed := uint64(TwoDriverSeeds); seed < TwoDriverSeeds+300; seed++ {
 		p := Draw(seed)
@@ -347,19 +327,7 @@ const recordedTwoDriverPlans = "50956f8ede83bb6c22977f0fa6eef860b066f124c93afa3c
 // in four serves the first driver from a real target, with either fence
 // method that is one, and says so.
 func TestTgtDrawKeepsRecordedSeeds(t *testing.T) {
-	h := sha256.New()
-	for seed := range uint64(TgtSeeds) {
-		p := Draw(seed)
-		if seed >= TwoDriverSeeds {
-			fmt.Fprintln(h, p.String(), p.HealAfter)
-		}
-		if p.Tgt != "" {
-			t.Fatalf("seed %d below %d drew the tgt backend: %v", seed, TgtSeeds, p)
-		}
-	}
-	if got := fmt.Sprintf("%x", h.Sum(nil)); got != recordedTwoDriverPlans {
-		t.Fatalf("the plans of seeds %d to %d changed: digest %s, recorded %s", TwoDriverSeeds, TgtSeeds-1, got, recordedTwoDriverPlans)
-	}
+	checkRecordedDraws(t, TwoDriverSeeds, TgtSeeds, recordedTwoDriverPlans, "the tgt backend", func(p Plan) bool { return p.Tgt != "" })
 	methods := map[tgt.FenceMethod]int{}
 	for seed := uint64(TgtSeeds); seed < TgtSeeds+400; seed++ {
 		p := Draw(seed)
@@ -376,5 +344,26 @@ func TestTgtDrawKeepsRecordedSeeds(t *testing.T) {
 	}
 	if n := methods[tgt.MethodACLSessions] + methods[tgt.MethodPR]; n < 70 || n > 130 || methods[tgt.MethodPR] == 0 || methods[tgt.MethodACLSessions] == 0 {
 		t.Errorf("of 400 seeds from %d, the tgt draws were %v: want about a quarter, both methods", TgtSeeds, methods)
+	}
+}
+
+// checkRecordedDraws fails t when a seed below next drew what next
+// introduced (drew reports it, what names it), or when the plans of seeds
+// from to next-1 no longer hash to digest, the SHA-256 they had when next
+// was added.
+func checkRecordedDraws(t *testing.T, from, next uint64, digest, what string, drew func(Plan) bool) {
+	t.Helper()
+	h := sha256.New()
+	for seed := range next {
+		p := Draw(seed)
+		if seed >= from {
+			fmt.Fprintln(h, p.String(), p.HealAfter)
+		}
+		if drew(p) {
+			t.Fatalf("seed %d below %d drew %s: %v", seed, next, what, p)
+		}
+	}
+	if got := fmt.Sprintf("%x", h.Sum(nil)); got != digest {
+		t.Fatalf("the plans of seeds %d to %d changed: digest %s, recorded %s", from, next-1, got, digest)
 	}
 }

@@ -568,16 +568,18 @@ func (h *hostState) locked(fn func()) error {
 }
 
 func waitSocket(path string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, within, true, func(context.Context) (bool, error) {
 		c, err := net.Dial("unix", path)
-		if err == nil {
-			_ = c.Close()
-			return nil
+		if err != nil {
+			last = err
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nothing answers on %s after %s: %w", path, within, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		_ = c.Close()
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nothing answers on %s after %s: %w", path, within, last)
 	}
+	return nil
 }
