@@ -89,7 +89,7 @@ GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo dem
 GOALS_NEEDING_PROMTOOL          := promtool tools test test-unit
 GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench tools-oldest
 GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
-GOALS_NEEDING_NODE_TOOLS        := node-tools test demo-real-kubelet bench
+GOALS_NEEDING_NODE_TOOLS        := node-tools test demo-real-kubelet bench chaos
 needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(CONTROL_PLANE)) \
 	$(if $(filter $(GOALS_NEEDING_PROMTOOL),$(MAKECMDGOALS)),promtool) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_ATTACHER),$(MAKECMDGOALS)),csi-attacher) \
@@ -292,7 +292,7 @@ CHAOS_PARALLEL   ?= 4
 SEED             ?=
 
 .PHONY: chaos
-chaos: tools-notice build control-plane ## Randomized failover episodes with faults, checked for broken invariants (SEED=n reruns one).
+chaos: tools-notice build control-plane node-tools ## Randomized failover episodes with faults, checked for broken invariants (SEED=n reruns one).
 	@mkdir -p test/output
 	@echo ">> chaos: episodes on local control planes, $(CHAOS_PARALLEL) at a time; one line per episode, full log in test/output/chaos.log"
 	@set +e; FENCELINE_CHAOS_SEED=$(SEED) FENCELINE_CHAOS_EPISODES=$(CHAOS_EPISODES) FENCELINE_CHAOS_FIRST_SEED=$(CHAOS_FIRST_SEED) \

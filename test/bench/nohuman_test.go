@@ -10,10 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/mock-driver/audit"
@@ -71,6 +73,13 @@ type noHumanRun struct {
 	Unpublished  time.Duration `json:"fenced_unpublished_ns"`
 	Running      time.Duration `json:"replacements_running_ns"`
 	Replacements time.Duration `json:"replacements_attached_ns"`
+	// Reason is the FencingRequest's spec.reason (LeaseExpired, or the
+	// condition rule that fired), and LeaderChanges how often
+	// fenceline-controller's leadership changed hands during the run: a
+	// new leader observes every Lease afresh, so detection starts over.
+	// Both explain a slow detection.
+	Reason        string `json:"request_reason"`
+	LeaderChanges int32  `json:"controller_leader_changes"`
 }
 
 // Metric names of the no-human table, in order.
@@ -135,8 +144,8 @@ func benchNoHuman(b *testing.B, onReal bool) {
 			}
 			run.Rep = rep
 			runs = append(runs, run)
-			b.Logf("no-human rep %d/%d: %d pods moved off %s; Lease renewed %.2fs, fenced %.2fs, NotReady %.2fs, replacements attached %.2fs after the heartbeat loss (wall %s)",
-				rep, s.NoHumanReps, run.Moved, run.Victim, run.LastRenewal.Seconds(), run.Fenced.Seconds(), run.NotReady.Seconds(),
+			b.Logf("no-human rep %d/%d: %d pods moved off %s; Lease renewed %.2fs, fenced %.2fs (reason %s, %d leader changes), NotReady %.2fs, replacements attached %.2fs after the heartbeat loss (wall %s)",
+				rep, s.NoHumanReps, run.Moved, run.Victim, run.LastRenewal.Seconds(), run.Fenced.Seconds(), run.Reason, run.LeaderChanges, run.NotReady.Seconds(),
 				run.Replacements.Seconds(), time.Since(start).Round(time.Second))
 		}
 		report := newNoHumanReport(s, runs)
@@ -339,6 +348,10 @@ func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSe
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	transitions, err := controllerLeaderTransitions(ctx, w)
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	if err := w.Partition(ctx, v.Node); err != nil {
 		return err
@@ -368,7 +381,26 @@ func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSe
 	run.NotReady = since(t0, f.notReady)
 	run.PodsDeleted, run.Unpublished = since(t0, p.PodsDeleted), since(t0, unpublished)
 	run.Running, run.Replacements = since(t0, p.Running), since(t0, p.Replacements)
+	run.Reason = f.reason
+	after, err := controllerLeaderTransitions(ctx, w)
+	if err != nil {
+		return err
+	}
+	run.LeaderChanges = after - transitions
 	return nil
+}
+
+// controllerLeaderTransitions reads leaseTransitions of fenceline-controller's
+// leader-election Lease; 0 when it runs without leader election.
+func controllerLeaderTransitions(ctx context.Context, w *world.World) (int32, error) {
+	l, err := w.Cluster.Client().CoordinationV1().Leases(world.Namespace).Get(ctx, "fenceline-controller", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading fenceline-controller's leader Lease: %w", err)
+	}
+	return ptr.Deref(l.Spec.LeaseTransitions, 0), nil
 }
 
 // deployForNoHuman creates the StatefulSet, its pods tolerating a lost node
@@ -453,6 +485,9 @@ func checkNoHumanFence(ctx context.Context, w *world.World, setup *world.Fencing
 // fenceSeen is when the fencing of one node was first seen, step by step.
 type fenceSeen struct {
 	created, admitted, fenced, notReady time.Time
+	// reason is the FencingRequest's spec.reason: which detection rule
+	// made the node a candidate.
+	reason string
 }
 
 // fenceRecorder timestamps, as watch events arrive, the fencing of one
@@ -513,6 +548,9 @@ func (r *fenceRecorder) request(obj any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	mark(&r.seen.created, now)
+	if r.seen.reason == "" {
+		r.seen.reason = req.Spec.Reason
+	}
 	switch req.Status.Phase {
 	case fencingv1alpha1.FencingPhaseFencing:
 		mark(&r.seen.admitted, now)

@@ -37,10 +37,10 @@ func (e *episode) restore() (time.Time, error) {
 	for _, n := range e.failed {
 		// Partitioned is a way of not being Powered: heal it; a node
 		// off for real (its power cut, or fenced) boots again.
-		switch k := e.w.Kubelets[n]; {
-		case k.Partitioned():
+		switch {
+		case e.w.NodePartitioned(n):
 			errs = append(errs, e.heal(n))
-		case !k.Powered():
+		case !e.w.NodeUp(n):
 			errs = append(errs, e.powerOn(n))
 		}
 	}
@@ -83,8 +83,7 @@ const lateFenceOff = 5 * time.Second
 // each such node has been seen off.
 func (e *episode) bootLateFenced(offSince map[string]time.Time) error {
 	for _, n := range e.failed {
-		k := e.w.Kubelets[n]
-		if k.Powered() || k.Partitioned() {
+		if e.w.NodeUp(n) || e.w.NodePartitioned(n) {
 			delete(offSince, n)
 			continue
 		}
@@ -115,7 +114,7 @@ func (e *episode) unsettled(ctx context.Context, restored time.Time) error {
 		case p == nil:
 			what = append(what, s.Name+"-0 not Running")
 		default:
-			if acc, _ := kubelet.Accepted(e.w.Kubelets[p.Spec.NodeName].Writes(), restored); acc == 0 {
+			if acc, _ := kubelet.Accepted(e.w.NodeWrites(p.Spec.NodeName), restored); acc == 0 {
 				what = append(what, fmt.Sprintf("%s-0 on %s not writing", s.Name, p.Spec.NodeName))
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/iscsi"
 	"fenceline.io/fenceline/test/kubelet"
+	"fenceline.io/fenceline/test/realkubelet"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -225,6 +226,10 @@ func (e *episode) setUp() error {
 		iscsi.RequireTgt(e.t)
 		opts.Driver = world.TgtDriver(e.p.Tgt, opts.Driver)
 	}
+	if e.p.RealKubelet {
+		realkubelet.Require(e.t)
+		opts.Nodes, opts.RealKubelets = nodes[:Nodes-1], []string{RealNode}
+	}
 	if e.p.TwoDrivers {
 		opts.SecondDriver = &world.DriverOptions{SafeDetach: e.p.SafeDetachDriver(world.SecondDriverName)}
 	}
@@ -262,6 +267,14 @@ func (e *episode) setUp() error {
 	if err := e.w.CreateStorageClass(e.ctx); err != nil {
 		return err
 	}
+	uncordon := func(context.Context) error { return nil }
+	if e.p.RealKubelet {
+		// The workload starts on the real kubelet, the node that fails.
+		var err error
+		if uncordon, err = e.w.OnlyOn(e.ctx, RealNode); err != nil {
+			return err
+		}
+	}
 	if err := e.createSets(); err != nil {
 		return err
 	}
@@ -275,6 +288,9 @@ func (e *episode) setUp() error {
 			return err
 		}
 		on = append(on, pod.Spec.NodeName)
+	}
+	if err := uncordon(e.ctx); err != nil {
+		return err
 	}
 	if e.p.Replicas > 1 {
 		if _, err := e.w.LeadingController(e.ctx, startBound); err != nil {
@@ -293,7 +309,7 @@ func (e *episode) setUp() error {
 	e.failed = []string{on[0]}
 	if e.p.Failure == TwoNodes {
 		second := ""
-		for _, n := range append(on[1:], nodes...) {
+		for _, n := range append(on[1:], e.w.AllNodes()...) {
 			if n != on[0] {
 				second = n
 				break
@@ -313,9 +329,8 @@ func (e *episode) setUp() error {
 
 // waitWrite waits for an accepted write from node's stand-in after after.
 func (e *episode) waitWrite(node string, after time.Time, timeout time.Duration) error {
-	k := e.w.Kubelets[node]
 	return world.WaitFor(e.ctx, timeout, "an accepted write from "+node, func(context.Context) (bool, error) {
-		acc, _ := kubelet.Accepted(k.Writes(), after)
+		acc, _ := kubelet.Accepted(e.w.NodeWrites(node), after)
 		return acc > 0, nil
 	})
 }
@@ -350,7 +365,7 @@ func (e *episode) waitFailover(t0 time.Time, failureOver <-chan struct{}) (time.
 				return false, nil //nolint:nilerr // keep polling until the deadline
 			}
 			if slices.Contains(e.failed, p.Spec.NodeName) {
-				if !over || !e.w.Kubelets[p.Spec.NodeName].Powered() {
+				if !over || !e.w.NodeUp(p.Spec.NodeName) {
 					return false, nil
 				}
 				moved = false
@@ -432,7 +447,7 @@ func (e *episode) powerOn(node string) error {
 // heal ends node's partition unless it was powered off meanwhile (a
 // fence): then only a power-on brings it back, at the restore.
 func (e *episode) heal(node string) error {
-	if !e.w.Kubelets[node].Partitioned() {
+	if !e.w.NodePartitioned(node) {
 		return nil
 	}
 	e.timeline.Add(time.Now(), "partition of %s heals", node)
@@ -467,7 +482,7 @@ func (e *episode) fail(t0 time.Time) error {
 		if err := e.sleepUntil(t0.Add(e.p.HealAfter)); err != nil {
 			return err
 		}
-		if k := e.w.Kubelets[node]; k.Powered() || k.Partitioned() {
+		if e.w.NodeUp(node) || e.w.NodePartitioned(node) {
 			return nil
 		}
 		return e.powerOn(node)

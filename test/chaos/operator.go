@@ -38,7 +38,7 @@ func (e *episode) operateNode(n string) error {
 		return nil //nolint:nilerr // the API server may be restarting: look again
 	}
 	ready := readyOf(node) == corev1.ConditionTrue
-	down := !e.w.Kubelets[n].Powered() // off or partitioned
+	down := !e.w.NodeUp(n) // off or partitioned
 	tainted := false
 	for _, t := range node.Spec.Taints {
 		tainted = tainted || (t.Key == world.OutOfServiceTaint.Key && t.Value == world.OutOfServiceTaint.Value)

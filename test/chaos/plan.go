@@ -157,6 +157,15 @@ const TwoDriverSeeds = 4001
 // before it existed.
 const TgtSeeds = 5001
 
+// RealKubeletSeeds is the first seed whose plan may run the node of its
+// workload on the real upstream kubelet (Plan.RealKubelet). Seeds below it
+// draw exactly what they drew before it existed.
+const RealKubeletSeeds = 6001
+
+// RealNode is the real-kubelet node of a plan with Plan.RealKubelet, the
+// fourth of its Nodes.
+const RealNode = "real-d"
+
 // SkewTarget is whose clock a Skew puts off.
 type SkewTarget string
 
@@ -287,6 +296,16 @@ type Plan struct {
 	// episode needs root and Debian's tgt: without them it skips, or fails
 	// with iscsi.RequireEnv set.
 	Tgt tgt.FenceMethod
+	// RealKubelet runs RealNode on the real upstream kubelet over a fake
+	// container runtime (test/realkubelet) in place of a KWOK node with a
+	// stand-in, and places the workload there, so that it is the node the
+	// episode fails: a partition freezes its kubelet, a power loss kills
+	// it and its runtime while the containers' writes go on. Never with
+	// Tgt (its containers write through the array's data plane), nor with
+	// a skew of the failed node's clock (the kubelet writes its own Lease).
+	// Such an episode needs root and `make node-tools`: without them it
+	// skips, or fails with FENCELINE_REQUIRE_REAL_KUBELET set.
+	RealKubelet bool
 }
 
 // Drivers returns the CSI drivers the plan runs, the first one first.
@@ -402,6 +421,11 @@ func Draw(seed uint64) Plan {
 		// Drawn last, for the same reason.
 		p.Tgt = pick(r, []tgt.FenceMethod{tgt.MethodACLSessions, tgt.MethodPR})
 	}
+	if seed >= RealKubeletSeeds && p.Tgt == "" && r.IntN(3) == 0 {
+		// Drawn last, for the same reason.
+		p.RealKubelet = true
+		p.Skews = slices.DeleteFunc(p.Skews, func(k Skew) bool { return k.Of == SkewFailedNode })
+	}
 	return p
 }
 
@@ -493,6 +517,10 @@ func (p Plan) String() string {
 	if p.Tgt != "" {
 		// Only plans on a real target say so.
 		s += fmt.Sprintf(" storage=tgt(%s)", p.Tgt)
+	}
+	if p.RealKubelet {
+		// Only plans with a real kubelet say so.
+		s += " kubelet=real(" + RealNode + ")"
 	}
 	if len(p.Skews) > 0 {
 		// Only plans with skews say so: the others read as they always did.

@@ -367,3 +367,38 @@ func checkRecordedDraws(t *testing.T, from, next uint64, digest, what string, dr
 		t.Fatalf("the plans of seeds %d to %d changed: digest %s, recorded %s", from, next-1, got, digest)
 	}
 }
+
+// recordedTgtPlans is the SHA-256 of the plans of seeds TgtSeeds to
+// RealKubeletSeeds-1 (as recordedPlans) as they were drawn before plans
+// with a real kubelet existed.
+const recordedTgtPlans = "e3877e140160ef1a2da77cd256e3ceb92183a28a31723a4aa674c591cfffdd98"
+
+// TestRealKubeletDrawKeepsRecordedSeeds: every seed below
+// RealKubeletSeeds draws exactly the plan it drew before, with stand-ins
+// only; from it about one plan in four runs the workload's node on a real
+// kubelet, never on the tgt backend nor with the failed node's clock
+// skewed, and says so.
+func TestRealKubeletDrawKeepsRecordedSeeds(t *testing.T) {
+	checkRecordedDraws(t, TgtSeeds, RealKubeletSeeds, recordedTgtPlans, "a real kubelet", func(p Plan) bool { return p.RealKubelet })
+	real, failures := 0, map[Failure]int{}
+	for seed := uint64(RealKubeletSeeds); seed < RealKubeletSeeds+400; seed++ {
+		p := Draw(seed)
+		if !p.RealKubelet {
+			continue
+		}
+		real++
+		failures[p.Failure]++
+		if p.Tgt != "" {
+			t.Fatalf("seed %d drew a real kubelet on the tgt backend: %s", seed, p)
+		}
+		if slices.ContainsFunc(p.Skews, func(k Skew) bool { return k.Of == SkewFailedNode }) {
+			t.Fatalf("seed %d skews the clock of the real kubelet's node: %s", seed, p)
+		}
+		if !strings.Contains(p.String(), " kubelet=real("+RealNode+")") {
+			t.Fatalf("seed %d: the plan does not say it runs a real kubelet: %s", seed, p)
+		}
+	}
+	if real < 70 || real > 130 || len(failures) != 5 {
+		t.Errorf("of 400 seeds from %d, %d drew a real kubelet, with failures %v: want about a quarter, every failure", RealKubeletSeeds, real, failures)
+	}
+}

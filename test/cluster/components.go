@@ -111,7 +111,13 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string) error
 			"--service-account-key-file=" + c.pki.SAPub,
 			"--service-account-signing-key-file=" + c.pki.SAKey,
 			"--token-auth-file=" + tokens,
-			"--authorization-mode=RBAC",
+			// Client certificates of the CA authenticate real kubelets as
+			// their nodes (NodeKubeconfig); the Node authorizer and the
+			// NodeRestriction admission plugin hold them to what a node
+			// may do, as in a real cluster.
+			"--client-ca-file=" + c.pki.CACert,
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
 			"--service-cluster-ip-range=10.96.0.0/16",
 			"--disable-admission-plugins=ServiceAccount",
 			"--endpoint-reconciler-type=none",

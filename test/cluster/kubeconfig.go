@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -26,6 +27,33 @@ func writeKubeconfig(path, server, caFile, user, token string) error {
 		return fmt.Errorf("writing kubeconfig %s: %w", path, err)
 	}
 	return nil
+}
+
+// NodeKubeconfig writes a kubeconfig that authenticates as node's kubelet
+// (user system:node:<node> in group system:nodes, by a client certificate
+// of the cluster's CA) and returns its path: the identity the Node
+// authorizer and NodeRestriction judge, as they judge a real cluster's
+// kubelets.
+func (c *Cluster) NodeKubeconfig(node string) (string, error) {
+	dir := filepath.Join(c.dir, "nodes", node)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating %s: %w", dir, err)
+	}
+	certPath, keyPath := filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key")
+	user := "system:node:" + node
+	if err := c.pki.clientCert(user, []string{"system:nodes"}, certPath, keyPath); err != nil {
+		return "", err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["fenceline"] = &clientcmdapi.Cluster{Server: c.serverURL, CertificateAuthority: c.pki.CACert}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: certPath, ClientKey: keyPath}
+	cfg.Contexts["fenceline"] = &clientcmdapi.Context{Cluster: "fenceline", AuthInfo: user}
+	cfg.CurrentContext = "fenceline"
+	path := filepath.Join(dir, "kubelet.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", fmt.Errorf("writing kubeconfig %s: %w", path, err)
+	}
+	return path, nil
 }
 
 // ServiceAccountTokenTTL is the lifetime of tokens issued by

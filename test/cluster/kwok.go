@@ -18,14 +18,21 @@ const (
 // VolumesMountedAnnotation gates KWOK's "pod is running" stage for pods that
 // use PersistentVolumeClaims: a kubelet stand-in sets it to "true" once it
 // has staged and published every volume of the pod, as a real kubelet would
-// before starting containers. Pods without claims run at once.
+// before starting containers. Pods without claims run at once. It gates the
+// final deletion too: once a pod marked for deletion has stopped, the
+// stand-in sets it to "false" when it has unpublished the pod's volumes,
+// and only then does KWOK delete the pod, as a real kubelet removes a pod
+// object only once its volumes are unmounted.
 const VolumesMountedAnnotation = "kubelet.fenceline.io/volumes-mounted"
 
 // kwokConfig holds the KWOK stages: nodes become Ready when managed (also
-// after a power cycle), pods become Running once scheduled (after their
-// volumes are mounted, if they have claims), and pods marked for deletion
-// are removed, as a kubelet would once containers stopped.
-const kwokConfig = `apiVersion: kwok.x-k8s.io/v1alpha1
+// after a power cycle); a scheduled pod is admitted (Pending, containers
+// being created, not Ready), then Running once its volumes are mounted (if
+// it has claims); a pod marked for deletion stops (Succeeded, containers
+// exited 0, as the real kubelet reports it over a fake runtime) and is
+// removed once its volumes are unmounted. This is the real kubelet's pod
+// status history, which the differential test of the stand-in compares.
+var kwokConfig = `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
   name: fenceline-node-boot
@@ -112,26 +119,90 @@ spec:
         lastHeartbeatTime: {{ $now | Quote }}
         lastTransitionTime: {{ .lastTransitionTime | Quote }}
       {{ end }}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: fenceline-pod-running
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
+` + podStage("fenceline-pod-admitted", `
     - key: '.metadata.deletionTimestamp'
       operator: 'DoesNotExist'
     - key: '.status.phase'
       operator: 'In'
       values: ['Pending']
-    - key: 'if ([.spec.volumes[]? | select(.persistentVolumeClaim != null)] | length) == 0 then "yes" elif .metadata.annotations["` + VolumesMountedAnnotation + `"] == "true" then "yes" else "no" end'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values: ['False', 'True']`, podStatus(false, "ContainersNotReady", `
+          waiting:
+            reason: ContainerCreating`, `
+      hostIP: "127.0.0.1"
+      phase: Pending
+      startTime: {{ $now | Quote }}`)) + podStage("fenceline-pod-running", `
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
       operator: 'In'
-      values: ['yes']
-  next:
+      values: ['Pending']
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values: ['False']
+    - key: 'if ([.spec.volumes[]? | select(.persistentVolumeClaim != null)] | length) == 0 then "yes" elif .metadata.annotations["`+VolumesMountedAnnotation+`"] == "true" then "yes" else "no" end'
+      operator: 'In'
+      values: ['yes']`, podStatus(true, "", `
+          running:
+            startedAt: {{ $now | Quote }}`, `
+      hostIP: "127.0.0.1"
+      podIP: "127.0.0.1"
+      phase: Running
+      startTime: {{ $now | Quote }}`)) + podStage("fenceline-pod-stopped", `
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Running']`, podStatus(false, "PodCompleted", `
+          terminated:
+            exitCode: 0
+            reason: Completed
+            finishedAt: {{ $now | Quote }}`, `
+      phase: Succeeded`)) + podStage("fenceline-pod-delete", `
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+    - key: '.status.phase'
+      operator: 'NotIn'
+      values: ['Running']
+    - key: '.metadata.annotations["`+VolumesMountedAnnotation+`"]'
+      operator: 'NotIn'
+      values: ['true']`, `
+    delete: true`)
+
+// podStage is a KWOK Stage of pods: selected by the match expressions
+// exprs, moved on by next (both YAML lines, each starting with a newline).
+func podStage(name, exprs, next string) string {
+	return `---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: ` + name + `
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:` + exprs + `
+  next:` + next + "\n"
+}
+
+// podStatus is the status template of a pod stage: scheduled and
+// initialized, its containers ready or not (for reason), each in
+// containerState, followed by the status fields in rest (YAML lines, each
+// starting with a newline).
+func podStatus(ready bool, reason, containerState, rest string) string {
+	cond := func(typ string) string {
+		c := fmt.Sprintf(`
+      - type: %s
+        status: "%s"`, typ, map[bool]string{true: "True", false: "False"}[ready])
+		if reason != "" {
+			c += "\n        reason: " + reason
+		}
+		return c + `
+        lastTransitionTime: {{ $now | Quote }}`
+	}
+	return `
     statusTemplate: |
       {{ $now := Now }}
       conditions:
@@ -140,44 +211,17 @@ spec:
         lastTransitionTime: {{ $now | Quote }}
       - type: Initialized
         status: "True"
-        lastTransitionTime: {{ $now | Quote }}
-      - type: ContainersReady
-        status: "True"
-        lastTransitionTime: {{ $now | Quote }}
-      - type: Ready
-        status: "True"
-        lastTransitionTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $now | Quote }}` + cond("ContainersReady") + cond("Ready") + `
       containerStatuses:
       {{ range .spec.containers }}
       - name: {{ .name | Quote }}
         image: {{ .image | Quote }}
-        ready: true
-        started: true
+        ready: ` + fmt.Sprint(ready) + `
+        started: ` + fmt.Sprint(ready) + `
         restartCount: 0
-        state:
-          running:
-            startedAt: {{ $now | Quote }}
-      {{ end }}
-      hostIP: "127.0.0.1"
-      podIP: "127.0.0.1"
-      phase: Running
-      startTime: {{ $now | Quote }}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: fenceline-pod-delete
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: 'Exists'
-  next:
-    delete: true
-`
+        state:` + containerState + `
+      {{ end }}` + rest
+}
 
 // heartbeatDelay is the delay of the node heartbeat stage in kwokConfig:
 // a Ready node's status is posted again every 20-25 s.

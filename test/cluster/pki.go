@@ -18,7 +18,8 @@ import (
 
 // pki holds the files of a throw-away certificate authority: a CA, a
 // serving certificate for kube-apiserver on loopback, and the RSA key that
-// signs and verifies service-account tokens.
+// signs and verifies service-account tokens. The CA also signs client
+// certificates (clientCert), as a cluster's CA signs its kubelets'.
 type pki struct {
 	CACert     string
 	ServeCert  string
@@ -26,6 +27,45 @@ type pki struct {
 	SAKey      string
 	SAPub      string
 	CACertData []byte
+	ca         *x509.Certificate
+	caKey      *ecdsa.PrivateKey
+}
+
+// clientCert writes a client certificate and key for user in groups,
+// signed by the CA, to certPath and keyPath.
+func (p *pki) clientCert(user string, groups []string, certPath, keyPath string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generating the key of %s: %w", user, err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return fmt.Errorf("drawing a serial number: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: user, Organization: groups},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		return fmt.Errorf("signing the certificate of %s: %w", user, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("encoding the key of %s: %w", user, err)
+	}
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", certPath, err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", keyPath, err)
+	}
+	return nil
 }
 
 func newPKI(dir string) (*pki, error) {
@@ -88,6 +128,8 @@ func newPKI(dir string) (*pki, error) {
 		SAKey:      filepath.Join(dir, "sa.key"),
 		SAPub:      filepath.Join(dir, "sa.pub"),
 		CACertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		ca:         caCert,
+		caKey:      caKey,
 	}
 	files := []struct {
 		path string

@@ -75,7 +75,13 @@ func (s *scenario) node(ctx context.Context, name string) *corev1.Node {
 func TestForceEvictionNodeReturnsDuringDetach(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, world.Options{ZombieWrites: true})
-	pod := s.startDB()
+	s.forceEvictionNodeReturns(s.startDB())
+}
+
+// forceEvictionNodeReturns is the story of
+// TestForceEvictionNodeReturnsDuringDetach on db-0, running as pod.
+func (s *scenario) forceEvictionNodeReturns(pod *corev1.Pod) {
+	t := s.t
 	nodeA := pod.Spec.NodeName
 	// Hold the detach open until the test lets it through.
 	must(t, s.w.SetDriverFaults(s.ctx, faults.FailNext("ControllerUnpublishVolume", 1000, codes.Unavailable)))

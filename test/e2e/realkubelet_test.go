@@ -121,6 +121,28 @@ func TestNodeFencingOnRealKubelet(t *testing.T) {
 	}
 }
 
+// TestForceEvictionNodeReturnsOnRealKubelet is the force-eviction story
+// of TestForceEvictionNodeReturnsDuringDetach on a real-kubelet node: its
+// kubelet freezes, the operator's force-eviction taint has db-0
+// force-deleted, the fenced detach keeps failing while the kubelet
+// resumes and a new pod is bound to the node, and the taint stays until
+// the fenced detach goes through. The returning kubelet, which finds its
+// pod gone, stops the container and cleans up the volume without force;
+// the pod bound after its return is left to it (and to the taint manager)
+// and not force-deleted.
+func TestForceEvictionNodeReturnsOnRealKubelet(t *testing.T) {
+	t.Parallel()
+	realkubelet.Require(t)
+	const real = "real-a"
+	s := newScenario(t, world.Options{ZombieWrites: true, Nodes: []string{"node-a", "node-b"}, RealKubelets: []string{real}})
+	s.pinTo = real
+	s.forceEvictionNodeReturns(s.startDB())
+	s.waitNodeCleanedUp(real)
+	if n := audit.Count(s.audit(), audit.Node(real), audit.Forced()); n != 0 {
+		t.Fatalf("the real kubelet sent %d forced node calls; upstream never does", n)
+	}
+}
+
 // TestAttacherDownAcrossHealOnRealKubelet is the fence-intent story on a
 // real-kubelet node: its kubelet freezes, fenceline-attacher is down while
 // quarantine releases the volume, the kubelet resumes with the volume still

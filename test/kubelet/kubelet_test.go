@@ -11,6 +11,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -23,6 +24,7 @@ import (
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/driver"
+	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/pkg/fence"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/test/cluster"
@@ -280,5 +282,55 @@ func reportAttached(t *testing.T, ctx context.Context, cs kubernetes.Interface, 
 	patch := fmt.Appendf(nil, `{"status":{"volumesAttached":[{"name":%q,"devicePath":""}]}}`, unique)
 	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStoppedPodReleasedAfterUnpublish: a pod marked for deletion keeps
+// its volumes marked mounted (which holds KWOK's final deletion, as the
+// real kubelet holds a pod object until its volumes are unmounted) while
+// NodeUnpublishVolume fails, and is released once it succeeds, even while
+// NodeUnstageVolume still fails.
+func TestStoppedPodReleasedAfterUnpublish(t *testing.T) {
+	f := startFixture(t, func(c *Config) { c.ResyncInterval = 100 * time.Millisecond })
+	ctx, cs, d := f.ctx, f.cs, f.d
+	d.Faults().Set([]faults.Fault{faults.FailNext("NodeUnpublishVolume", 3, codes.Internal), faults.FailNext("NodeUnstageVolume", 0, codes.Internal)})
+	// A graceful delete: the pod stays, marked, as KWOK is not running here.
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](300)}); err != nil {
+		t.Fatal(err)
+	}
+	mounted := func(ctx context.Context) (string, error) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return p.Annotations[cluster.VolumesMountedAnnotation], nil
+	}
+	poll(t, ctx, "the failed unpublishes", func(context.Context) (bool, error) {
+		recs, err := audit.ReadFile(d.AuditPath())
+		if err != nil || audit.Count(recs, audit.Method("NodeUnpublishVolume")) < 3 {
+			return false, err
+		}
+		m, err := mounted(ctx)
+		if err == nil && m != "true" && audit.Count(recs, audit.Method("NodeUnpublishVolume"), audit.OK()) == 0 {
+			t.Fatalf("volumes of the stopped pod marked %q before any unpublish succeeded", m)
+		}
+		return true, err
+	})
+	poll(t, ctx, "the stopped pod's volumes marked unmounted", func(ctx context.Context) (bool, error) {
+		m, err := mounted(ctx)
+		return err == nil && m == "false", nil
+	})
+	recs, err := audit.ReadFile(d.AuditPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit.Count(recs, audit.Method("NodeUnpublishVolume"), audit.OK()) == 0 {
+		t.Fatal("pod released without a successful NodeUnpublishVolume")
+	}
+	if n := audit.Count(recs, audit.Method("NodeUnstageVolume"), audit.OK()); n != 0 {
+		t.Fatalf("%d successful unstages, want the unstage still failing", n)
+	}
+	if got := f.k.Published(); len(got) != 0 {
+		t.Fatalf("still published after the unpublish: %v", got)
 	}
 }

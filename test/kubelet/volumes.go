@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -43,8 +44,11 @@ type volume struct {
 	published bool
 	// rebooted marks a volume that was in use before the last power on; if
 	// its pods are gone, its clean-up is forced.
-	rebooted   bool
-	stopWriter context.CancelFunc
+	rebooted bool
+	// unpublished marks a volume whose NodeUnpublishVolume succeeded in
+	// its clean-up, which may still have to unstage it.
+	unpublished bool
+	stopWriter  context.CancelFunc
 	// sess is the node's iSCSI session to a volume of the tgt backend,
 	// from staging until its writer stops; nil for the memory backend.
 	sess *session
@@ -212,6 +216,9 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := k.releaseStopped(ctx, c, pods, wanted); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%d volume operation(s) failed, first: %w", len(errs), errs[0])
 	}
@@ -219,50 +226,113 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 }
 
 // wantedVolumes resolves the claims of running pods to CSI volumes of the
-// node's drivers, from the caches. Terminating pods no longer need their
-// volumes: KWOK has stopped their containers.
+// node's drivers, from the caches. Pods marked for deletion no longer need
+// their volumes: KWOK has stopped, or is stopping, their containers.
 func (k *Kubelet) wantedVolumes(c caches, pods []*corev1.Pod) (map[volKey]*want, error) {
 	out := map[volKey]*want{}
 	for _, pod := range pods {
-		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if stopping(pod) {
 			continue
 		}
-		for _, vol := range pod.Spec.Volumes {
-			if vol.PersistentVolumeClaim == nil {
-				continue
-			}
-			// A lookup error leaves the desired state unknown: give up this
-			// round rather than take the volume for unneeded and unmount it.
-			pvc, err := c.pvcs.PersistentVolumeClaims(pod.Namespace).Get(vol.PersistentVolumeClaim.ClaimName)
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("getting claim %s/%s: %w", pod.Namespace, vol.PersistentVolumeClaim.ClaimName, err)
-			}
-			if pvc.Spec.VolumeName == "" {
-				continue // not bound yet; a later event retries
-			}
-			pv, err := c.pvs.Get(pvc.Spec.VolumeName)
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("getting volume %s: %w", pvc.Spec.VolumeName, err)
-			}
-			if pv.Spec.CSI == nil || k.drivers[pv.Spec.CSI.Driver] == nil {
-				continue
-			}
-			key := volKey{driver: pv.Spec.CSI.Driver, handle: pv.Spec.CSI.VolumeHandle}
+		vols, err := k.podVolumes(c, pod)
+		if err != nil {
+			return nil, err
+		}
+		for key, pv := range vols {
 			w := out[key]
 			if w == nil {
-				w = &want{pv: pv.Name}
+				w = &want{pv: pv}
 				out[key] = w
 			}
 			w.pods = append(w.pods, pod)
 		}
 	}
 	return out, nil
+}
+
+// stopping reports whether a pod's containers are stopped or stopping.
+func stopping(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// podVolumes resolves a pod's claims to the CSI volumes of the node's
+// drivers (with their PersistentVolume's name), from the caches. Claims
+// and volumes not found, or not bound yet, are left out: a later event
+// retries.
+func (k *Kubelet) podVolumes(c caches, pod *corev1.Pod) (map[volKey]string, error) {
+	out := map[volKey]string{}
+	for _, vol := range pod.Spec.Volumes {
+		if vol.PersistentVolumeClaim == nil {
+			continue
+		}
+		// A lookup error leaves the desired state unknown: give up this
+		// round rather than take the volume for unneeded and unmount it.
+		pvc, err := c.pvcs.PersistentVolumeClaims(pod.Namespace).Get(vol.PersistentVolumeClaim.ClaimName)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("getting claim %s/%s: %w", pod.Namespace, vol.PersistentVolumeClaim.ClaimName, err)
+		}
+		if pvc.Spec.VolumeName == "" {
+			continue
+		}
+		pv, err := c.pvs.Get(pvc.Spec.VolumeName)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("getting volume %s: %w", pvc.Spec.VolumeName, err)
+		}
+		if pv.Spec.CSI == nil || k.drivers[pv.Spec.CSI.Driver] == nil {
+			continue
+		}
+		out[volKey{driver: pv.Spec.CSI.Driver, handle: pv.Spec.CSI.VolumeHandle}] = pv.Name
+	}
+	return out, nil
+}
+
+// releaseStopped marks the volumes of stopped pods unmounted once none of
+// them is still published for the pod, which lets KWOK delete the pod
+// object: the real kubelet deletes a pod only once its volumes are
+// unmounted (after NodeUnpublishVolume, whatever the unstage does). A
+// volume another running pod of the node still uses counts as unmounted
+// for this one, as the kubelet unpublishes each pod's target on its own.
+func (k *Kubelet) releaseStopped(ctx context.Context, c caches, pods []*corev1.Pod, wanted map[volKey]*want) error {
+	var errs []error
+	for _, pod := range pods {
+		if !stopping(pod) || pod.Status.Phase == corev1.PodRunning || pod.Annotations[cluster.VolumesMountedAnnotation] != "true" {
+			continue
+		}
+		vols, err := k.podVolumes(c, pod)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if k.anyPublished(vols, wanted) {
+			continue
+		}
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"false"}}}`, cluster.VolumesMountedAnnotation)
+		if _, err := k.cfg.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("marking volumes of pod %s/%s unmounted: %w", pod.Namespace, pod.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// anyPublished reports whether one of vols may still be published for a
+// stopped pod: the node holds it (published, being staged, or found again
+// after a reboot), its clean-up has not unpublished it yet, and no running
+// pod wants it.
+func (k *Kubelet) anyPublished(vols map[volKey]string, wanted map[volKey]*want) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key := range vols {
+		if v := k.vols[key]; v != nil && !v.unpublished && wanted[key] == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (k *Kubelet) reportInUse(ctx context.Context, wanted map[volKey]*want) error {
@@ -365,7 +435,7 @@ func (k *Kubelet) mount(ctx context.Context, key volKey, w *want, c caches) erro
 			return fmt.Errorf("NodePublishVolume %s: %w", handle, err)
 		}
 		k.mu.Lock()
-		v.published, v.rebooted = true, false
+		v.published, v.rebooted, v.unpublished = true, false, false
 		if sess != nil {
 			if v.sess != nil {
 				go v.sess.close() // a session from before, whose writer is stopping
@@ -434,6 +504,7 @@ func (k *Kubelet) unmount(ctx context.Context, v *volume) error {
 	}
 	k.mu.Lock()
 	k.stopWriterLocked(v)
+	v.published, v.unpublished = false, true // the pod's object may go now, whatever the unstage does
 	k.mu.Unlock()
 	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: v.handle, StagingTargetPath: staging}
 	fence.SetForceUnstage(unstage, force)

@@ -21,8 +21,17 @@ import (
 // stand-in: one StatefulSet pod on a stand-in node and one on a real-kubelet
 // node go through the same life (attach, start, delete, detach), and the
 // two nodes must show the same sequence of CSI node calls (with their force
-// fields) and the same history of the volume in volumesInUse relative to
-// those calls and to the detach.
+// fields), the same history of the volume in volumesInUse relative to
+// those calls and to the detach, the same history of the volume in the
+// node's volumesInUse and volumesAttached, and the same pod status history
+// (phase, deletion mark, readiness, container states), with the pod
+// deleted only after its volume was unpublished.
+//
+// The test found two differences, both fixed in the stand-in: its pods
+// went from Pending to Running without the admitted state (Pending, not
+// Ready, containers being created), and were deleted as soon as they were
+// marked for deletion, where the kubelet reports them Succeeded and
+// deletes them only once their volumes are unpublished.
 //
 // One difference is measured and left out of the comparison: when the
 // volume first appears in volumesInUse relative to the attach. Both report
@@ -38,7 +47,8 @@ import (
 func TestStandInMatchesRealKubelet(t *testing.T) {
 	const standIn, real = "node-a", "real-a"
 	ctx, w := startWorld(t, world.Options{Nodes: []string{standIn}, RealKubelets: []string{real}})
-	hist := watchVolumesInUse(ctx, t, w)
+	hist := watchNodeVolumes(ctx, t, w)
+	pods := watchPods(ctx, t, w)
 	handles := map[string]string{}
 	for _, node := range []string{standIn, real} {
 		handles[node] = createOn(ctx, t, w, "db-"+node, node)
@@ -64,6 +74,30 @@ func TestStandInMatchesRealKubelet(t *testing.T) {
 	if !slices.Equal(seqs[standIn], seqs[real]) {
 		t.Fatalf("the stand-in's volume life differs from the real kubelet's:\n stand-in:     %v\n real kubelet: %v", seqs[standIn], seqs[real])
 	}
+	states := map[string][]string{}
+	for node, h := range handles {
+		states[node] = nodeStates(hist.of(node, nodeutil.CSIUniqueVolumeName(world.DriverName, h)))
+	}
+	t.Logf("stand-in's node status: %v", states[standIn])
+	t.Logf("real kubelet's node status: %v", states[real])
+	if !slices.Equal(states[standIn], states[real]) {
+		t.Fatalf("the volume's history in the node's status differs:\n stand-in:     %v\n real kubelet: %v", states[standIn], states[real])
+	}
+	phases := map[string][]string{}
+	for node, h := range handles {
+		name := "db-" + node + "-0"
+		phases[node] = pods.of(name)
+		deleted, ok := pods.deletedAt(name)
+		unpub := audit.FirstIndex(recs, audit.Method("NodeUnpublishVolume"), audit.Node(node), audit.Volume(h), audit.OK())
+		if !ok || unpub < 0 || deleted.Before(recs[unpub].Time) {
+			t.Fatalf("pod %s deleted at %v (seen: %t), before its volume was unpublished (audit record %d)", name, deleted, ok, unpub)
+		}
+	}
+	t.Logf("stand-in's pod: %v", phases[standIn])
+	t.Logf("real kubelet's pod: %v", phases[real])
+	if !slices.Equal(phases[standIn], phases[real]) {
+		t.Fatalf("the pod's status history differs:\n stand-in:     %v\n real kubelet: %v", phases[standIn], phases[real])
+	}
 }
 
 // lifeOf merges a node's successful CSI calls on a volume (but the
@@ -86,13 +120,15 @@ func lifeOf(recs []audit.Record, inUse []inUseChange, node, handle string) []str
 		}
 		steps = append(steps, step{r.Time, what})
 	}
-	entered := 0
+	entered, was := 0, false
 	for _, c := range inUse {
-		if c.in {
+		switch {
+		case c.in && !was:
 			entered++
-			continue
+		case !c.in && was:
+			steps = append(steps, step{c.at, "volumesInUse-"})
 		}
-		steps = append(steps, step{c.at, "volumesInUse-"})
+		was = c.in
 	}
 	slices.SortStableFunc(steps, func(a, b step) int { return a.at.Compare(b.at) })
 	out := make([]string, 0, len(steps)+entered)
@@ -106,15 +142,48 @@ func lifeOf(recs []audit.Record, inUse []inUseChange, node, handle string) []str
 }
 
 // inUseChange is a volume entering (in) or leaving a node's volumesInUse,
-// when this process saw it.
+// when this process saw it, with whether the node's volumesAttached listed
+// it then.
 type inUseChange struct {
-	at time.Time
-	in bool
+	at       time.Time
+	in       bool
+	attached bool
 }
 
-type inUseHistory struct {
+// nodeStates turns a volume's history on a node into the sequence of its
+// states in the node's status ("inUse", "attached", both, or "neither"),
+// as the watch of the one Node object gives them, in order. The states up
+// to the first with both (the order of the kubelet's report and the
+// attach is timing, see above) become one "inUse+attached".
+func nodeStates(changes []inUseChange) []string {
+	var out []string
+	both := false
+	for _, c := range changes {
+		s := "neither"
+		switch {
+		case c.in && c.attached:
+			s = "inUse+attached"
+		case c.in:
+			s = "inUse"
+		case c.attached:
+			s = "attached"
+		}
+		if !both && s != "inUse+attached" {
+			continue
+		}
+		both = true
+		if len(out) == 0 || out[len(out)-1] != s {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// nodeHistory records, per node and volume, the changes of the volume in
+// the node's volumesInUse and volumesAttached.
+type nodeHistory struct {
 	mu   sync.Mutex
-	last map[string][]corev1.UniqueVolumeName
+	last map[string]map[corev1.UniqueVolumeName]inUseChange
 	seen map[string][]volumeChange
 }
 
@@ -124,7 +193,7 @@ type volumeChange struct {
 }
 
 // of returns the changes of one volume on node.
-func (h *inUseHistory) of(node string, volume corev1.UniqueVolumeName) []inUseChange {
+func (h *nodeHistory) of(node string, volume corev1.UniqueVolumeName) []inUseChange {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []inUseChange
@@ -136,11 +205,11 @@ func (h *inUseHistory) of(node string, volume corev1.UniqueVolumeName) []inUseCh
 	return out
 }
 
-// watchVolumesInUse records every change of every node's volumesInUse
-// until ctx ends.
-func watchVolumesInUse(ctx context.Context, t *testing.T, w *world.World) *inUseHistory {
+// watchNodeVolumes records every change of every node's volumesInUse and
+// volumesAttached until ctx ends.
+func watchNodeVolumes(ctx context.Context, t *testing.T, w *world.World) *nodeHistory {
 	t.Helper()
-	h := &inUseHistory{last: map[string][]corev1.UniqueVolumeName{}, seen: map[string][]volumeChange{}}
+	h := &nodeHistory{last: map[string]map[corev1.UniqueVolumeName]inUseChange{}, seen: map[string][]volumeChange{}}
 	wi, err := w.Cluster.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(fmt.Errorf("watching nodes: %w", err))
@@ -153,19 +222,114 @@ func watchVolumesInUse(ctx context.Context, t *testing.T, w *world.World) *inUse
 				continue
 			}
 			now := time.Now()
+			cur := map[corev1.UniqueVolumeName]inUseChange{}
+			for _, v := range n.Status.VolumesInUse {
+				c := cur[v]
+				c.at, c.in = now, true
+				cur[v] = c
+			}
+			for _, a := range n.Status.VolumesAttached {
+				c := cur[a.Name]
+				c.at, c.attached = now, true
+				cur[a.Name] = c
+			}
 			h.mu.Lock()
-			before, after := h.last[n.Name], n.Status.VolumesInUse
-			for _, v := range after {
-				if !slices.Contains(before, v) {
-					h.seen[n.Name] = append(h.seen[n.Name], volumeChange{v, inUseChange{now, true}})
+			before := h.last[n.Name]
+			for v := range before {
+				if _, ok := cur[v]; !ok {
+					cur[v] = inUseChange{at: now}
 				}
 			}
-			for _, v := range before {
-				if !slices.Contains(after, v) {
-					h.seen[n.Name] = append(h.seen[n.Name], volumeChange{v, inUseChange{now, false}})
+			for v, c := range cur {
+				if b, ok := before[v]; !ok || b.in != c.in || b.attached != c.attached {
+					h.seen[n.Name] = append(h.seen[n.Name], volumeChange{v, c})
 				}
 			}
-			h.last[n.Name] = slices.Clone(after)
+			for v, c := range cur {
+				if !c.in && !c.attached {
+					delete(cur, v)
+				}
+			}
+			h.last[n.Name] = cur
+			h.mu.Unlock()
+		}
+	}()
+	return h
+}
+
+// podHistory records the status history of the namespace's pods: each
+// change of phase, deletion mark, readiness or container states, and the
+// deletion.
+type podHistory struct {
+	mu      sync.Mutex
+	seen    map[string][]string
+	deleted map[string]time.Time
+}
+
+// of returns the status history of pod name.
+func (h *podHistory) of(name string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.seen[name])
+}
+
+// deletedAt returns when this process saw pod name deleted.
+func (h *podHistory) deletedAt(name string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.deleted[name]
+	return at, ok
+}
+
+// podState sums up what of a pod's status the comparison looks at.
+func podState(p *corev1.Pod) string {
+	s := string(p.Status.Phase)
+	if p.DeletionTimestamp != nil {
+		s += "+terminating"
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			s += "+ready=" + string(c.Status)
+		}
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		switch {
+		case c.State.Running != nil:
+			s += "+running"
+		case c.State.Terminated != nil:
+			s += fmt.Sprintf("+exited(%d)", c.State.Terminated.ExitCode)
+		case c.State.Waiting != nil:
+			s += "+waiting(" + c.State.Waiting.Reason + ")"
+		}
+	}
+	return s
+}
+
+// watchPods records the status history of the namespace's pods until ctx
+// ends.
+func watchPods(ctx context.Context, t *testing.T, w *world.World) *podHistory {
+	t.Helper()
+	h := &podHistory{seen: map[string][]string{}, deleted: map[string]time.Time{}}
+	wi, err := w.Cluster.Client().CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(fmt.Errorf("watching pods: %w", err))
+	}
+	t.Cleanup(wi.Stop)
+	go func() {
+		for ev := range wi.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			s := podState(p)
+			h.mu.Lock()
+			if ev.Type == watch.Deleted {
+				s = "deleted"
+				h.deleted[p.Name] = time.Now()
+			}
+			if seen := h.seen[p.Name]; len(seen) == 0 || seen[len(seen)-1] != s {
+				h.seen[p.Name] = append(seen, s)
+			}
 			h.mu.Unlock()
 		}
 	}()

@@ -211,6 +211,14 @@ func (n *Node) Powered() bool {
 	return n.powered
 }
 
+// Partitioned reports whether the node is powered on with its kubelet
+// frozen: cut off from the control plane while its containers run on.
+func (n *Node) Partitioned() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.powered && n.frozen
+}
+
 // Writes returns every write attempt of the node's containers so far,
 // oldest first.
 func (n *Node) Writes() []kubelet.Write { return n.wl.Writes() }
@@ -349,6 +357,12 @@ func (n *Node) startKubelet() error {
 	if err != nil {
 		return fmt.Errorf("real kubelet: %w (util-linux)", err)
 	}
+	// The kubelet authenticates as its node, so that the Node authorizer
+	// and NodeRestriction limit it as they limit a real cluster's.
+	kubeconfig, err := n.cfg.Cluster.NodeKubeconfig(n.cfg.NodeName)
+	if err != nil {
+		return fmt.Errorf("real kubelet %s: %w", n.cfg.NodeName, err)
+	}
 	// The kubelet runs in a mount namespace of its own, where its boot ID
 	// is the node's (a power cycle gives a new one, as a reboot does) and
 	// where its own mounts (it bind-mounts its root directory onto
@@ -357,7 +371,7 @@ func (n *Node) startKubelet() error {
 		"--mount", "--propagation", "private", "--", "sh", "-c",
 		`mount --bind "$0" /proc/sys/kernel/random/boot_id && exec "$@"`, n.bootIDPath(), bin,
 		"--config="+n.configPath(),
-		"--kubeconfig="+n.cfg.Cluster.AdminKubeconfig(),
+		"--kubeconfig="+kubeconfig,
 		"--root-dir="+n.root,
 		"--cert-dir="+filepath.Join(n.cfg.Dir, "pki"),
 		"--hostname-override="+n.cfg.NodeName,

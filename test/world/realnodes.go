@@ -42,6 +42,7 @@ func (w *World) startRealKubelets(ctx context.Context) error {
 type nodeKubelet interface {
 	Writes() []kubelet.Write
 	Powered() bool
+	Partitioned() bool
 }
 
 // kubeletOf returns node's kubelet, nil for a node the world does not run.
@@ -71,6 +72,20 @@ func (w *World) nodePowered(node string) (powered, ok bool) {
 		return k.Powered(), true
 	}
 	return false, false
+}
+
+// NodeUp reports whether node's kubelet serves: powered on and not cut off
+// from the control plane (a stand-in's partition, a real kubelet frozen).
+func (w *World) NodeUp(node string) bool {
+	k := w.kubeletOf(node)
+	return k != nil && k.Powered() && !k.Partitioned()
+}
+
+// NodePartitioned reports whether node runs on while its kubelet is cut
+// off from the control plane (PartitionHeal ends that).
+func (w *World) NodePartitioned(node string) bool {
+	k := w.kubeletOf(node)
+	return k != nil && k.Partitioned()
 }
 
 // AllNodes returns the KWOK nodes, then the real-kubelet ones.
