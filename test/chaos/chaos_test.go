@@ -11,9 +11,11 @@ import (
 )
 
 // SmokeSeeds are the episodes `make test` runs: one per recovery path,
-// with kills of the product and of the control plane among their faults.
+// with kills of the product and of the control plane among their faults,
+// and 6037, node fencing of a flapping node run by the real kubelet
+// (frozen, thawed, powered off by its BMC while frozen, booted again).
 // Seeds of violations once found join RegressionSeeds.
-var SmokeSeeds = []uint64{20, 27, 17}
+var SmokeSeeds = []uint64{20, 27, 17, 6037}
 
 // RegressionSeeds are episodes that once broke an invariant, one per
 // cause; they run in `make test` too:

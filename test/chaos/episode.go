@@ -451,7 +451,12 @@ func (e *episode) heal(node string) error {
 		return nil
 	}
 	e.timeline.Add(time.Now(), "partition of %s heals", node)
-	return e.retry("healing the partition of "+node, func() error { return e.w.PartitionHeal(e.ctx, node) })
+	return e.retry("healing the partition of "+node, func() error {
+		if !e.w.NodePartitioned(node) {
+			return nil // a fence powered it off meanwhile: only a power-on brings it back
+		}
+		return e.w.PartitionHeal(e.ctx, node)
+	})
 }
 
 func (e *episode) partition(node string) error {

@@ -19,13 +19,15 @@ import (
 
 // TestStandInMatchesRealKubelet is the differential test of the kubelet
 // stand-in: one StatefulSet pod on a stand-in node and one on a real-kubelet
-// node go through the same life (attach, start, delete, detach), and the
-// two nodes must show the same sequence of CSI node calls (with their force
+// node go through the same story (attach, start, then a scale-down, or a
+// partition or a power cycle during which the pod is force-deleted, then
+// the clean-up and the detach), and the two nodes must show the same sequence of CSI node calls (with their force
 // fields), the same history of the volume in volumesInUse relative to
 // those calls and to the detach, the same history of the volume in the
-// node's volumesInUse and volumesAttached, and the same pod status history
-// (phase, deletion mark, readiness, container states), with the pod
-// deleted only after its volume was unpublished.
+// node's volumesInUse and volumesAttached, and, where the kubelet deletes
+// the pod, the same pod status history (phase, deletion mark, readiness,
+// container states), with the pod deleted only after its volume was
+// unpublished.
 //
 // The test found two differences, both fixed in the stand-in: its pods
 // went from Pending to Running without the admitted state (Pending, not
@@ -45,6 +47,51 @@ import (
 // order: it can only be seen after the unstage that caused it. The
 // workload's writes depend on timing too and are left out.
 func TestStandInMatchesRealKubelet(t *testing.T) {
+	for _, st := range []struct {
+		name string
+		// leave ends the pod's life on node: the pod must be gone, and
+		// the node free to clean up its volume, when it returns.
+		leave func(ctx context.Context, t *testing.T, w *world.World, node string)
+		// graceful: the kubelet deletes the pod; its status history is
+		// compared too. Otherwise the harness force-deletes it while the
+		// node is away, and its history depends on when.
+		graceful bool
+	}{
+		{name: "scale-down", graceful: true, leave: func(ctx context.Context, t *testing.T, w *world.World, node string) {
+			scaleToZero(ctx, t, w, "db-"+node)
+		}},
+		{name: "partition heals after the pod was force-deleted", leave: func(ctx context.Context, t *testing.T, w *world.World, node string) {
+			must(t, w.Partition(ctx, node))
+			forceDeleteAway(ctx, t, w, node)
+			must(t, w.PartitionHeal(ctx, node))
+		}},
+		{name: "power cycle after the pod was force-deleted", leave: func(ctx context.Context, t *testing.T, w *world.World, node string) {
+			must(t, w.PowerOff(ctx, node))
+			forceDeleteAway(ctx, t, w, node)
+			must(t, w.PowerOn(ctx, node))
+		}},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			compareStory(t, st.leave, st.graceful)
+		})
+	}
+}
+
+// forceDeleteAway scales node's StatefulSet down, so that its pod is not
+// created again, and force-deletes the pod, as an operator or
+// Fenceline does while the node is away.
+func forceDeleteAway(ctx context.Context, t *testing.T, w *world.World, node string) {
+	t.Helper()
+	scaleToZero(ctx, t, w, "db-"+node)
+	err := w.Cluster.Client().CoreV1().Pods(ns).Delete(ctx, "db-"+node+"-0", *metav1.NewDeleteOptions(0))
+	must(t, err)
+}
+
+// compareStory runs one story on a stand-in node and on a real-kubelet
+// node of one world, at once, and compares what TestStandInMatchesRealKubelet
+// says.
+func compareStory(t *testing.T, leave func(context.Context, *testing.T, *world.World, string), graceful bool) {
 	const standIn, real = "node-a", "real-a"
 	ctx, w := startWorld(t, world.Options{Nodes: []string{standIn}, RealKubelets: []string{real}})
 	hist := watchNodeVolumes(ctx, t, w)
@@ -58,34 +105,40 @@ func TestStandInMatchesRealKubelet(t *testing.T) {
 		must(t, err)
 	}
 	for _, node := range []string{standIn, real} {
-		scaleToZero(ctx, t, w, "db-"+node)
+		leave(ctx, t, w, node)
 	}
 	for node, h := range handles {
 		waitDetached(ctx, t, w, node, h)
 	}
 	recs, err := w.Audit()
 	must(t, err)
-	seqs := map[string][]string{}
+	seqs, states := map[string][]string{}, map[string][]string{}
 	for node, h := range handles {
-		seqs[node] = lifeOf(recs, hist.of(node, nodeutil.CSIUniqueVolumeName(world.DriverName, h)), node, h)
+		changes := hist.of(node, nodeutil.CSIUniqueVolumeName(world.DriverName, h))
+		seqs[node], states[node] = lifeOf(recs, changes, node, h), nodeStates(changes)
 	}
 	t.Logf("stand-in: %v", seqs[standIn])
 	t.Logf("real kubelet: %v", seqs[real])
 	if !slices.Equal(seqs[standIn], seqs[real]) {
 		t.Fatalf("the stand-in's volume life differs from the real kubelet's:\n stand-in:     %v\n real kubelet: %v", seqs[standIn], seqs[real])
 	}
-	states := map[string][]string{}
-	for node, h := range handles {
-		states[node] = nodeStates(hist.of(node, nodeutil.CSIUniqueVolumeName(world.DriverName, h)))
-	}
 	t.Logf("stand-in's node status: %v", states[standIn])
 	t.Logf("real kubelet's node status: %v", states[real])
 	if !slices.Equal(states[standIn], states[real]) {
 		t.Fatalf("the volume's history in the node's status differs:\n stand-in:     %v\n real kubelet: %v", states[standIn], states[real])
 	}
+	if !graceful {
+		return
+	}
 	phases := map[string][]string{}
 	for node, h := range handles {
 		name := "db-" + node + "-0"
+		// The kubelet deletes the pod after the unpublish, on its own
+		// schedule: maybe after the detach.
+		must(t, world.WaitFor(ctx, time.Minute, "pod "+name+" deleted", func(context.Context) (bool, error) {
+			_, ok := pods.deletedAt(name)
+			return ok, nil
+		}))
 		phases[node] = pods.of(name)
 		deleted, ok := pods.deletedAt(name)
 		unpub := audit.FirstIndex(recs, audit.Method("NodeUnpublishVolume"), audit.Node(node), audit.Volume(h), audit.OK())

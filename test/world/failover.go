@@ -16,9 +16,13 @@ import (
 // Partition cuts node off from the control plane while it keeps running:
 // KWOK stops heartbeating it, exactly as after a power cut, but its kubelet
 // stand-in keeps its mounts and its writers go on. PartitionHeal ends it;
-// PowerOn would instead reboot the node.
+// PowerOn would instead reboot the node. A node that is off (a fence
+// powered it off) stays off: there is nothing left to cut off.
 func (w *World) Partition(ctx context.Context, node string) error {
 	if n := w.RealKubelets[node]; n != nil {
+		if !n.Powered() {
+			return nil // as the stand-in: a partition of a node that is off changes nothing
+		}
 		return n.Freeze()
 	}
 	k := w.Kubelets[node]
