@@ -20,6 +20,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/fencecoverage"
 	"fenceline.io/fenceline/pkg/controller/forceeviction"
 	"fenceline.io/fenceline/pkg/controller/nodefencing"
+	"fenceline.io/fenceline/pkg/controller/nodegone"
 	"fenceline.io/fenceline/pkg/controller/outofservice"
 	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
@@ -173,6 +174,8 @@ var Controllers = []Descriptor{
 	}},
 	// Finds the nodes a FencePolicy selects that could not be fenced now.
 	{Name: fencecoverage.Name, EnabledByDefault: true, Metrics: func() Metrics { return fencecoverage.NewMetrics() }, New: newFenceCoverage},
+	// Detaches, fenced, what stays attached to a deleted Node.
+	{Name: nodegone.Name, EnabledByDefault: true, New: newNodeGone},
 	// Removing the out-of-service taint automatically is opt-in.
 	{Name: outofservice.Name, Explain: outofservice.Explain, New: func(c ControllerContext) (Controller, error) {
 		return outofservice.New(c.Informers, c.Actuator)
@@ -273,7 +276,7 @@ func enabledControllers(table []Descriptor, spec []string, gate featuregate.Feat
 // neither force-deletes nor releases anything.
 type quarantineController struct {
 	*quarantine.Controller
-	evidence *attacherevidence.Tracker
+	evidenceCaches
 }
 
 func newQuarantine(c ControllerContext) (Controller, error) {
@@ -286,18 +289,44 @@ func newQuarantine(c ControllerContext) (Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return quarantineController{Controller: q, evidence: evidence}, nil
+	return quarantineController{Controller: q, evidenceCaches: evidenceCaches{evidence}}, nil
+}
+
+// evidenceCaches is the heartbeat Lease cache of a controller that acts on
+// attacher evidence.
+type evidenceCaches struct {
+	evidence *attacherevidence.Tracker
 }
 
 // StartCaches starts the heartbeat Lease cache and waits for it to sync:
-// quarantine must not report "no heartbeat" for one that is merely not
-// cached yet. A sync cut short by ctx is no error.
-func (q quarantineController) StartCaches(ctx context.Context) error {
-	q.evidence.Start(ctx)
-	if !q.evidence.WaitForCacheSync(ctx) && ctx.Err() == nil {
+// the controller must not report "no heartbeat" for one that is merely
+// not cached yet. A sync cut short by ctx is no error.
+func (e evidenceCaches) StartCaches(ctx context.Context) error {
+	e.evidence.Start(ctx)
+	if !e.evidence.WaitForCacheSync(ctx) && ctx.Err() == nil {
 		return errors.New("heartbeat Lease cache did not sync")
 	}
 	return nil
+}
+
+// nodeGoneController is node-gone with the attacher evidence it acts on:
+// it starts a detach only where a fence-capable fenceline-attacher serves
+// the driver.
+type nodeGoneController struct {
+	*nodegone.Controller
+	evidenceCaches
+}
+
+func newNodeGone(c ControllerContext) (Controller, error) {
+	evidence, err := attacherevidence.New(c.Client, c.Informers.Storage().V1().CSIDrivers(), c.Options.Resync)
+	if err != nil {
+		return nil, err
+	}
+	g, err := nodegone.New(c.Informers, c.Actuator, evidence)
+	if err != nil {
+		return nil, err
+	}
+	return nodeGoneController{Controller: g, evidenceCaches: evidenceCaches{evidence}}, nil
 }
 
 // newNodeFencing sets up node-fencing when the fencing API is served. A

@@ -24,9 +24,9 @@ func TestEnabledControllers(t *testing.T) {
 		want    []string
 		wantErr bool
 	}{
-		{"star enables the default set", []string{"*"}, []string{"fence-coverage", "force-eviction", "node-fencing", "podgc", "quarantine"}, false},
-		{"star minus one", []string{"*", "-quarantine"}, []string{"fence-coverage", "force-eviction", "node-fencing", "podgc"}, false},
-		{"star plus opt-in", []string{"*", "out-of-service-taint-removal"}, []string{"fence-coverage", "force-eviction", "node-fencing", "out-of-service-taint-removal", "podgc", "quarantine"}, false},
+		{"star enables the default set", []string{"*"}, []string{"fence-coverage", "force-eviction", "node-fencing", "node-gone", "podgc", "quarantine"}, false},
+		{"star minus one", []string{"*", "-quarantine"}, []string{"fence-coverage", "force-eviction", "node-fencing", "node-gone", "podgc"}, false},
+		{"star plus opt-in", []string{"*", "out-of-service-taint-removal"}, []string{"fence-coverage", "force-eviction", "node-fencing", "node-gone", "out-of-service-taint-removal", "podgc", "quarantine"}, false},
 		{"explicit list only", []string{"podgc"}, []string{"podgc"}, false},
 		{"blanks ignored", []string{" podgc ", ""}, []string{"podgc"}, false},
 		{"nothing", nil, []string{}, false},
