@@ -82,6 +82,25 @@ func (s *scene) renewLeases(ctx context.Context, nodes []string) {
 	}
 }
 
+// waitRequestAnnotated waits until node's FencingRequest carries the
+// annotation key.
+func (s *scene) waitRequestAnnotated(node, key string) {
+	s.t.Helper()
+	err := wait.PollUntilContextTimeout(s.ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := s.fences.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, r := range l.Items {
+			if _, ok := r.Annotations[key]; ok && r.Spec.NodeName == node {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	s.must(err, "waiting for "+key+" on the FencingRequest of "+node)
+}
+
 // waitRequestCondition waits until the request has the condition.
 func (s *scene) waitRequestCondition(name, typ string) {
 	s.t.Helper()

@@ -84,10 +84,27 @@ func TestPluginGolden(t *testing.T) {
 		step{"explain-back.golden", admin, []string{"explain", "back"}},
 	)
 	// The asks of unfence are carried out by node-fencing: the plugin
-	// waits for it.
+	// waits for it. live's request is not admitted yet, so the ask
+	// cancels it: node-fencing starts only once the ask is on it, or it
+	// would admit the request first (a manual request is approved).
+	liveArgs := []string{"unfence", "live", "--yes", "--timeout", "1m"}
+	type result struct {
+		out string
+		err error
+	}
+	live := make(chan result, 1)
+	go func() {
+		out, err := pluginOutput(ctx, bin, operator, liveArgs...)
+		live <- result{out, err}
+	}()
+	s.waitRequestAnnotated("live", names.UnfenceAnnotation)
 	stop := s.runNodeFencing("live", "back", "kept", "orphan", "quarantined")
+	r := <-live
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	compare(t, "unfence-live.golden", normalize(r.out, true))
 	runSteps(
-		step{"unfence-live.golden", operator, []string{"unfence", "live", "--yes", "--timeout", "1m"}},
 		step{"unfence-back.golden", operator, []string{"unfence", "back", "--yes", "--requester", "alice", "--timeout", "1m"}},
 		// The marks of a deleted request: the ask goes on the Node.
 		step{"unfence-orphan.golden", admin, []string{"unfence", "orphan", "--yes", "--requester", "alice", "--verified", "rebooted", "--timeout", "1m"}},
@@ -108,6 +125,16 @@ func TestPluginGolden(t *testing.T) {
 // text.
 func runPlugin(t *testing.T, ctx context.Context, bin, kubeconfig string, args ...string) string {
 	t.Helper()
+	out, err := pluginOutput(ctx, bin, kubeconfig, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// pluginOutput is runPlugin for a goroutine: an error instead of a fatal
+// test failure when the binary cannot run.
+func pluginOutput(ctx context.Context, bin, kubeconfig string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", kubeconfig)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -118,9 +145,9 @@ func runPlugin(t *testing.T, ctx context.Context, bin, kubeconfig string, args .
 	case errors.As(err, &exit):
 		code = exit.ExitCode()
 	case err != nil:
-		t.Fatalf("running kubectl-fenceline %v: %v", args, err)
+		return "", fmt.Errorf("running kubectl-fenceline %v: %w", args, err)
 	}
-	return fmt.Sprintf("$ kubectl fenceline %s\n%s--- stderr\n%s--- exit %d\n", strings.Join(args, " "), stdout.String(), stderr.String(), code)
+	return fmt.Sprintf("$ kubectl fenceline %s\n%s--- stderr\n%s--- exit %d\n", strings.Join(args, " "), stdout.String(), stderr.String(), code), nil
 }
 
 // normalizers replace what differs between runs: times, ages, UIDs and
