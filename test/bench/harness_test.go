@@ -48,10 +48,15 @@ func withCluster(ctx context.Context, name string, opts cluster.Options, fn func
 		if c == nil {
 			return
 		}
-		if err != nil {
+		// FENCELINE_BENCH_KEEP_LOGS keeps the component logs of runs that
+		// did not fail too, to look into a slow one.
+		switch {
+		case err != nil:
 			if dir, serr := c.SaveLogs(name); serr == nil {
 				err = fmt.Errorf("%w (component logs in %s)", err, dir)
 			}
+		case os.Getenv("FENCELINE_BENCH_KEEP_LOGS") != "":
+			_, _ = c.SaveLogs(name + "-" + time.Now().Format("150405"))
 		}
 		c.Stop()
 		if rerr := os.RemoveAll(c.Dir()); rerr != nil && err == nil {

@@ -49,6 +49,9 @@ func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Durati
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", name, "step", d.Step, "reason", d.Reason))
 	switch d.Step {
 	case StepNone:
+		// Detection of a silent node rests on this recheck: no Lease
+		// renewal enqueues an unfenced node.
+		klog.FromContext(ctx).V(5).Info("Nothing to do", "node", name, "reason", d.Reason, "why", d.Why, "recheckAfter", d.RecheckAfter)
 		if d.Clearing {
 			return d.RecheckAfter, c.noteMarksStay(ctx, in, d)
 		}
