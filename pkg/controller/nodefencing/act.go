@@ -58,7 +58,7 @@ func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Durati
 		c.notePaused(ctx, in, d)
 		return d.RecheckAfter, c.noteWaiting(ctx, in.Request, d)
 	case StepCreate:
-		return 0, c.create(ctx, in, d)
+		return c.create(ctx, in, d)
 	case StepTriage:
 		return 0, c.triage(ctx, in, d)
 	case StepAdmit:
@@ -93,14 +93,18 @@ func nodeName(in Input) string {
 
 // create creates an automatic request, after deciding again on the node,
 // its Lease and its requests as the API server has them now.
-func (c *Controller) create(ctx context.Context, in Input, d Decision) error {
+func (c *Controller) create(ctx context.Context, in Input, d Decision) (time.Duration, error) {
 	fresh, err := c.freshInput(ctx, in.Node.Name, nil, nil, false)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if fd := Decide(fresh); fd.Step != StepCreate {
-		klog.FromContext(ctx).V(2).Info("Not creating a FencingRequest: decision changed on fresh data", "why", fd.Why)
-		return nil
+		// The fresh decision's recheck is kept: no Lease renewal enqueues
+		// an unfenced node, so without it a node that goes silent after
+		// the renewal the cache had not delivered yet would be looked at
+		// again only at its next Node event.
+		klog.FromContext(ctx).V(2).Info("Not creating a FencingRequest: decision changed on fresh data", "why", fd.Why, "recheckAfter", fd.RecheckAfter)
+		return fd.RecheckAfter, nil
 	}
 	node := fresh.Node
 	req := &fencingv1alpha1.FencingRequest{
@@ -115,12 +119,12 @@ func (c *Controller) create(ctx context.Context, in Input, d Decision) error {
 	}
 	created, err := c.cfg.Client.FencingV1alpha1().FencingRequests().Create(ctx, req, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("creating FencingRequest for node %s: %w", node.Name, err)
+		return 0, fmt.Errorf("creating FencingRequest for node %s: %w", node.Name, err)
 	}
 	klog.FromContext(ctx).Info("Created FencingRequest", "request", created.Name, "why", d.Why)
 	c.cfg.Actuator.Recorder.Eventf(node, v1.EventTypeWarning, EventRequested, "FencingRequest %s: %s", created.Name, d.Why)
 	c.cfg.Metrics.ObserveFencingPhase(string(fencingv1alpha1.FencingPhasePending), d.Reason, time.Time{}, c.now())
-	return nil
+	return 0, nil
 }
 
 // liveNode is the input's node if it is the request's (same UID, when the

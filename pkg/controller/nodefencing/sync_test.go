@@ -207,9 +207,14 @@ func TestSyncCreateRechecksTheLease(t *testing.T) {
 	if err != nil || !cached.Spec.RenewTime.Time.Before(now.Add(-30*time.Second)) {
 		t.Fatalf("the cache should still hold the stale Lease: %+v, %v", cached, err)
 	}
-	e.sync("n1")
+	after := e.sync("n1")
 	if rs := e.requests("n1"); len(rs) != 0 {
 		t.Fatalf("a request was created for a node whose Lease the API server has renewed: %+v", rs)
+	}
+	// No Lease renewal enqueues the node: the fresh decision's recheck is
+	// what looks at it again if it goes silent now.
+	if after != 20*time.Second {
+		t.Errorf("Sync after the fresh Lease kept the request back = recheck after %s, want 20s (when that renewal goes stale)", after)
 	}
 }
 
