@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/informers"
@@ -66,6 +68,9 @@ type ControllerContext struct {
 	// Metrics are the controller's own collectors (Descriptor.Metrics),
 	// already registered; nil when it has none.
 	Metrics Metrics
+	// Evidence is the attacher evidence the controllers share; nil gives
+	// a controller that needs it a tracker of its own.
+	Evidence *Evidence
 }
 
 // defaultGuard is taint-eviction's storm guard with
@@ -276,37 +281,70 @@ func enabledControllers(table []Descriptor, spec []string, gate featuregate.Feat
 // neither force-deletes nor releases anything.
 type quarantineController struct {
 	*quarantine.Controller
-	evidenceCaches
+	*Evidence
 }
 
 func newQuarantine(c ControllerContext) (Controller, error) {
-	evidence, err := attacherevidence.New(c.Client, c.Informers.Storage().V1().CSIDrivers(), c.Options.Resync)
+	evidence, tracker, err := evidenceOf(c)
 	if err != nil {
 		return nil, err
 	}
 	s := settingsOf(c, quarantine.DefaultSettings)
-	q, err := quarantine.New(c.Informers, c.Actuator, s.Delay, s.LiftDelay, evidence, metricsOf[*quarantine.Metrics](c))
+	q, err := quarantine.New(c.Informers, c.Actuator, s.Delay, s.LiftDelay, tracker, metricsOf[*quarantine.Metrics](c))
 	if err != nil {
 		return nil, err
 	}
-	return quarantineController{Controller: q, evidenceCaches: evidenceCaches{evidence}}, nil
+	return quarantineController{Controller: q, Evidence: evidence}, nil
 }
 
-// evidenceCaches is the heartbeat Lease cache of a controller that acts on
-// attacher evidence.
-type evidenceCaches struct {
-	evidence *attacherevidence.Tracker
+// Evidence is the process's one attacher-evidence tracker, shared by the
+// controllers that act on it: one watch of the heartbeat Leases and one
+// verdict per driver, however many controllers read them. It is created
+// by the first controller that asks, and started once.
+type Evidence struct {
+	newTracker func() (*attacherevidence.Tracker, error)
+
+	created, started sync.Once
+	tracker          *attacherevidence.Tracker
+	err, startErr    error
 }
 
-// StartCaches starts the heartbeat Lease cache and waits for it to sync:
-// the controller must not report "no heartbeat" for one that is merely
-// not cached yet. A sync cut short by ctx is no error.
-func (e evidenceCaches) StartCaches(ctx context.Context) error {
-	e.evidence.Start(ctx)
-	if !e.evidence.WaitForCacheSync(ctx) && ctx.Err() == nil {
-		return errors.New("heartbeat Lease cache did not sync")
+// NewEvidence returns an Evidence whose tracker reads through client and
+// the CSIDriver informer of f.
+func NewEvidence(client kubernetes.Interface, f informers.SharedInformerFactory, resync time.Duration) *Evidence {
+	return &Evidence{newTracker: func() (*attacherevidence.Tracker, error) {
+		return attacherevidence.New(client, f.Storage().V1().CSIDrivers(), resync)
+	}}
+}
+
+func (e *Evidence) get() (*attacherevidence.Tracker, error) {
+	e.created.Do(func() { e.tracker, e.err = e.newTracker() })
+	return e.tracker, e.err
+}
+
+// StartCaches starts the heartbeat Lease cache, once for every controller
+// that shares it, and waits for it to sync: a controller must not report
+// "no heartbeat" for one that is merely not cached yet. A sync cut short
+// by ctx is no error.
+func (e *Evidence) StartCaches(ctx context.Context) error {
+	e.started.Do(func() {
+		e.tracker.Start(ctx)
+		if !e.tracker.WaitForCacheSync(ctx) && ctx.Err() == nil {
+			e.startErr = errors.New("heartbeat Lease cache did not sync")
+		}
+	})
+	return e.startErr
+}
+
+// evidenceOf returns the context's shared Evidence and its tracker, or a
+// tracker of the controller's own for a context built without one.
+func evidenceOf(c ControllerContext) (*Evidence, *attacherevidence.Tracker, error) {
+	e := c.Evidence
+	if e == nil {
+		e = NewEvidence(c.Client, c.Informers, c.Options.Resync)
 	}
-	return nil
+	t, err := e.get()
+	return e, t, err
 }
 
 // nodeGoneController is node-gone with the attacher evidence it acts on:
@@ -314,19 +352,19 @@ func (e evidenceCaches) StartCaches(ctx context.Context) error {
 // the driver.
 type nodeGoneController struct {
 	*nodegone.Controller
-	evidenceCaches
+	*Evidence
 }
 
 func newNodeGone(c ControllerContext) (Controller, error) {
-	evidence, err := attacherevidence.New(c.Client, c.Informers.Storage().V1().CSIDrivers(), c.Options.Resync)
+	evidence, tracker, err := evidenceOf(c)
 	if err != nil {
 		return nil, err
 	}
-	g, err := nodegone.New(c.Informers, c.Actuator, evidence)
+	g, err := nodegone.New(c.Informers, c.Actuator, tracker)
 	if err != nil {
 		return nil, err
 	}
-	return nodeGoneController{Controller: g, evidenceCaches: evidenceCaches{evidence}}, nil
+	return nodeGoneController{Controller: g, Evidence: evidence}, nil
 }
 
 // newNodeFencing sets up node-fencing when the fencing API is served. A

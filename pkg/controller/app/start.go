@@ -58,12 +58,13 @@ func runControllers(ctx context.Context, base *rest.Config, m processMetrics, op
 		return fmt.Errorf("creating fencing client for the informers: %w", err)
 	}
 	fencingFactory := fencinginformers.NewSharedInformerFactoryWithOptions(fencingInformerClient, opts.Resync, fencinginformers.WithTransform(kubeclient.DropManagedFields))
+	evidence := NewEvidence(client, factory, opts.Resync)
 	var ctrls []Controller
 	for _, d := range Controllers {
 		if !enabled[d.Name] {
 			continue
 		}
-		c, stopEvents, err := newController(ctx, d, base, ControllerContext{Informers: factory, NodeLeases: leaseFactory, Fencing: fencingFactory, Options: opts, Settings: opts.Settings[d.Name], Metrics: m.own[d.Name]}, m.shared)
+		c, stopEvents, err := newController(ctx, d, base, ControllerContext{Informers: factory, NodeLeases: leaseFactory, Fencing: fencingFactory, Options: opts, Settings: opts.Settings[d.Name], Metrics: m.own[d.Name], Evidence: evidence}, m.shared)
 		if errors.Is(err, errNotServed) {
 			logger.Error(err, "Controller not started", "controller", d.Name)
 			continue
