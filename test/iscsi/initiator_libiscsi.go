@@ -4,55 +4,165 @@ package iscsi
 
 /*
 #cgo LDFLAGS: -liscsi
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
-// The helpers keep struct scsi_task on the C side: Go sees only status,
-// sense and copied data.
+// libiscsi's *_sync calls keep their completion state on the C stack and
+// return early when poll() fails, which it does on any signal (poll is
+// never restarted, and the Go runtime and its children's SIGCHLD deliver
+// signals to every thread). The command then stays queued with a pointer
+// into a dead stack frame, and whatever completes or cancels it later
+// (the next service, the logout, destroying the context) writes into a
+// stack the Go scheduler is using. These helpers run the same commands
+// on the async API with the state on the heap: a call given up on is
+// marked abandoned and freed by its own late callback, never before.
 
-static int fl_write10(struct iscsi_context *c, int lun, uint32_t lba, unsigned char *data, uint32_t len, int bs, int *status, int *key, int *ascq) {
-	struct scsi_task *t = iscsi_write10_sync(c, lun, lba, data, len, bs, 0, 0, 0, 0, 0);
-	if (t == NULL) return -1;
-	*status = t->status; *key = t->sense.key; *ascq = t->sense.ascq;
-	scsi_free_scsi_task(t);
-	return 0;
+struct fl_call {
+	int finished;
+	int abandoned;
+	int status;
+	struct scsi_task *task;
+	void *data;
+};
+
+static struct fl_call *fl_new_call(void) { return calloc(1, sizeof(struct fl_call)); }
+
+static void fl_free_call(struct fl_call *c) {
+	if (c->task != NULL) scsi_free_scsi_task(c->task);
+	free(c->data);
+	free(c);
 }
 
-static int fl_read10(struct iscsi_context *c, int lun, uint32_t lba, unsigned char *buf, uint32_t len, int bs, int *status, int *key, int *ascq) {
-	struct scsi_task *t = iscsi_read10_sync(c, lun, lba, len, bs, 0, 0, 0, 0, 0);
-	if (t == NULL) return -1;
-	*status = t->status; *key = t->sense.key; *ascq = t->sense.ascq;
-	if (t->status == SCSI_STATUS_GOOD) {
-		uint32_t n = t->datain.size < (int)len ? (uint32_t)t->datain.size : len;
-		memcpy(buf, t->datain.data, n);
+static void fl_done(struct fl_call *c, int status, struct scsi_task *task) {
+	c->status = status;
+	c->task = task;
+	c->finished = 1;
+	if (c->abandoned) fl_free_call(c);
+}
+
+static void fl_iscsi_cb(struct iscsi_context *ctx, int status, void *command_data, void *private_data) {
+	fl_done(private_data, status, NULL);
+}
+
+static void fl_scsi_cb(struct iscsi_context *ctx, int status, void *command_data, void *private_data) {
+	fl_done(private_data, status, command_data);
+}
+
+// Results of the helpers besides 0: the context failed (its error says
+// why), poll failed, no answer in time, out of memory, the command could
+// not be queued (the context's error says why), it completed without
+// GOOD status or a task, it ended without the target's answer (cancelled
+// when the session dropped, timed out, failed to be sent).
+enum { FL_SERVICE = -1, FL_POLL = -2, FL_DEADLINE = -3, FL_NOMEM = -4, FL_QUEUE = -5, FL_STATUS = -6, FL_NOTASK = -7, FL_ENDED = -8 };
+
+// fl_wait services the context until the call completes or fails. Unless
+// it returns 0, the call is abandoned and no longer the caller's.
+static int fl_wait(struct iscsi_context *ctx, struct fl_call *c, int deadline_s) {
+	time_t end = time(NULL) + deadline_s;
+	int rc = 0;
+	while (!c->finished) {
+		if (time(NULL) > end) { rc = FL_DEADLINE; break; }
+		struct pollfd pfd = { .fd = iscsi_get_fd(ctx), .events = iscsi_which_events(ctx) };
+		int n = poll(&pfd, 1, 200);
+		if (n < 0) {
+			if (errno == EINTR) continue;
+			rc = FL_POLL;
+			break;
+		}
+		// Serviced with no events it still scans for timed-out commands.
+		if (iscsi_service(ctx, n == 0 ? 0 : pfd.revents) < 0) { rc = FL_SERVICE; break; }
 	}
-	scsi_free_scsi_task(t);
+	if (rc != 0) c->abandoned = 1;
+	return rc;
+}
+
+static int fl_connect(struct iscsi_context *ctx, const char *portal, int lun, int deadline_s) {
+	struct fl_call *c = fl_new_call();
+	if (c == NULL) return FL_NOMEM;
+	if (iscsi_full_connect_async(ctx, portal, lun, fl_iscsi_cb, c) != 0) { free(c); return FL_QUEUE; }
+	int rc = fl_wait(ctx, c, deadline_s);
+	if (rc != 0) return rc;
+	rc = c->status == SCSI_STATUS_GOOD ? 0 : FL_STATUS;
+	fl_free_call(c);
+	return rc;
+}
+
+static int fl_logout(struct iscsi_context *ctx, int deadline_s) {
+	struct fl_call *c = fl_new_call();
+	if (c == NULL) return FL_NOMEM;
+	if (iscsi_logout_async(ctx, fl_iscsi_cb, c) != 0) { free(c); return FL_QUEUE; }
+	int rc = fl_wait(ctx, c, deadline_s);
+	if (rc == 0) fl_free_call(c);
+	return rc;
+}
+
+// fl_finish waits for a queued SCSI command and reports its status and
+// sense; when out is set, up to outlen bytes of its data-in are copied.
+static int fl_finish(struct iscsi_context *ctx, struct fl_call *c, int deadline_s, int *status, int *key, int *ascq, unsigned char *out, uint32_t outlen) {
+	int rc = fl_wait(ctx, c, deadline_s);
+	if (rc != 0) return rc;
+	if (c->task == NULL) { fl_free_call(c); return FL_NOTASK; }
+	if (c->status == SCSI_STATUS_CANCELLED || c->status == SCSI_STATUS_ERROR || c->status == SCSI_STATUS_TIMEOUT) {
+		*status = c->status;
+		fl_free_call(c);
+		return FL_ENDED;
+	}
+	*status = c->status; *key = c->task->sense.key; *ascq = c->task->sense.ascq;
+	if (out != NULL && c->status == SCSI_STATUS_GOOD) {
+		uint32_t n = c->task->datain.size < (int)outlen ? (uint32_t)c->task->datain.size : outlen;
+		memcpy(out, c->task->datain.data, n);
+	}
+	fl_free_call(c);
 	return 0;
 }
 
-static int fl_register(struct iscsi_context *c, int lun, uint64_t key, int *status, int *skey, int *ascq) {
+// fl_write10 takes ownership of data: a queued write may still send it
+// after its caller gave up, so it is freed with the call.
+static int fl_write10(struct iscsi_context *ctx, int lun, uint32_t lba, unsigned char *data, uint32_t len, int bs, int deadline_s, int *status, int *key, int *ascq) {
+	struct fl_call *c = fl_new_call();
+	if (c == NULL) { free(data); return FL_NOMEM; }
+	c->data = data;
+	if (iscsi_write10_task(ctx, lun, lba, data, len, bs, 0, 0, 0, 0, 0, fl_scsi_cb, c) == NULL) { fl_free_call(c); return FL_QUEUE; }
+	return fl_finish(ctx, c, deadline_s, status, key, ascq, NULL, 0);
+}
+
+static int fl_read10(struct iscsi_context *ctx, int lun, uint32_t lba, unsigned char *buf, uint32_t len, int bs, int deadline_s, int *status, int *key, int *ascq) {
+	struct fl_call *c = fl_new_call();
+	if (c == NULL) return FL_NOMEM;
+	if (iscsi_read10_task(ctx, lun, lba, len, bs, 0, 0, 0, 0, 0, fl_scsi_cb, c) == NULL) { free(c); return FL_QUEUE; }
+	return fl_finish(ctx, c, deadline_s, status, key, ascq, buf, len);
+}
+
+static int fl_register(struct iscsi_context *ctx, int lun, uint64_t key, int deadline_s, int *status, int *skey, int *ascq) {
 	struct scsi_persistent_reserve_out_basic p;
 	memset(&p, 0, sizeof(p));
 	p.service_action_reservation_key = key;
-	struct scsi_task *t = iscsi_persistent_reserve_out_sync(c, lun,
-		SCSI_PERSISTENT_RESERVE_REGISTER_AND_IGNORE_EXISTING_KEY, SCSI_PERSISTENT_RESERVE_SCOPE_LU, 0, &p);
-	if (t == NULL) return -1;
-	*status = t->status; *skey = t->sense.key; *ascq = t->sense.ascq;
-	scsi_free_scsi_task(t);
-	return 0;
+	struct fl_call *c = fl_new_call();
+	if (c == NULL) return FL_NOMEM;
+	// The parameter list is marshalled into the command when it is queued.
+	if (iscsi_persistent_reserve_out_task(ctx, lun, SCSI_PERSISTENT_RESERVE_REGISTER_AND_IGNORE_EXISTING_KEY,
+		SCSI_PERSISTENT_RESERVE_SCOPE_LU, 0, &p, fl_scsi_cb, c) == NULL) { free(c); return FL_QUEUE; }
+	return fl_finish(ctx, c, deadline_s, status, skey, ascq, NULL, 0);
 }
 
-static int fl_readcap10(struct iscsi_context *c, int lun, uint32_t *lba, uint32_t *bs) {
-	struct scsi_task *t = iscsi_readcapacity10_sync(c, lun, 0, 0);
-	if (t == NULL) return -1;
-	if (t->status != SCSI_STATUS_GOOD) { scsi_free_scsi_task(t); return -2; }
-	struct scsi_readcapacity10 *rc = scsi_datain_unmarshall(t);
-	if (rc == NULL) { scsi_free_scsi_task(t); return -3; }
-	*lba = rc->lba; *bs = rc->block_size;
-	scsi_free_scsi_task(t);
-	return 0;
+static int fl_readcap10(struct iscsi_context *ctx, int lun, int deadline_s, uint32_t *lba, uint32_t *bs) {
+	struct fl_call *c = fl_new_call();
+	if (c == NULL) return FL_NOMEM;
+	if (iscsi_readcapacity10_task(ctx, lun, 0, 0, fl_scsi_cb, c) == NULL) { free(c); return FL_QUEUE; }
+	int rc = fl_wait(ctx, c, deadline_s);
+	if (rc != 0) return rc;
+	rc = FL_STATUS;
+	if (c->task != NULL && c->status == SCSI_STATUS_GOOD) {
+		struct scsi_readcapacity10 *r = scsi_datain_unmarshall(c->task);
+		if (r != NULL) { *lba = r->lba; *bs = r->block_size; rc = 0; }
+	}
+	fl_free_call(c);
+	return rc;
 }
 */
 import "C"
@@ -78,6 +188,11 @@ type Session struct {
 
 func available() error { return nil }
 
+// callDeadline bounds one command, in seconds: libiscsi's own timeout
+// (5 s, set at login) ends a command the target never answers; this ends
+// a wait on a connection that never becomes usable.
+const callDeadline = 30
+
 // Login logs in to the target as opts.Initiator and reads the LUN's
 // capacity. A target that refuses the initiator fails the login.
 func Login(opts Options) (*Session, error) {
@@ -99,14 +214,14 @@ func Login(opts Options) (*Session, error) {
 	// reconnecting keeps each write's outcome about this one session.
 	C.iscsi_set_noautoreconnect(ctx, 1)
 	C.iscsi_set_timeout(ctx, 5)
-	if C.iscsi_full_connect_sync(ctx, portal, s.lun) != 0 {
-		err := s.errorf("log in to %s at %s as %s", opts.Target, opts.Portal, opts.Initiator)
+	if rc := C.fl_connect(ctx, portal, s.lun, callDeadline); rc != 0 {
+		err := s.errorf(rc, 0, "log in to %s at %s as %s", opts.Target, opts.Portal, opts.Initiator)
 		C.iscsi_destroy_context(ctx)
 		return nil, err
 	}
 	var lba, bs C.uint32_t
-	if rc := C.fl_readcap10(ctx, s.lun, &lba, &bs); rc != 0 {
-		err := s.errorf("read capacity of LUN %d (%d)", opts.LUN, int(rc))
+	if rc := C.fl_readcap10(ctx, s.lun, callDeadline, &lba, &bs); rc != 0 {
+		err := s.errorf(rc, 0, "read capacity of LUN %d", opts.LUN)
 		s.Close()
 		return nil, err
 	}
@@ -124,8 +239,8 @@ func Login(opts Options) (*Session, error) {
 // node does at staging when the volume is fenced by reservations.
 func (s *Session) register(key uint64) error {
 	var st, skey, ascq C.int
-	if C.fl_register(s.ctx, s.lun, C.uint64_t(key), &st, &skey, &ascq) != 0 {
-		return s.errorf("register reservation key %#x as %s", key, s.opts.Initiator)
+	if rc := C.fl_register(s.ctx, s.lun, C.uint64_t(key), callDeadline, &st, &skey, &ascq); rc != 0 {
+		return s.errorf(rc, st, "register reservation key %#x as %s", key, s.opts.Initiator)
 	}
 	if st != 0 {
 		return fmt.Errorf("register reservation key %#x as %s: SCSI status %#x, sense key %#x, ASC/ASCQ %#04x", key, s.opts.Initiator, int(st), int(skey), int(ascq))
@@ -133,9 +248,33 @@ func (s *Session) register(key uint64) error {
 	return nil
 }
 
-// errorf wraps libiscsi's last error message.
-func (s *Session) errorf(format string, args ...any) error {
-	return fmt.Errorf("%s: %s", fmt.Sprintf(format, args...), C.GoString(C.iscsi_get_error(s.ctx)))
+// errorf describes a helper's failure rc (st is the command's status when
+// it ended without an answer): what the helper found, else libiscsi's
+// last error message.
+func (s *Session) errorf(rc, st C.int, format string, args ...any) error {
+	why := C.GoString(C.iscsi_get_error(s.ctx))
+	switch rc {
+	case C.FL_POLL:
+		why = "poll failed"
+	case C.FL_DEADLINE:
+		why = fmt.Sprintf("no answer within %d s", callDeadline)
+	case C.FL_NOMEM:
+		why = "out of memory"
+	case C.FL_STATUS:
+		why = "completed without GOOD status: " + why
+	case C.FL_NOTASK:
+		why = "completed without a task"
+	case C.FL_ENDED:
+		switch st {
+		case C.SCSI_STATUS_CANCELLED:
+			why = "cancelled without the target's answer: the session ended"
+		case C.SCSI_STATUS_TIMEOUT:
+			why = "no answer from the target in time"
+		default:
+			why = "could not be sent to the target"
+		}
+	}
+	return fmt.Errorf("%s: %s", fmt.Sprintf(format, args...), why)
 }
 
 // BlockSize is the LUN's logical block size in bytes.
@@ -155,11 +294,11 @@ func (s *Session) Write(lba uint32, data []byte) error {
 	if s.ctx == nil {
 		return fmt.Errorf("session closed")
 	}
+	// fl_write10 owns and frees buf.
 	buf := C.CBytes(data)
-	defer C.free(buf)
 	var st, key, ascq C.int
-	if C.fl_write10(s.ctx, s.lun, C.uint32_t(lba), (*C.uchar)(buf), C.uint32_t(len(data)), C.int(s.bs), &st, &key, &ascq) != 0 {
-		return s.errorf("WRITE(10) at %d as %s", lba, s.opts.Initiator)
+	if rc := C.fl_write10(s.ctx, s.lun, C.uint32_t(lba), (*C.uchar)(buf), C.uint32_t(len(data)), C.int(s.bs), callDeadline, &st, &key, &ascq); rc != 0 {
+		return s.errorf(rc, st, "WRITE(10) at %d as %s", lba, s.opts.Initiator)
 	}
 	if st != 0 {
 		return &SCSIError{Op: "WRITE(10)", LBA: lba, Initiator: s.opts.Initiator, Status: int(st), SenseKey: int(key), ASCQ: int(ascq)}
@@ -178,8 +317,8 @@ func (s *Session) Read(lba uint32, n int) ([]byte, error) {
 	buf := C.malloc(C.size_t(size))
 	defer C.free(buf)
 	var st, key, ascq C.int
-	if C.fl_read10(s.ctx, s.lun, C.uint32_t(lba), (*C.uchar)(buf), C.uint32_t(size), C.int(s.bs), &st, &key, &ascq) != 0 {
-		return nil, s.errorf("READ(10) at %d as %s", lba, s.opts.Initiator)
+	if rc := C.fl_read10(s.ctx, s.lun, C.uint32_t(lba), (*C.uchar)(buf), C.uint32_t(size), C.int(s.bs), callDeadline, &st, &key, &ascq); rc != 0 {
+		return nil, s.errorf(rc, st, "READ(10) at %d as %s", lba, s.opts.Initiator)
 	}
 	if st != 0 {
 		return nil, &SCSIError{Op: "READ(10)", LBA: lba, Initiator: s.opts.Initiator, Status: int(st), SenseKey: int(key), ASCQ: int(ascq)}
@@ -196,7 +335,7 @@ func (s *Session) Close() error {
 		return nil
 	}
 	if C.iscsi_is_logged_in(s.ctx) != 0 {
-		C.iscsi_logout_sync(s.ctx)
+		C.fl_logout(s.ctx, callDeadline)
 	}
 	C.iscsi_destroy_context(s.ctx)
 	s.ctx = nil
