@@ -95,6 +95,11 @@ func Paused() PolicyOption {
 	return func(p *fencingv1alpha1.FencePolicy) { p.Spec.Paused = true }
 }
 
+// PowerCheck sets detection.powerCheck.
+func PowerCheck(m fencingv1alpha1.PowerCheckMode) PolicyOption {
+	return func(p *fencingv1alpha1.FencePolicy) { p.Spec.Detection.PowerCheck = m }
+}
+
 // ManualUnfence sets recovery.unfence Manual.
 func ManualUnfence() PolicyOption {
 	return func(p *fencingv1alpha1.FencePolicy) { p.Spec.Recovery.Unfence = "Manual" }
@@ -186,6 +191,25 @@ func ProbeFailed(reason, message string, t time.Time) TargetOption {
 		at := metav1.NewTime(t)
 		ft.Status.PowerState, ft.Status.LastProbeTime = fencingv1alpha1.PowerStateUnknown, &at
 		ft.Status.Conditions = []metav1.Condition{{Type: fencingv1alpha1.FenceTargetReachable, Status: metav1.ConditionFalse, Reason: reason, Message: message, LastTransitionTime: at}}
+	}
+}
+
+// PowerCheckAsked sets the power-check ask on the target
+// (names.PowerCheckAnnotation) to token.
+func PowerCheckAsked(token string) TargetOption {
+	return func(ft *fencingv1alpha1.FenceTarget) {
+		if ft.Annotations == nil {
+			ft.Annotations = map[string]string{}
+		}
+		ft.Annotations[names.PowerCheckAnnotation] = token
+	}
+}
+
+// PowerCheckAnswered sets the fence agent's answer to the power check
+// token: the state it read.
+func PowerCheckAnswered(token string, power fencingv1alpha1.PowerState) TargetOption {
+	return func(ft *fencingv1alpha1.FenceTarget) {
+		ft.Status.PowerCheck = &fencingv1alpha1.FencePowerCheck{Token: token, PowerState: power}
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/controller/app"
 	"fenceline.io/fenceline/pkg/controller/explain"
@@ -53,9 +54,12 @@ func (c ExplainConfig) AddFlags(fs *flag.FlagSet) {
 // pods' volumes resolve through.
 type NodeObjects struct {
 	Lease *coordinationv1.Lease
-	Pods  []*v1.Pod
-	PVCs  []*v1.PersistentVolumeClaim
-	PVs   []*v1.PersistentVolume
+	// Target is the node's FenceTarget (its power-check answer), nil when
+	// it has none or the reader may not get it.
+	Target *fencingv1alpha1.FenceTarget
+	Pods   []*v1.Pod
+	PVCs   []*v1.PersistentVolumeClaim
+	PVs    []*v1.PersistentVolume
 }
 
 // ReadNodeObjects reads the node's Lease, pods, and the PVCs and PVs.
@@ -66,6 +70,14 @@ func ReadNodeObjects(ctx context.Context, c Clients, node string) (*NodeObjects,
 		return nil, permissionHint(err, "get", "leases.coordination.k8s.io in kube-node-lease")
 	}
 	o.Lease = lease
+	if c.Fencing != nil {
+		// A reader without access to FenceTargets still gets the rest:
+		// only the power check's answer is missing from the explanation.
+		t, err := c.Fencing.FencingV1alpha1().FenceTargets().Get(ctx, node, metav1.GetOptions{})
+		if err == nil {
+			o.Target = t
+		}
+	}
 	if o.Pods, err = (view.API{Client: c.Kube}).PodsOnNode(ctx, node); err != nil {
 		return nil, permissionHint(err, "list", "pods")
 	}

@@ -56,3 +56,10 @@ func (v nodeView) FencePolicies(context.Context) ([]*fencingv1alpha1.FencePolicy
 func (v nodeView) FenceClasses(context.Context) ([]*fencingv1alpha1.FenceClass, error) {
 	return v.s.Classes, nil
 }
+
+func (v nodeView) FenceTarget(_ context.Context, node string) (*fencingv1alpha1.FenceTarget, error) {
+	if node != v.node {
+		return nil, nil
+	}
+	return v.objs.Target, nil
+}

@@ -103,6 +103,12 @@ const (
 	// decided, "user:<name>". Without it node-fencing holds such a request.
 	OverrideExclusionAnnotation = Domain + "/override-exclusion"
 
+	// PowerCheckAnnotation on a FenceTarget asks the fence agent to read
+	// the node's fence devices now (read-only); its value is a token the
+	// answer in status.powerCheck repeats. fenceline-controller writes it
+	// when the node misses a Lease renewal.
+	PowerCheckAnnotation = Domain + "/power-check"
+
 	// FencingRequestNodeLabel is on every FencingRequest the controller
 	// creates; its value is the node's name, so that a node's requests are
 	// found by a label selector (spec.nodeName is not selectable).

@@ -212,7 +212,30 @@ type FenceDetection struct {
 	// +optional
 	// +default="Automatic"
 	Approval ApprovalMode `json:"approval,omitempty"`
+
+	// PowerCheck is whether a node that misses a Lease renewal has its
+	// fence devices read at once (read-only, through the fence agent):
+	// OnMissedRenewal (the default) makes a node whose every device reads
+	// Off for that missed renewal a candidate without waiting for
+	// leaseStaleAfter (reason PowerOffObserved); a node that reads On, or a
+	// device that does not answer, takes the normal path. Never turns the
+	// reads off.
+	// +optional
+	// +default="OnMissedRenewal"
+	PowerCheck PowerCheckMode `json:"powerCheck,omitempty"`
 }
+
+// PowerCheckMode is when the fence devices of a silent node are read.
+// +kubebuilder:validation:Enum=OnMissedRenewal;Never
+type PowerCheckMode string
+
+const (
+	// PowerCheckOnMissedRenewal reads them when the node misses its first
+	// Lease renewal.
+	PowerCheckOnMissedRenewal PowerCheckMode = "OnMissedRenewal"
+	// PowerCheckNever never reads them for detection.
+	PowerCheckNever PowerCheckMode = "Never"
+)
 
 // UnhealthyCondition is a node condition that triggers fencing.
 type UnhealthyCondition struct {

@@ -101,6 +101,23 @@ type FenceTargetStatus struct {
 	// LastProbeTime is when the last probe ended.
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+	// PowerCheck answers the last power check asked with the annotation
+	// fenceline.io/power-check: the fence agent read every endpoint after
+	// it saw the ask.
+	// +optional
+	PowerCheck *FencePowerCheck `json:"powerCheck,omitempty"`
+}
+
+// FencePowerCheck is the answer to one power check.
+type FencePowerCheck struct {
+	// Token is the ask's annotation value this answers.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Token string `json:"token"`
+	// PowerState is the state every endpoint agreed on, read after the
+	// ask; Unknown when one did not answer or they disagreed.
+	// +required
+	PowerState PowerState `json:"powerState"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

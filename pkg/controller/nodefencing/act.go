@@ -77,6 +77,8 @@ func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Durati
 		return 0, c.cancel(ctx, in, d)
 	case StepClear:
 		return 0, c.clearMarks(ctx, in, d)
+	case StepCheckPower:
+		return c.checkPower(ctx, in, d)
 	}
 	return 0, fmt.Errorf("unknown step %q", d.Step)
 }

@@ -34,6 +34,7 @@ const (
 	StepRecover      Step = "Recover"      // Recovering → Recovered: unfence
 	StepCancel       Step = "Cancel"       // Pending/Triaged → Cancelled
 	StepClear        Step = "Clear"        // no open request: remove the marks a Failed or deleted one left
+	StepCheckPower   Step = "CheckPower"   // no open request: ask the fence agent to read the node's power (read-only)
 )
 
 // Reasons of a Decision that waits, for conditions, Events and logs.
@@ -67,6 +68,9 @@ const (
 	// ReasonExcluded: a manual request for a node labelled
 	// detect.ExcludeLabel without names.OverrideExclusionAnnotation.
 	ReasonExcluded = "ExcludedFromFencing"
+	// ReasonMissedRenewal: the node missed a Lease renewal; its power is
+	// read (StepCheckPower) or the answer is awaited.
+	ReasonMissedRenewal = "MissedRenewal"
 )
 
 // Input is everything Decide reads about one node.
@@ -98,6 +102,9 @@ type Input struct {
 	// cleared, nil when none: its boot ID at fence time and the operator's
 	// unfence ask on it decide when the marks it left may go.
 	Failed *fencingv1alpha1.FencingRequest
+	// Target is the node's FenceTarget, nil when it has none: where a power
+	// check is asked (names.PowerCheckAnnotation) and answered.
+	Target *fencingv1alpha1.FenceTarget
 	// VolumeAttachments counts the VolumeAttachments for the node.
 	VolumeAttachments int
 	// Signs are the node's writes the controller observed since it saw
@@ -200,8 +207,32 @@ func decideNew(in Input) Decision {
 		return Decision{Reason: ReasonInvalidPolicy, Why: in.PolicyProblem}
 	case in.Policy == nil:
 		return Decision{Reason: ReasonNoPolicy, Why: "no FencePolicy selects the node"}
+	case v.CheckPower:
+		return decideCheckPower(in, v)
 	}
 	return Decision{Reason: ReasonNotCandidate, Why: v.Message, RecheckAfter: v.RecheckAfter}
+}
+
+// decideCheckPower: the node missed a Lease renewal and the policy reads
+// its power then. The ask is made once per missed renewal (the token names
+// it) on the node's FenceTarget; without one there is nothing to read and
+// the node waits for its Lease to go stale, as it does while the answer is
+// awaited or when the answer is not Off.
+func decideCheckPower(in Input, v detect.Verdict) Decision {
+	token := detect.PowerCheckToken(in.Lease)
+	switch {
+	case in.Target == nil:
+		return Decision{Reason: ReasonMissedRenewal, RecheckAfter: v.RecheckAfter,
+			Why: "the node missed its Lease renewal; it has no FenceTarget whose power could be read, so it waits for the Lease to go stale"}
+	case in.Target.Annotations[names.PowerCheckAnnotation] != token:
+		return Decision{Step: StepCheckPower, Reason: ReasonMissedRenewal, RecheckAfter: v.RecheckAfter,
+			Why: "the node missed its Lease renewal: the fence agent is asked to read its power"}
+	case in.Target.Status.PowerCheck == nil || in.Target.Status.PowerCheck.Token != token:
+		return Decision{Reason: ReasonMissedRenewal, RecheckAfter: v.RecheckAfter,
+			Why: "the node missed its Lease renewal; the fence agent has not answered the power check yet"}
+	}
+	return Decision{Reason: ReasonMissedRenewal, RecheckAfter: v.RecheckAfter,
+		Why: fmt.Sprintf("the node missed its Lease renewal and its power reads %s, not Off: it waits for the Lease to go stale", in.Target.Status.PowerCheck.PowerState)}
 }
 
 // decideBeforeFence: Pending or Triaged.

@@ -44,6 +44,21 @@ func TestDecide(t *testing.T) {
 	pol := testobj.FencePolicy("p")
 	manualPol := testobj.FencePolicy("p", testobj.ManualApproval())
 	pausedPol := testobj.FencePolicy("p", testobj.Paused())
+	noPowerCheck := testobj.FencePolicy("p", testobj.PowerCheck(fencingv1alpha1.PowerCheckNever))
+	// missed: the node missed its renewal 0.5 s ago (12.5 s is 1.25 renew
+	// intervals of the default 40 s Lease); token names that renewal.
+	missed := testobj.Lease("n1", ago(13*time.Second))
+	token := detect.PowerCheckToken(missed)
+	earlier := detect.PowerCheckToken(testobj.Lease("n1", ago(25*time.Second)))
+	target := func(opts ...testobj.TargetOption) *fencingv1alpha1.FenceTarget {
+		return testobj.FenceTarget("n1", opts...)
+	}
+	readOff := target(testobj.PowerCheckAsked(token), testobj.PowerCheckAnswered(token, off))
+	powerOffReq := func(opts ...testobj.RequestOption) *fencingv1alpha1.FencingRequest {
+		r := testobj.FencingRequest("n1", opts...)
+		r.Spec.Reason = detect.ReasonPowerOffObserved
+		return r
+	}
 	proof := testobj.Attempts(testobj.FenceAttempt(1, "bmc", succeeded, off))
 	atFence := testobj.BootIDAtFence("boot-1")
 	failedReq := testobj.FencingRequest("n1", testobj.InPhase(failed), atFence)
@@ -62,8 +77,37 @@ func TestDecide(t *testing.T) {
 		// No open request: create one for a candidate, and only then.
 		{"no request, Lease stale for 40 s: create", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol},
 			want{step: StepCreate, reason: detect.ReasonLeaseExpired}},
-		{"no request, Ready with a fresh Lease: none until the Lease may go stale", Input{Node: testobj.Node("n1", up), Lease: testobj.Lease("n1", ago(5*time.Second)), Policy: pol},
+		{"no request, Ready with a fresh Lease: none until the node may miss its renewal", Input{Node: testobj.Node("n1", up), Lease: testobj.Lease("n1", ago(5*time.Second)), Policy: pol},
+			want{reason: ReasonNotCandidate, recheck: 7500 * time.Millisecond}},
+		{"no request, fresh Lease, power checks off: none until the Lease may go stale", Input{Node: testobj.Node("n1", up), Lease: testobj.Lease("n1", ago(5*time.Second)), Policy: noPowerCheck},
 			want{reason: ReasonNotCandidate, recheck: 15 * time.Second}},
+		// A missed renewal: the power check, then its answer.
+		{"no request, missed its renewal: ask for a power check", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pol, Target: target()},
+			want{step: StepCheckPower, reason: ReasonMissedRenewal, recheck: 7 * time.Second}},
+		{"no request, missed its renewal, an earlier silence was checked: ask anew", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pol, Target: target(testobj.PowerCheckAsked(earlier), testobj.PowerCheckAnswered(earlier, off))},
+			want{step: StepCheckPower, reason: ReasonMissedRenewal, recheck: 7 * time.Second}},
+		{"no request, missed its renewal, asked, no answer yet: wait", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pol, Target: target(testobj.PowerCheckAsked(token))},
+			want{reason: ReasonMissedRenewal, recheck: 7 * time.Second}},
+		{"no request, missed its renewal, reads On: wait for the stale Lease", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pol, Target: target(testobj.PowerCheckAsked(token), testobj.PowerCheckAnswered(token, fencingv1alpha1.PowerStateOn))},
+			want{reason: ReasonMissedRenewal, recheck: 7 * time.Second}},
+		{"no request, missed its renewal, device silent (Unknown): wait for the stale Lease", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pol, Target: target(testobj.PowerCheckAsked(token), testobj.PowerCheckAnswered(token, fencingv1alpha1.PowerStateUnknown))},
+			want{reason: ReasonMissedRenewal, recheck: 7 * time.Second}},
+		{"no request, missed its renewal, no FenceTarget: wait for the stale Lease", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pol},
+			want{reason: ReasonMissedRenewal, recheck: 7 * time.Second}},
+		{"no request, missed its renewal, reads Off, still Ready: create", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pol, Target: readOff},
+			want{step: StepCreate, reason: detect.ReasonPowerOffObserved}},
+		{"no request, missed its renewal, reads Off, power checks off: nothing", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: noPowerCheck, Target: readOff},
+			want{reason: ReasonNotCandidate, recheck: 7 * time.Second}},
+		{"no request, missed its renewal, reads Off, policy paused: no request", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pausedPol, Target: readOff},
+			want{reason: ReasonPaused}},
+		{"no request, missed its renewal, reads Off, node labelled out of fencing: nothing", Input{Node: testobj.Node("n1", up, testobj.Label(detect.ExcludeLabel, "")), Lease: missed, Policy: pol, Target: readOff},
+			want{reason: ReasonNotCandidate}},
+		{"automatic Pending of a power loss, still Off: triage", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pol, Target: readOff, Request: powerOffReq()},
+			want{step: StepTriage, reason: detect.ReasonPowerOffObserved}},
+		{"automatic Triaged of a power loss: admitted without settling", Input{Node: testobj.Node("n1", up), Lease: missed, Policy: pol, Target: readOff, Request: powerOffReq(testobj.InPhase(triaged))},
+			want{step: StepAdmit, reason: detect.ReasonPowerOffObserved}},
+		{"automatic Triaged of a power loss, the node renewed since: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, LeaseRenewed: true, Policy: pol, Target: readOff, Request: powerOffReq(testobj.InPhase(triaged))},
+			want{step: StepCancel, reason: ReasonNodeHealthy}},
 		{"no request, node labelled out of fencing", Input{Node: testobj.Node("n1", dead, testobj.Label(detect.ExcludeLabel, "")), Lease: stale, Policy: pol},
 			want{reason: ReasonNotCandidate}},
 		{"no request, candidate, but a request of its boot failed: blocked", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Blocked: "FencingRequest n1-req failed"},
@@ -71,7 +115,7 @@ func TestDecide(t *testing.T) {
 		{"no request, candidate, policy paused: no request", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pausedPol},
 			want{reason: ReasonPaused}},
 		{"no request, healthy, policy paused: not a candidate", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pausedPol},
-			want{reason: ReasonNotCandidate, recheck: 20 * time.Second}},
+			want{reason: ReasonNotCandidate, recheck: 12500 * time.Millisecond}},
 		{"no request, no policy selects the node", Input{Node: testobj.Node("n1", dead), Lease: stale},
 			want{reason: ReasonNoPolicy}},
 		{"no request, two policies select the node", Input{Node: testobj.Node("n1", dead), Lease: stale, PolicyProblem: "node n1 is selected by several FencePolicies (a, b)"},
@@ -92,7 +136,7 @@ func TestDecide(t *testing.T) {
 		{"automatic Triaged, node healthy again: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{step: StepCancel, reason: ReasonNodeHealthy}},
 		{"automatic Triaged after a restart, Lease only seen since, node not Ready: wait, neither cancel nor admit", Input{Node: testobj.Node("n1", dead), Lease: stale, LeaseObserved: ago(5 * time.Second), Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
-			want{reason: ReasonAwaitingRenewal, recheck: 15 * time.Second}},
+			want{reason: ReasonAwaitingRenewal, recheck: 7500 * time.Millisecond}},
 		{"automatic Triaged after a restart, Lease seen renewed since: cancel", Input{Node: testobj.Node("n1", dead), Lease: stale, LeaseObserved: ago(5 * time.Second), LeaseRenewed: true, Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},
 			want{step: StepCancel, reason: ReasonNodeHealthy}},
 		{"automatic Triaged after a restart, node reports Ready: cancel", Input{Node: testobj.Node("n1", up), Lease: stale, LeaseObserved: ago(5 * time.Second), Policy: pol, Request: testobj.FencingRequest("n1", testobj.InPhase(triaged))},

@@ -43,6 +43,9 @@ func Gather(ctx context.Context, v view.View, f view.Fencing, nodeName string, n
 		return in, err
 	}
 	in.VolumeAttachments = len(vas)
+	if in.Target, err = f.FenceTarget(ctx, nodeName); err != nil {
+		return in, err
+	}
 	return in, resolve(ctx, f, &in)
 }
 

@@ -32,6 +32,9 @@ type Metrics struct {
 	LyingFence *prometheus.GaugeVec
 	// LyingFencesCaught counts the lying fences caught.
 	LyingFencesCaught prometheus.Counter
+	// PowerChecks counts the power checks asked of the fence agent for
+	// nodes that missed a Lease renewal.
+	PowerChecks prometheus.Counter
 }
 
 // NewMetrics creates node-fencing's collectors, unregistered.
@@ -80,12 +83,18 @@ func NewMetrics() *Metrics {
 			Name:      "lying_fences_total",
 			Help:      "Lying fences caught: a node recorded fenced observed alive with the boot ID it had when fenced.",
 		}),
+		PowerChecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "fenceline",
+			Subsystem: "node_fencing",
+			Name:      "power_checks_total",
+			Help:      "Power checks asked of the fence agent (read-only) for nodes that missed a Lease renewal; a node whose every fence device reads Off is a candidate at once (reason PowerOffObserved).",
+		}),
 	}
 }
 
 // Collectors returns every collector, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.FencingTransitions, m.FencingLatency, m.FencedSince, m.FencingFailed, m.StormGuardRefusals, m.LyingFence, m.LyingFencesCaught}
+	return []prometheus.Collector{m.FencingTransitions, m.FencingLatency, m.FencedSince, m.FencingFailed, m.StormGuardRefusals, m.LyingFence, m.LyingFencesCaught, m.PowerChecks}
 }
 
 // ObserveFencingPhase records a FencingRequest entering phase, created at
@@ -134,5 +143,12 @@ func (m *Metrics) SetLyingFence(node string, lying bool) {
 func (m *Metrics) ObserveLyingFenceCaught() {
 	if m != nil {
 		m.LyingFencesCaught.Inc()
+	}
+}
+
+// ObservePowerCheck counts a power check asked.
+func (m *Metrics) ObservePowerCheck() {
+	if m != nil {
+		m.PowerChecks.Inc()
 	}
 }

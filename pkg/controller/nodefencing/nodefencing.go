@@ -138,7 +138,7 @@ func New(cfg Config) (*Controller, error) {
 		paused:   map[string]bool{},
 	}
 	c.cached = view.Informers{Nodes: c.nodes, Leases: c.leases, VAs: vaInf.GetIndexer()}
-	c.fencingCached = view.FencingInformers{Requests: c.requests, RequestsByNode: requestNodeIndex, Policies: c.policies, Classes: c.classes}
+	c.fencingCached = view.FencingInformers{Requests: c.requests, RequestsByNode: requestNodeIndex, Policies: c.policies, Classes: c.classes, Targets: fv.FenceTargets().Lister()}
 	c.queue = nodequeue.New(Name, c.sync)
 	c.renewals = renewals.NewTracker(func() time.Time { return c.now() })
 	if _, err := leaseInf.Informer().AddEventHandler(c.renewals); err != nil {
@@ -183,7 +183,30 @@ func (c *Controller) addHandlers(vaInf, reqInf cache.SharedIndexInformer) error 
 	}); err != nil {
 		return err
 	}
-	return nodequeue.AddHandler(fv.FenceClasses().Informer(), "FenceClass", all)
+	if err := nodequeue.AddHandler(fv.FenceClasses().Informer(), "FenceClass", all); err != nil {
+		return err
+	}
+	// A FenceTarget is named after its node. Its creation or removal
+	// changes whether a power check can be asked; an answer to one brings
+	// the node back to its decision at once. The probe's other writes do
+	// not.
+	return nodequeue.AddHandler(fv.FenceTargets().Informer(), "FenceTarget", cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.enqueueTarget(obj) },
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*fencingv1alpha1.FenceTarget)
+			n, ok2 := cur.(*fencingv1alpha1.FenceTarget)
+			if ok1 && ok2 && powerCheckAnswered(o, n) {
+				c.queue.Enqueue(n.Name)
+			}
+		},
+		DeleteFunc: func(obj any) { c.enqueueTarget(obj) },
+	})
+}
+
+func (c *Controller) enqueueTarget(obj any) {
+	if t, ok := nodequeue.DeletedObject[*fencingv1alpha1.FenceTarget](obj); ok {
+		c.queue.Enqueue(t.Name)
+	}
 }
 
 // policySpecChanged calls enqueue unless cur is old with only its status

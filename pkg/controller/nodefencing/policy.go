@@ -87,7 +87,9 @@ func storageFence(p *fencingv1alpha1.FencePolicy) fencingv1alpha1.StorageFenceMo
 
 // DetectRules turns the policy's detection into detect.Rules.
 func DetectRules(p *fencingv1alpha1.FencePolicy) detect.Rules {
-	r := detect.Rules{Selector: Selector(p), LeaseStaleAfter: duration(p.Spec.Detection.LeaseStaleAfter, detect.DefaultLeaseStaleAfter)}
+	r := detect.Rules{Selector: Selector(p), LeaseStaleAfter: duration(p.Spec.Detection.LeaseStaleAfter, detect.DefaultLeaseStaleAfter),
+		// Empty is the default (a policy stored before the field existed).
+		PowerCheck: p.Spec.Detection.PowerCheck != fencingv1alpha1.PowerCheckNever}
 	for _, c := range p.Spec.Detection.UnhealthyConditions {
 		r.Conditions = append(r.Conditions, detect.ConditionRule{Type: v1.NodeConditionType(c.Type), Status: v1.ConditionStatus(c.Status), Duration: c.Duration.Duration})
 	}

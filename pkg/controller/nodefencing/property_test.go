@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -77,6 +78,9 @@ func randomPolicy(r *rand.Rand) *fencingv1alpha1.FencePolicy {
 	if r.IntN(3) == 0 {
 		opts = append(opts, testobj.MaxAttempts(int32(r.IntN(4))))
 	}
+	if r.IntN(4) == 0 {
+		opts = append(opts, testobj.PowerCheck(fencingv1alpha1.PowerCheckNever))
+	}
 	switch r.IntN(3) {
 	case 0:
 		opts = append(opts, testobj.Levels(testobj.FenceLevel(1, "bmc"), testobj.FenceLevel(2, "pdu-a", "pdu-b")))
@@ -119,12 +123,29 @@ func randomRequest(r *rand.Rand) *fencingv1alpha1.FencingRequest {
 	return testobj.FencingRequest("n1", append(opts, testobj.Attempts(as...))...)
 }
 
+// randomTarget draws the node's FenceTarget: a power check asked and
+// answered for the Lease's renewal, for another one, or not at all.
+func randomTarget(r *rand.Rand, lease *coordinationv1.Lease) *fencingv1alpha1.FenceTarget {
+	tokens := []string{"", detect.PowerCheckToken(lease), "uid-old/1"}
+	var opts []testobj.TargetOption
+	if ask := pick(r, tokens...); ask != "" {
+		opts = append(opts, testobj.PowerCheckAsked(ask))
+	}
+	if answer := pick(r, tokens...); answer != "" {
+		opts = append(opts, testobj.PowerCheckAnswered(answer, pick(r, off, off, fencingv1alpha1.PowerStateOn, fencingv1alpha1.PowerStateUnknown)))
+	}
+	return testobj.FenceTarget("n1", opts...)
+}
+
 // randomInput draws every input of Decide.
 func randomInput(r *rand.Rand) Input {
 	in := Input{Node: randomNode(r), Policy: randomPolicy(r), Request: randomRequest(r), VolumeAttachments: max(0, r.IntN(4)-2), Now: propNow}
 	if r.IntN(4) > 0 {
 		in.Lease = testobj.Lease("n1", propNow.Add(-time.Duration(r.IntN(90000))*time.Millisecond))
 		in = seenAtRenewal(in)
+	}
+	if r.IntN(3) > 0 {
+		in.Target = randomTarget(r, in.Lease)
 	}
 	if r.IntN(8) == 0 {
 		in.PolicyProblem = "FencePolicy p has no level"
@@ -210,6 +231,12 @@ func TestDecideProperties(t *testing.T) {
 			if in.Request != nil || in.Node == nil || !usable || in.Blocked != "" ||
 				!detect.Unhealthy(in.Node, in.renewal(), DetectRules(in.Policy), in.Now).Candidate {
 				fail("a request created without an open-request-free, unblocked candidate node and a usable policy")
+			}
+		case StepCheckPower:
+			if in.Request != nil || in.Node == nil || !usable || in.Target == nil || in.Lease == nil ||
+				in.Target.Annotations[names.PowerCheckAnnotation] == detect.PowerCheckToken(in.Lease) ||
+				!detect.Suspect(in.renewal(), in.Now) {
+				fail("a power check asked with an open request, without a usable policy, a FenceTarget or a missed renewal, or asked twice for one renewal")
 			}
 		case StepTriage:
 			if (phase != "" && phase != pending) || !usable {

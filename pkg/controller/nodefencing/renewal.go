@@ -5,13 +5,26 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
 )
 
 // renewal is the input's Lease with when the controller observed its
 // renewal, as detect judges it.
 func (in Input) renewal() detect.Renewal {
-	return detect.Renewal{Lease: in.Lease, ObservedAt: in.LeaseObserved}
+	return detect.Renewal{Lease: in.Lease, ObservedAt: in.LeaseObserved, PowerOff: PoweredOff(in.Target, in.Lease)}
+}
+
+// PoweredOff reports whether target answers a power check asked for the
+// Lease's current renewal with Off: the fence agent read every endpoint
+// Off after the ask, so after the renewal was missed.
+func PoweredOff(target *fencingv1alpha1.FenceTarget, lease *coordinationv1.Lease) bool {
+	token := detect.PowerCheckToken(lease)
+	if target == nil || token == "" || target.Status.PowerCheck == nil {
+		return false
+	}
+	a := target.Status.PowerCheck
+	return a.Token == token && a.PowerState == fencingv1alpha1.PowerStateOff
 }
 
 // observed is when the controller first saw the Lease's current renewal,

@@ -213,17 +213,17 @@ func TestSyncCreateRechecksTheLease(t *testing.T) {
 	}
 	// No Lease renewal enqueues the node: the fresh decision's recheck is
 	// what looks at it again if it goes silent now.
-	if after != 20*time.Second {
-		t.Errorf("Sync after the fresh Lease kept the request back = recheck after %s, want 20s (when that renewal goes stale)", after)
+	if after != 12500*time.Millisecond {
+		t.Errorf("Sync after the fresh Lease kept the request back = recheck after %s, want 12.5s (when the node misses its next renewal)", after)
 	}
 }
 
-// A healthy node: no request, and a recheck when its Lease may go stale.
+// A healthy node: no request, and a recheck when it may miss its renewal.
 func TestSyncHealthyNode(t *testing.T) {
 	now := testobj.Epoch
 	e := newEnv(t, now, cluster(now, nil)...)
-	if after := e.sync("n2"); after != 20*time.Second {
-		t.Errorf("Sync of a node whose Lease was just renewed = recheck after %s, want 20s", after)
+	if after := e.sync("n2"); after != 12500*time.Millisecond {
+		t.Errorf("Sync of a node whose Lease was just renewed = recheck after %s, want 12.5s", after)
 	}
 	if rs := e.requests("n2"); len(rs) != 0 {
 		t.Errorf("healthy node got requests: %+v", rs)

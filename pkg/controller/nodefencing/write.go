@@ -218,6 +218,9 @@ func (c *Controller) freshInput(ctx context.Context, nodeName string, node *v1.N
 	if err := c.freshRequest(ctx, &in, nodeName, r); err != nil {
 		return in, err
 	}
+	if in.Target, err = c.freshTarget(ctx, nodeName); err != nil {
+		return in, err
+	}
 	if freshVAs {
 		vas, err := view.API{Client: c.cfg.Actuator.Client}.VolumeAttachmentsOnNode(ctx, nodeName)
 		if err != nil {
@@ -226,6 +229,18 @@ func (c *Controller) freshInput(ctx context.Context, nodeName string, node *v1.N
 		in.VolumeAttachments = len(vas)
 	}
 	return in, c.resolve(&in)
+}
+
+// freshTarget reads the node's FenceTarget (nil when it has none).
+func (c *Controller) freshTarget(ctx context.Context, name string) (*fencingv1alpha1.FenceTarget, error) {
+	t, err := c.cfg.Client.FencingV1alpha1().FenceTargets().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading FenceTarget %s: %w", name, err)
+	}
+	return t, nil
 }
 
 func (c *Controller) freshLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {

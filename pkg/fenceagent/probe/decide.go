@@ -49,11 +49,13 @@ type Decision struct {
 }
 
 // Decide turns the results of one probe into the target's next status.
-// It writes when the condition, the power state or the observed generation
-// changed, or, when nothing did, when the last probe time is at least
-// interval old, so an unchanged target is written at most once per
-// interval.
-func Decide(old fencingv1alpha1.FenceTargetStatus, generation int64, results []EndpointResult, now time.Time, interval time.Duration) Decision {
+// ask is the power check asked on the target when the probe began (its
+// annotation's value, "" for none): the state read answers it, since every
+// read was made after the ask was seen. It writes when the condition, the
+// power state, the answer or the observed generation changed, or, when
+// nothing did, when the last probe time is at least interval old, so an
+// unchanged target is written at most once per interval.
+func Decide(old fencingv1alpha1.FenceTargetStatus, generation int64, ask string, results []EndpointResult, now time.Time, interval time.Duration) Decision {
 	reason, message := summarize(results)
 	status := metav1.ConditionTrue
 	if reason != devices.ReasonReachable {
@@ -62,6 +64,9 @@ func Decide(old fencingv1alpha1.FenceTargetStatus, generation int64, results []E
 	next := *old.DeepCopy()
 	next.ObservedGeneration = generation
 	next.PowerState = powerState(results)
+	if ask != "" {
+		next.PowerCheck = &fencingv1alpha1.FencePowerCheck{Token: ask, PowerState: next.PowerState}
+	}
 	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
 		Type: fencingv1alpha1.FenceTargetReachable, Status: status, Reason: reason, Message: message,
 		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),

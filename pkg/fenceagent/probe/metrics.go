@@ -16,6 +16,9 @@ type Metrics struct {
 	// Duration is how long one endpoint's power-status query took, by
 	// method.
 	Duration *prometheus.HistogramVec
+	// PowerChecks counts the power checks answered, by the power state
+	// read (Off, On, Unknown).
+	PowerChecks *prometheus.CounterVec
 }
 
 // NewMetrics registers the probe's metrics on reg.
@@ -34,8 +37,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Duration of one endpoint's power-status query, by method.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"method"}),
+		PowerChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenceline_fence_agent_power_checks_total",
+			Help: "Power checks asked by fenceline-controller for a node that missed a Lease renewal, answered, by the power state read.",
+		}, []string{"power_state"}),
 	}
-	for _, c := range []prometheus.Collector{m.Probes, m.Reachable, m.Duration} {
+	for _, c := range []prometheus.Collector{m.Probes, m.Reachable, m.Duration, m.PowerChecks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering fence agent metrics: %w", err)
 		}

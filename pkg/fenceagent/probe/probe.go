@@ -3,7 +3,10 @@
 // its power status, read-only, and writes the Reachable condition, the
 // power state and the probe time to the target's status, so that a broken
 // fencing device (a changed password, a dead BMC, a wrong address) shows
-// before the node it guards dies. It never powers anything off or on.
+// before the node it guards dies. A power check asked on a target (the
+// fenceline.io/power-check annotation, written by fenceline-controller when
+// the node misses a Lease renewal) is probed at once and answered in
+// status.powerCheck. It never powers anything off or on.
 package probe
 
 import (
@@ -29,6 +32,7 @@ import (
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions/fencing/v1alpha1"
 	fencinglisters "fenceline.io/fenceline/pkg/generated/listers/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/names"
 )
 
 // Name is the controller's name in logs and workqueue metrics.
@@ -114,20 +118,29 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// targetHandler enqueues a target when it is added, deleted or its spec
-// changes; the probe's own status writes do not enqueue it.
+// targetHandler enqueues a target when it is added, deleted, its spec
+// changes or a power check is asked that is not answered yet; the probe's
+// own status writes do not enqueue it. An ask is probed at once, whatever
+// the interval.
 func (c *Controller) targetHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: c.queue.Enqueue,
 		UpdateFunc: func(old, cur any) {
 			o, ok1 := old.(*fencingv1alpha1.FenceTarget)
 			n, ok2 := cur.(*fencingv1alpha1.FenceTarget)
-			if !ok1 || !ok2 || o.Generation != n.Generation {
+			if !ok1 || !ok2 || o.Generation != n.Generation || Unanswered(n) {
 				c.queue.Enqueue(cur)
 			}
 		},
 		DeleteFunc: c.queue.Enqueue,
 	}
+}
+
+// Unanswered reports whether t carries a power-check ask that its status
+// does not answer yet.
+func Unanswered(t *fencingv1alpha1.FenceTarget) bool {
+	ask := t.Annotations[names.PowerCheckAnnotation]
+	return ask != "" && (t.Status.PowerCheck == nil || t.Status.PowerCheck.Token != ask)
 }
 
 // dependentHandler enqueues the targets for which refers(target, obj). A
@@ -188,9 +201,14 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("getting FenceTarget %s: %w", name, err)
 	}
+	ask := t.Annotations[names.PowerCheckAnnotation]
 	results := c.probe(ctx, t)
-	d := Decide(t.Status, t.Generation, results, c.cfg.Now(), c.cfg.Interval)
+	d := Decide(t.Status, t.Generation, ask, results, c.cfg.Now(), c.cfg.Interval)
 	c.observe(t, d)
+	if Unanswered(t) {
+		c.cfg.Metrics.PowerChecks.WithLabelValues(string(d.Status.PowerState)).Inc()
+		logger.V(2).Info("Answered a power check", "token", ask, "powerState", d.Status.PowerState, "reason", d.Reason)
+	}
 	if d.Write {
 		cp := t.DeepCopy()
 		cp.Status = d.Status

@@ -38,6 +38,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.FencePolicySpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FencePolicyStatus"):
 		return &fencingv1alpha1.FencePolicyStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FencePowerCheck"):
+		return &fencingv1alpha1.FencePowerCheckApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FenceRate"):
 		return &fencingv1alpha1.FenceRateApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FenceRecovery"):

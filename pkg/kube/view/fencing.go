@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
@@ -19,6 +20,9 @@ type Fencing interface {
 	FencePolicies(ctx context.Context) ([]*fencingv1alpha1.FencePolicy, error)
 	// FenceClasses returns every FenceClass.
 	FenceClasses(ctx context.Context) ([]*fencingv1alpha1.FenceClass, error)
+	// FenceTarget returns the node's FenceTarget (named after the node),
+	// nil when it has none.
+	FenceTarget(ctx context.Context, node string) (*fencingv1alpha1.FenceTarget, error)
 }
 
 // FencingInformers is Fencing over the fencing API's informer caches.
@@ -28,6 +32,7 @@ type FencingInformers struct {
 	RequestsByNode string
 	Policies       fencinglisters.FencePolicyLister
 	Classes        fencinglisters.FenceClassLister
+	Targets        fencinglisters.FenceTargetLister
 }
 
 var _ Fencing = FencingInformers{}
@@ -63,4 +68,17 @@ func (f FencingInformers) FenceClasses(context.Context) ([]*fencingv1alpha1.Fenc
 		return nil, fmt.Errorf("listing FenceClasses: %w", err)
 	}
 	return out, nil
+}
+
+// FenceTarget returns the cached FenceTarget of node, nil when there is
+// none.
+func (f FencingInformers) FenceTarget(_ context.Context, node string) (*fencingv1alpha1.FenceTarget, error) {
+	t, err := f.Targets.Get(node)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("getting FenceTarget %s: %w", node, err)
+	}
+	return t, nil
 }

@@ -4,10 +4,13 @@
 // a whole allows it). It is pure: no I/O, the time is passed in.
 //
 // A node is a candidate when its kubelet's Lease has not been renewed for
-// Rules.LeaseStaleAfter, or when one of the optional condition rules holds
-// for its duration. Never a candidate: a node the policy does not select, a
-// node labelled ExcludeLabel, and a node that reports Ready=True while its
-// Lease is not stale, whatever a condition rule says (see Unhealthy).
+// Rules.LeaseStaleAfter, when it missed a renewal and its fence devices
+// read Off in a power check asked for that renewal (Rules.PowerCheck), or
+// when one of the optional condition rules holds for its duration. Never a
+// candidate: a node the policy does not select, a node labelled
+// ExcludeLabel, and a node that reports Ready=True while its Lease is not
+// stale and its power was not read Off, whatever a condition rule says (see
+// Unhealthy).
 //
 // Clocks: spec.renewTime of a node Lease is written by the kubelet from the
 // node's own clock, so it is never compared with the controller's. A Lease
@@ -50,6 +53,9 @@ const (
 
 	// ReasonLeaseExpired is Verdict.Reason for a stale Lease.
 	ReasonLeaseExpired = "LeaseExpired"
+	// ReasonPowerOffObserved is Verdict.Reason for a node that missed a
+	// renewal and whose fence devices then read Off.
+	ReasonPowerOffObserved = "PowerOffObserved"
 	// ReasonConditionRulePrefix prefixes Verdict.Reason for a condition
 	// rule, followed by the condition type (ConditionRule:Ready).
 	ReasonConditionRulePrefix = "ConditionRule:"
@@ -76,6 +82,10 @@ type Rules struct {
 	LeaseStaleAfter time.Duration
 	// Conditions are OR-ed; any one that holds makes a candidate.
 	Conditions []ConditionRule
+	// PowerCheck: a node that missed a renewal has its fence devices read
+	// (Verdict.CheckPower), and one they read Off for that renewal
+	// (Renewal.PowerOff) is a candidate.
+	PowerCheck bool
 }
 
 // Verdict is the outcome of Unhealthy.
@@ -95,6 +105,10 @@ type Verdict struct {
 	// requeue instead of polling. Zero: no change is pending; only an
 	// update of the Node or Lease can make it a candidate.
 	RecheckAfter time.Duration
+	// CheckPower, for a node that is not a candidate, says that it missed
+	// its Lease renewal under Rules.PowerCheck: its fence devices are to be
+	// read for that renewal (PowerCheckToken).
+	CheckPower bool
 }
 
 // Renewal is a node's kubelet Lease as the controller observed it.
@@ -107,6 +121,21 @@ type Renewal struct {
 	// a Lease counts as now: without an observation the Lease looks just
 	// renewed, the safe reading (no node is a candidate for want of one).
 	ObservedAt time.Time
+	// PowerOff: every fence device of the node read Off in a power check
+	// asked for this renewal (PowerCheckToken of Lease), read after the ask
+	// was made, so after the renewal was missed.
+	PowerOff bool
+}
+
+// PowerCheckToken names the renewal of lease that a power check is asked
+// for: a new renewal (or Lease) is another token, so an answer about an
+// earlier silence never counts for a later one. renewTime serves only as a
+// marker here, never as a time.
+func PowerCheckToken(lease *coordinationv1.Lease) string {
+	if lease == nil || lease.Spec.RenewTime == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d", lease.UID, lease.Spec.RenewTime.UnixNano())
 }
 
 // Snapshot is the Renewal of a reader without observation history (the
@@ -166,8 +195,12 @@ func MinLeaseStaleAfter(lease *coordinationv1.Lease) time.Duration {
 //     not change the verdict; a renewal observed less than the stale age
 //     ago is not stale, so a heartbeat gap shorter than the threshold never
 //     makes a candidate; at exactly the stale age it is;
+//   - under Rules.PowerCheck, a node that missed a renewal (Suspect) and
+//     whose fence devices read Off for it (Renewal.PowerOff) is a
+//     candidate, Ready or not: a machine without power writes nothing, and
+//     its Ready condition is only the API server's memory of it;
 //   - a node whose Ready condition is True while its Lease is not stale is
-//     never a candidate, whatever a condition rule says: its kubelet is
+//     never a candidate otherwise, whatever a condition rule says: its kubelet is
 //     alive and serving, its pods run and nothing waits for their volumes,
 //     so there is no failover to speed up and powering it off would only
 //     turn a degraded node into a dead one (that is remediation, not
@@ -186,14 +219,28 @@ func Unhealthy(node *v1.Node, renewal Renewal, rules Rules, now time.Time) Verdi
 			Message: fmt.Sprintf("Lease renewal last observed at %s (renewTime %s by the node's clock), stale since %s",
 				renewed.UTC().Format(time.RFC3339), renewal.Lease.Spec.RenewTime.UTC().Format(time.RFC3339), staleAt.UTC().Format(time.RFC3339))}
 	}
+	recheck := until(hasLease, staleAt, now)
+	checkPower := false
+	if rules.PowerCheck && hasLease {
+		suspectAt := renewed.Add(SuspectAfter(renewal.Lease))
+		switch {
+		case now.Before(suspectAt):
+			recheck = earliest(recheck, suspectAt.Sub(now))
+		case renewal.PowerOff:
+			return Verdict{Candidate: true, Reason: ReasonPowerOffObserved, Since: suspectAt,
+				Message: fmt.Sprintf("Lease renewal last observed at %s, missed since %s, and every fence device read the power Off since",
+					renewed.UTC().Format(time.RFC3339), suspectAt.UTC().Format(time.RFC3339))}
+		default:
+			checkPower = true
+		}
+	}
 	if nodeutil.IsReady(node) {
 		why := "node is Ready and has no Lease"
 		if hasLease {
 			why = "node is Ready and its Lease is fresh"
 		}
-		return Verdict{Message: why, RecheckAfter: until(hasLease, staleAt, now)}
+		return Verdict{Message: why, RecheckAfter: recheck, CheckPower: checkPower}
 	}
-	recheck := until(hasLease, staleAt, now)
 	for _, r := range rules.Conditions {
 		at, matches := ruleHoldsAt(node, r)
 		if !matches {
@@ -205,7 +252,7 @@ func Unhealthy(node *v1.Node, renewal Renewal, rules Rules, now time.Time) Verdi
 		}
 		recheck = earliest(recheck, at.Sub(now))
 	}
-	return Verdict{Message: "Lease not stale and no condition rule holds", RecheckAfter: recheck}
+	return Verdict{Message: "Lease not stale and no condition rule holds", RecheckAfter: recheck, CheckPower: checkPower}
 }
 
 // outOfScope reports nodes that are never candidates by selection.

@@ -47,7 +47,13 @@ func Suspect(renewal Renewal, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	return now.Sub(renewed) >= time.Duration(suspectFactor*float64(RenewInterval(renewal.Lease)))
+	return now.Sub(renewed) >= SuspectAfter(renewal.Lease)
+}
+
+// SuspectAfter is the Lease age at which its node has missed a renewal:
+// 1.25 renew intervals (12.5 s with the default 40 s Lease).
+func SuspectAfter(lease *coordinationv1.Lease) time.Duration {
+	return time.Duration(suspectFactor * float64(RenewInterval(lease)))
 }
 
 // SettleDelay is how long a candidate of a stale Lease (ReasonLeaseExpired)

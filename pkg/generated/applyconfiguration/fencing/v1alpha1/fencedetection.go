@@ -22,6 +22,14 @@ type FenceDetectionApplyConfiguration struct {
 	UnhealthyConditions []UnhealthyConditionApplyConfiguration `json:"unhealthyConditions,omitempty"`
 	// Approval is Automatic or Manual.
 	Approval *fencingv1alpha1.ApprovalMode `json:"approval,omitempty"`
+	// PowerCheck is whether a node that misses a Lease renewal has its
+	// fence devices read at once (read-only, through the fence agent):
+	// OnMissedRenewal (the default) makes a node whose every device reads
+	// Off for that missed renewal a candidate without waiting for
+	// leaseStaleAfter (reason PowerOffObserved); a node that reads On, or a
+	// device that does not answer, takes the normal path. Never turns the
+	// reads off.
+	PowerCheck *fencingv1alpha1.PowerCheckMode `json:"powerCheck,omitempty"`
 }
 
 // FenceDetectionApplyConfiguration constructs a declarative configuration of the FenceDetection type for use with
@@ -56,5 +64,13 @@ func (b *FenceDetectionApplyConfiguration) WithUnhealthyConditions(values ...*Un
 // If called multiple times, the Approval field is set to the value of the last call.
 func (b *FenceDetectionApplyConfiguration) WithApproval(value fencingv1alpha1.ApprovalMode) *FenceDetectionApplyConfiguration {
 	b.Approval = &value
+	return b
+}
+
+// WithPowerCheck sets the PowerCheck field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PowerCheck field is set to the value of the last call.
+func (b *FenceDetectionApplyConfiguration) WithPowerCheck(value fencingv1alpha1.PowerCheckMode) *FenceDetectionApplyConfiguration {
+	b.PowerCheck = &value
 	return b
 }

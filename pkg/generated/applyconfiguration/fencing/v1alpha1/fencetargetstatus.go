@@ -21,6 +21,10 @@ type FenceTargetStatusApplyConfiguration struct {
 	PowerState *fencingv1alpha1.PowerState `json:"powerState,omitempty"`
 	// LastProbeTime is when the last probe ended.
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+	// PowerCheck answers the last power check asked with the annotation
+	// fenceline.io/power-check: the fence agent read every endpoint after
+	// it saw the ask.
+	PowerCheck *FencePowerCheckApplyConfiguration `json:"powerCheck,omitempty"`
 }
 
 // FenceTargetStatusApplyConfiguration constructs a declarative configuration of the FenceTargetStatus type for use with
@@ -63,5 +67,13 @@ func (b *FenceTargetStatusApplyConfiguration) WithPowerState(value fencingv1alph
 // If called multiple times, the LastProbeTime field is set to the value of the last call.
 func (b *FenceTargetStatusApplyConfiguration) WithLastProbeTime(value metav1.Time) *FenceTargetStatusApplyConfiguration {
 	b.LastProbeTime = &value
+	return b
+}
+
+// WithPowerCheck sets the PowerCheck field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PowerCheck field is set to the value of the last call.
+func (b *FenceTargetStatusApplyConfiguration) WithPowerCheck(value *FencePowerCheckApplyConfiguration) *FenceTargetStatusApplyConfiguration {
+	b.PowerCheck = value
 	return b
 }
