@@ -10,6 +10,9 @@
 //     defaults, Fenceline's shipped FencePolicy and FenceClass): the node
 //     stops heartbeating, node-fencing has it powered off through its BMC,
 //     measured until every replacement runs attached, each detach fenced.
+//     BenchmarkFailoverNoHumanPowerLoss: the node loses its power instead
+//     (its BMC reads Off), seen at its first missed Lease renewal through a
+//     read of its BMC (detection.powerCheck).
 //     BenchmarkFailoverNoHumanUpstream watches upstream at the same timings
 //     (one long run, off unless FENCELINE_BENCH_UPSTREAM_WATCH is set).
 //   - BenchmarkAttachThroughput: N VolumeAttachments attached and then

@@ -107,7 +107,14 @@ const (
 // reads Off back, the node is put out of service, and the benchmark
 // measures until every replacement is Running with its volume attached,
 // each old volume detached with fence=true first.
-func BenchmarkFailoverNoHuman(b *testing.B) { benchNoHuman(b, false) }
+func BenchmarkFailoverNoHuman(b *testing.B) { benchNoHuman(b, false, lossHang) }
+
+// BenchmarkFailoverNoHumanPowerLoss is BenchmarkFailoverNoHuman with the
+// node losing its power instead of hanging: its BMC reads Off from the
+// cut. At its first missed Lease renewal node-fencing has the fence agent
+// read the BMC (FencePolicy detection.powerCheck, on by default), and a
+// node read Off is fenced without waiting for its Lease to go stale.
+func BenchmarkFailoverNoHumanPowerLoss(b *testing.B) { benchNoHuman(b, false, lossPower) }
 
 // BenchmarkFailoverNoHumanRealKubelet is BenchmarkFailoverNoHuman with the
 // lost node run by a real kubelet on a fake container runtime (package
@@ -119,13 +126,24 @@ func BenchmarkFailoverNoHumanRealKubelet(b *testing.B) {
 	if err := realkubelet.Available(); err != nil {
 		b.Skip(err)
 	}
-	benchNoHuman(b, true)
+	benchNoHuman(b, true, lossHang)
 }
+
+// nodeLoss is how the benchmark's node is lost.
+type nodeLoss string
+
+const (
+	// lossHang: the node stops heartbeating and keeps running (a hang or
+	// a partition); its BMC reads On.
+	lossHang nodeLoss = "hang"
+	// lossPower: the node loses its power; its BMC reads Off.
+	lossPower nodeLoss = "power loss"
+)
 
 // realBenchNode is the real-kubelet node of the real-kubelet row.
 const realBenchNode = "node-c"
 
-func benchNoHuman(b *testing.B, onReal bool) {
+func benchNoHuman(b *testing.B, onReal bool, loss nodeLoss) {
 	s := benchSetup(b)
 	for _, bin := range []string{"fenceline-controller", "fenceline-fence-agent"} {
 		if _, err := cluster.Binary(bin); err != nil {
@@ -137,7 +155,7 @@ func benchNoHuman(b *testing.B, onReal bool) {
 		for rep := 1; rep <= s.NoHumanReps; rep++ {
 			ctx, cancel := context.WithTimeout(context.Background(), repetitionDeadline)
 			start := time.Now()
-			run, err := runNoHuman(ctx, s, onReal)
+			run, err := runNoHuman(ctx, s, onReal, loss)
 			cancel()
 			if err != nil {
 				b.Fatalf("no-human repetition %d: %v", rep, err)
@@ -150,6 +168,9 @@ func benchNoHuman(b *testing.B, onReal bool) {
 		}
 		report := newNoHumanReport(s, runs)
 		name, what := fmt.Sprintf("failover-nohuman-%dpods", s.Pods), fmt.Sprintf("%d pods over 3 nodes", s.Pods)
+		if loss == lossPower {
+			name, what = fmt.Sprintf("failover-nohuman-powerloss-%dpods", s.Pods), fmt.Sprintf("%d pods over 3 nodes, the node losing its power", s.Pods)
+		}
 		if onReal {
 			name = fmt.Sprintf("failover-nohuman-realkubelet-%dpods", max(1, s.Pods/3))
 			what = fmt.Sprintf("%d pods on a real-kubelet node (a third of %d, as the busiest of three nodes), replaced on 2 KWOK nodes", max(1, s.Pods/3), s.Pods)
@@ -233,7 +254,7 @@ func productionTimings(s settings) map[string]string {
 }
 
 // runNoHuman runs one repetition on a fresh cluster at production timings.
-func runNoHuman(ctx context.Context, s settings, onReal bool) (noHumanRun, error) {
+func runNoHuman(ctx context.Context, s settings, onReal bool, loss nodeLoss) (noHumanRun, error) {
 	var run noHumanRun
 	copts := cluster.Options{
 		ControllerManager: true, Scheduler: true, KWOK: true,
@@ -279,7 +300,7 @@ func runNoHuman(ctx context.Context, s settings, onReal bool) (noHumanRun, error
 			// As many as the busiest of three nodes holds in the KWOK row.
 			pods = max(1, s.Pods/3)
 		}
-		return noHumanFailover(ctx, w, setup, pods, pin, &run)
+		return noHumanFailover(ctx, w, setup, pods, pin, loss, &run)
 	})
 	return run, err
 }
@@ -328,9 +349,9 @@ func setUpShippedFencing(ctx context.Context, w *world.World) (*world.FencingSet
 	return setup, nil
 }
 
-// noHumanFailover deploys the StatefulSet, stops the heartbeats of the
-// busiest node and records the failover into run.
-func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSetup, pods int, pin string, run *noHumanRun) error {
+// noHumanFailover deploys the StatefulSet, loses the busiest node as loss
+// says and records the failover into run.
+func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSetup, pods int, pin string, loss nodeLoss, run *noHumanRun) error {
 	rec, v, err := deployForNoHuman(ctx, w, pods, pin)
 	if err != nil {
 		return err
@@ -353,7 +374,7 @@ func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSe
 		return err
 	}
 	t0 := time.Now()
-	if err := w.Partition(ctx, v.Node); err != nil {
+	if err := loseNode(ctx, w, setup, v.Node, loss); err != nil {
 		return err
 	}
 	var p progress
@@ -388,6 +409,18 @@ func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSe
 	}
 	run.LeaderChanges = after - transitions
 	return nil
+}
+
+// loseNode loses node: a hang (partition) or a power loss.
+func loseNode(ctx context.Context, w *world.World, setup *world.FencingSetup, node string, loss nodeLoss) error {
+	if loss == lossPower {
+		bmc := setup.BMCs[node]
+		if bmc == nil {
+			return fmt.Errorf("no BMC for %s", node)
+		}
+		return bmc.PowerLoss(ctx)
+	}
+	return w.Partition(ctx, node)
 }
 
 // controllerLeaderTransitions reads leaseTransitions of fenceline-controller's
