@@ -25,6 +25,7 @@ import (
 	"fenceline.io/fenceline/pkg/fenceagent/devices"
 	fencingfake "fenceline.io/fenceline/pkg/generated/clientset/versioned/fake"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
+	"fenceline.io/fenceline/pkg/names"
 	bmc "fenceline.io/fenceline/test/bmc/redfish"
 )
 
@@ -255,5 +256,42 @@ func TestSyncMissingClassAndDeletedTarget(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(f.metrics.Reachable); n != 0 {
 		t.Errorf("%d reachable series left for a deleted target", n)
+	}
+}
+
+// TestPowerCheckProbedAtOnce: with the controller running and an hour
+// between probes, a power check asked on a target is probed at once and
+// answered with the state read after the ask; a second ask is answered
+// anew.
+func TestPowerCheckProbedAtOnce(t *testing.T) {
+	f := newFixture(t)
+	go f.ctrl.Run(f.ctx, 1)
+	f.waitFor(t, "the first probe", func() bool { return f.statusWrites() == 1 })
+	ask := func(token string) {
+		t.Helper()
+		ft, err := f.fencing.FencingV1alpha1().FenceTargets().Get(f.ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ft.Annotations = map[string]string{names.PowerCheckAnnotation: token}
+		if _, err := f.fencing.FencingV1alpha1().FenceTargets().Update(f.ctx, ft, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answered := func(token string, want fencingv1alpha1.PowerState) {
+		t.Helper()
+		f.waitFor(t, "the answer to "+token, func() bool {
+			ft, err := f.fencing.FencingV1alpha1().FenceTargets().Get(f.ctx, "node-1", metav1.GetOptions{})
+			return err == nil && ft.Status.PowerCheck != nil && *ft.Status.PowerCheck == fencingv1alpha1.FencePowerCheck{Token: token, PowerState: want}
+		})
+	}
+	f.bmc.SetPowerState("1", "Off")
+	ask("t1")
+	answered("t1", fencingv1alpha1.PowerStateOff)
+	f.bmc.SetPowerState("1", "On")
+	ask("t2")
+	answered("t2", fencingv1alpha1.PowerStateOn)
+	if got := testutil.ToFloat64(f.metrics.PowerChecks.WithLabelValues("Off")); got != 1 {
+		t.Errorf("power checks answered Off: %v, want 1", got)
 	}
 }
