@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -26,6 +27,7 @@ import (
 	"fenceline.io/fenceline/pkg/attacher/csiclient"
 	"fenceline.io/fenceline/pkg/attacher/metrics"
 	"fenceline.io/fenceline/pkg/component/keyloop"
+	"fenceline.io/fenceline/pkg/kube/freshread"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -105,6 +107,11 @@ type Controller struct {
 	pvQueue *keyloop.Loop[string]
 
 	track tracker
+
+	// nodeReads and driverReads share the fresh reads that confirm plain
+	// detaches (freshNode, freshDriver).
+	nodeReads   freshread.Group[*v1.Node]
+	driverReads freshread.Group[*storagev1.CSIDriver]
 }
 
 // New wires a Controller to the informers of factory. Call factory.Start

@@ -218,29 +218,36 @@ func (c *Controller) finishDetach(ctx context.Context, va *storagev1.VolumeAttac
 	return nil
 }
 
-// freshNode reads the Node from the API server; nil when it is gone.
+// freshNode reads the Node from the API server; nil when it is gone. The
+// detaches of one node that confirm at the same time share a read that
+// started after each of them asked (freshread): a burst of plain detaches
+// from one node costs two reads, not one each.
 func (c *Controller) freshNode(ctx context.Context, name string) (*v1.Node, error) {
-	node, err := c.cfg.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read node %q to confirm a plain detach: %w", name, err)
-	}
-	return node, nil
+	return c.nodeReads.Read(ctx, name, func(ctx context.Context) (*v1.Node, error) {
+		node, err := c.cfg.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read node %q to confirm a plain detach: %w", name, err)
+		}
+		return node, nil
+	})
 }
 
 // freshDriver reads the driver's CSIDriver from the API server; nil when the
-// cluster has none.
+// cluster has none. Shared as freshNode's reads are.
 func (c *Controller) freshDriver(ctx context.Context) (*storagev1.CSIDriver, error) {
-	d, err := c.cfg.Client.StorageV1().CSIDrivers().Get(ctx, c.cfg.DriverName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read CSIDriver %q to confirm a plain detach: %w", c.cfg.DriverName, err)
-	}
-	return d, nil
+	return c.driverReads.Read(ctx, c.cfg.DriverName, func(ctx context.Context) (*storagev1.CSIDriver, error) {
+		d, err := c.cfg.Client.StorageV1().CSIDrivers().Get(ctx, c.cfg.DriverName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read CSIDriver %q to confirm a plain detach: %w", c.cfg.DriverName, err)
+		}
+		return d, nil
+	})
 }
 
 // detachVolume finds the volume handle and unpublish secrets from the PV.
