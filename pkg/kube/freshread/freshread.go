@@ -35,7 +35,7 @@ type call[T any] struct {
 	// callers counts who shares the read.
 	callers int
 	val     T
-	err  error
+	err     error
 }
 
 // Read returns the result of read for key, made by a read that started
