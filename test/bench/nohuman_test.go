@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -274,6 +275,12 @@ func runNoHuman(ctx context.Context, s settings, onReal bool, loss nodeLoss) (no
 			// grace; here it is upstream's 50 s again, the flag's default.
 			ControllerArgs: []string{"--force-eviction-ready-grace=" + forceeviction.DefaultReadyGrace.String()},
 			WriteInterval:  benchWriteInterval,
+		}
+		// FENCELINE_BENCH_CONTROLLER_V raises fenceline-controller's log
+		// verbosity (5 logs every idle decision with its recheck), to look
+		// into a slow detection with FENCELINE_BENCH_KEEP_LOGS.
+		if v := os.Getenv("FENCELINE_BENCH_CONTROLLER_V"); v != "" {
+			opts.ControllerArgs = append(opts.ControllerArgs, "--v="+v)
 		}
 		if onReal {
 			opts.Nodes, opts.RealKubelets = []string{"node-a", "node-b"}, []string{realBenchNode}
