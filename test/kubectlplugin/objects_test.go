@@ -133,8 +133,10 @@ func (s *scene) writeFencing() {
 			Levels: []fencingv1alpha1.FenceLevel{{Index: 1, FenceClassNames: []string{"bmc"}}}, Recovery: fencingv1alpha1.FenceRecovery{Unfence: "Manual"}},
 	}, metav1.CreateOptions{})
 	s.must(err, "creating FencePolicy manual")
-	s.request("dead-req", "dead", "workers", fencingv1alpha1.FencingPhaseFenced, -4*time.Minute)
+	// In the order status lists them (by creation, then name): created in
+	// two seconds or in one, back-req comes first either way.
 	s.request("back-req", "back", "manual", fencingv1alpha1.FencingPhaseRecovering, -10*time.Minute)
+	s.request("dead-req", "dead", "workers", fencingv1alpha1.FencingPhaseFenced, -4*time.Minute)
 }
 
 // request creates the controller's request for the node, in the phase,
