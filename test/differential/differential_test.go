@@ -154,6 +154,7 @@ func TestDifferential(t *testing.T) {
 	}
 	runDetaches(ctx, t, sides)
 	compare(ctx, t, sides)
+	compareCallCounts(t, sides)
 	t.Logf("differential run took %v", time.Since(start).Round(time.Second))
 }
 
@@ -335,5 +336,30 @@ func compare(ctx context.Context, t *testing.T, sides []*side) {
 			}
 		}
 		t.Logf("scenario %s: upstream %v", sc.name, up)
+	}
+}
+
+// compareCallCounts counts, per scenario, the successful
+// ControllerPublishVolume and ControllerUnpublishVolume calls each side's
+// driver received (calls collapses repeats; this counts them). A repeated
+// successful call is no harm to an idempotent driver but costs a call, and
+// upstream's users report duplicate unpublishes (external-attacher
+// #587): fenceline-attacher makes at most as many as upstream of each,
+// and exactly one successful unpublish per detach.
+func compareCallCounts(t *testing.T, sides []*side) {
+	t.Helper()
+	for _, sc := range scenarios {
+		for _, method := range []string{"ControllerPublishVolume", "ControllerUnpublishVolume"} {
+			up, ours := sides[0].okCalls(t, sc.name, method), sides[1].okCalls(t, sc.name, method)
+			if ours > up {
+				t.Errorf("scenario %s: fenceline-attacher made %d successful %s calls, upstream %d", sc.name, ours, method, up)
+			}
+			if method == "ControllerUnpublishVolume" && sc.detach != noDetach && ours > 1 {
+				t.Errorf("scenario %s: fenceline-attacher made %d successful %s calls for one detach, want 1", sc.name, ours, method)
+			}
+			if up != ours {
+				t.Logf("scenario %s: successful %s calls: upstream %d, fenceline %d", sc.name, method, up, ours)
+			}
+		}
 	}
 }

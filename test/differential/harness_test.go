@@ -295,6 +295,21 @@ func annotations(a map[string]string) string {
 	return strings.Join(out, ",")
 }
 
+// okCalls counts the successful calls of method the driver received for
+// the scenario's volume.
+func (s *side) okCalls(t *testing.T, sc, method string) int {
+	t.Helper()
+	vol, ok := s.volumes[sc]
+	if !ok {
+		return 0
+	}
+	recs, err := audit.ReadFile(s.drv.AuditPath())
+	if err != nil {
+		t.Fatalf("%s: read audit log: %v", s.label, err)
+	}
+	return audit.Count(recs, audit.Volume(vol), audit.Method(method), audit.OK())
+}
+
 // calls renders the driver's publish and unpublish calls of the scenario's
 // volume, in order.
 func (s *side) calls(t *testing.T, sc string) string {

@@ -348,12 +348,21 @@ func (c *Controller) noteWaiting(ctx context.Context, r *fencingv1alpha1.Fencing
 	if cond == "" {
 		return nil
 	}
-	changed := false
-	err := c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
-		changed = setConditionReason(s, cond, metav1.ConditionFalse, d.Reason, d.Why, now)
+	apply := func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
+		changed := setConditionReason(s, cond, metav1.ConditionFalse, d.Reason, d.Why, now)
 		if s.Phase == "" {
 			s.Phase, changed = fencingv1alpha1.FencingPhasePending, true
 		}
+		return changed
+	}
+	// A request that already says so costs no request to the API server:
+	// most syncs of a waiting request change nothing.
+	if !apply(r.Status.DeepCopy(), metav1.NewTime(c.now())) {
+		return nil
+	}
+	changed := false
+	err := c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
+		changed = apply(s, now)
 		return changed
 	})
 	if err == nil && changed {

@@ -90,6 +90,8 @@ type Controller struct {
 	renewals *renewals.Tracker
 	// life counts the signs of life of fenced nodes (JudgeFence).
 	life *lifeWatch
+	// storage remembers the fenced detaches of each node (reportStorage).
+	storage *storageWatch
 
 	// admitMu serialises admissions, so that two workers never both see a
 	// free concurrency slot; guards holds each policy's storm-guard state.
@@ -145,6 +147,9 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("adding node Lease renewal handler: %w", err)
 	}
 	if err := c.watchLife(leaseInf.Informer(), cfg.Informers.Core().V1().Nodes().Informer()); err != nil {
+		return nil, err
+	}
+	if err := c.watchStorage(vaInf); err != nil {
 		return nil, err
 	}
 	return c, c.addHandlers(vaInf, reqInf)
@@ -283,7 +288,11 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		return 0, err
 	}
 	d := Decide(in)
-	return c.act(ctx, in, d)
+	after, err := c.act(ctx, in, d)
+	if err != nil {
+		return after, err
+	}
+	return after, c.reportStorage(ctx, in)
 }
 
 // cancelDuplicates cancels every open request of the node other than the
