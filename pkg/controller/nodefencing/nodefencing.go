@@ -152,6 +152,9 @@ func New(cfg Config) (*Controller, error) {
 	if err := c.watchStorage(vaInf); err != nil {
 		return nil, err
 	}
+	if err := nodequeue.AddHandler(leaseInf.Informer(), "Lease (created or deleted)", leaseAppears(c.queue.Enqueue)); err != nil {
+		return nil, err
+	}
 	return c, c.addHandlers(vaInf, reqInf)
 }
 
@@ -212,6 +215,23 @@ func (c *Controller) enqueueTarget(obj any) {
 	if t, ok := nodequeue.DeletedObject[*fencingv1alpha1.FenceTarget](obj); ok {
 		c.queue.Enqueue(t.Name)
 	}
+}
+
+// leaseAppears enqueues a node whose Lease is created or deleted. A node
+// without a Lease is never a candidate by it and its decision returns no
+// recheck, and no renewal enqueues an unfenced node: without this, a
+// kubelet that creates its Lease after the node's last event (a node that
+// registered just before) would be looked at again only at its next Node
+// event, which for a node that dies is kube-controller-manager marking it
+// NotReady, 40-50 s later. Renewals themselves are not needed: the
+// recheck of each decision follows them.
+func leaseAppears(enqueue func(string)) cache.ResourceEventHandler {
+	on := func(obj any) {
+		if l, ok := nodequeue.DeletedObject[*coordinationv1.Lease](obj); ok && l.Namespace == v1.NamespaceNodeLease {
+			enqueue(l.Name)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: on, DeleteFunc: on}
 }
 
 // policySpecChanged calls enqueue unless cur is old with only its status

@@ -1,11 +1,13 @@
 package nodefencing
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/testobj"
@@ -134,5 +136,25 @@ func TestSyncPowerCheckNever(t *testing.T) {
 	}
 	if ask := e.target("n2").Annotations[names.PowerCheckAnnotation]; ask != "" {
 		t.Fatalf("a power check asked (%q) under powerCheck Never", ask)
+	}
+}
+
+// TestLeaseAppearsEnqueuesTheNode: a node Lease created or deleted
+// brings its node back to its decision (a node seen without a Lease has
+// no recheck); a Lease of another namespace, an update, or another object
+// does not.
+func TestLeaseAppearsEnqueuesTheNode(t *testing.T) {
+	var got []string
+	h := leaseAppears(func(n string) { got = append(got, n) })
+	lease := testobj.Lease("n1", testobj.Epoch)
+	other := testobj.Lease("n2", testobj.Epoch)
+	other.Namespace = "kube-system"
+	h.OnAdd(lease, false)
+	h.OnAdd(other, false)
+	h.OnUpdate(lease, lease)
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "kube-node-lease/n1", Obj: lease})
+	h.OnAdd(testobj.Node("n3"), false)
+	if want := []string{"n1", "n1"}; !slices.Equal(got, want) {
+		t.Fatalf("enqueued %v, want %v", got, want)
 	}
 }
