@@ -264,6 +264,11 @@ func requestStatus(r *fencingv1alpha1.FencingRequest) RequestStatus {
 	var latest *metav1.Condition
 	for i := range r.Status.Conditions {
 		c := &r.Status.Conditions[i]
+		if c.Type == fencingv1alpha1.FencingRequestStorageFenced {
+			// A report beside the lifecycle, written in the same sync as
+			// its notes: the message says where the request is.
+			continue
+		}
 		if latest == nil || !c.LastTransitionTime.Before(&latest.LastTransitionTime) {
 			latest = c
 		}
