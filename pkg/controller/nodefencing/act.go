@@ -355,16 +355,7 @@ func (c *Controller) noteWaiting(ctx context.Context, r *fencingv1alpha1.Fencing
 		}
 		return changed
 	}
-	// A request that already says so costs no request to the API server:
-	// most syncs of a waiting request change nothing.
-	if !apply(r.Status.DeepCopy(), metav1.NewTime(c.now())) {
-		return nil
-	}
-	changed := false
-	err := c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
-		changed = apply(s, now)
-		return changed
-	})
+	changed, err := c.noteStatus(ctx, r, apply)
 	if err == nil && changed {
 		klog.FromContext(ctx).Info("FencingRequest waits", "request", r.Name, "why", d.Why)
 		c.cfg.Recorder.Eventf(r, eventType(d.Reason), EventWaiting, "%s: %s", d.Reason, d.Why)

@@ -164,16 +164,7 @@ func (c *Controller) reportStorage(ctx context.Context, in Input) error {
 		}
 		return changed
 	}
-	// Most syncs change nothing: judged on the cached request first, so
-	// that they cost no request to the API server.
-	if !apply(r.Status.DeepCopy(), metav1.NewTime(c.now())) {
-		return nil
-	}
-	changed := false
-	err = c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
-		changed = apply(s, now)
-		return changed
-	})
+	changed, err := c.noteStatus(ctx, r, apply)
 	if err == nil && changed {
 		klog.FromContext(ctx).V(2).Info("Reported the storage fence", "request", r.Name, "storageFenced", status, "why", msg)
 	}

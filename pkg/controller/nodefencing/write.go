@@ -53,6 +53,23 @@ func (c *Controller) updateStatus(ctx context.Context, r *fencingv1alpha1.Fencin
 	return nil
 }
 
+// noteStatus is updateStatus for writes that only report (a waiting note,
+// the storage report): most syncs change nothing, so mutate is judged on
+// the cached request first and the API server is not asked when it changes
+// nothing there. It reports whether it wrote. Never for a write a decision
+// depends on: a lagging cache could hide it.
+func (c *Controller) noteStatus(ctx context.Context, r *fencingv1alpha1.FencingRequest, mutate func(*fencingv1alpha1.FencingRequestStatus, metav1.Time) bool) (bool, error) {
+	if !mutate(r.Status.DeepCopy(), metav1.NewTime(c.now())) {
+		return false, nil
+	}
+	changed := false
+	err := c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
+		changed = mutate(s, now)
+		return changed
+	})
+	return changed, err
+}
+
 // transition moves the request to phase to, if it is still in one of the
 // phases from (an empty phase counts as Pending), applying mutate in the
 // same write; then it records an Event and the metric. The phase is checked
