@@ -47,6 +47,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.IntVar(&o.MaxGRPCLogLength, "max-grpc-log-length", o.MaxGRPCLogLength, "The maximum amount of characters logged for every grpc responses. Defaults to no limit.")
 	// Fenceline's own; upstream has no such flag and records no Event.
 	fs.BoolVar(&o.AttachEvents, "attach-events", o.AttachEvents, "Record a Normal Attached Event on the VolumeAttachment for every successful attach. Off by default: the attach/detach controller records SuccessfulAttachVolume on the pod already, and every Event is a write to the API server.")
+	// Fenceline's own: the lanes that keep a failover ahead of routine
+	// work (docs/attacher.md, "Queues and lanes"). 0 takes upstream's
+	// flag of the same job, so a manifest without them gets its values.
+	fs.IntVar(&o.DetachWorkerThreads, "detach-worker-threads", o.DetachWorkerThreads, "Number of worker threads for routine detaches, which have a queue of their own. 0 (default) means --worker-threads.")
+	fs.IntVar(&o.FailoverWorkerThreads, "failover-worker-threads", o.FailoverWorkerThreads, "Number of worker threads for failover work (detaches from cut-off nodes and the attaches that replace them), which has a queue of its own. 0 (default) means --worker-threads.")
+	fs.Float64Var(&o.FailoverKubeAPIQPS, "failover-kube-api-qps", o.FailoverKubeAPIQPS, "QPS of the client that makes failover work's API requests, apart from --kube-api-qps so that routine work cannot use it up. 0 (default) means --kube-api-qps.")
+	fs.IntVar(&o.FailoverKubeAPIBurst, "failover-kube-api-burst", o.FailoverKubeAPIBurst, "Burst of the client that makes failover work's API requests. 0 (default) means --kube-api-burst.")
 	common, err := newCommonFlags()
 	if err != nil {
 		return nil, err

@@ -58,6 +58,16 @@ type Options struct {
 	RetryIntervalStart, RetryIntervalMax time.Duration
 	// WorkerThreads is --worker-threads.
 	WorkerThreads int
+	// DetachWorkerThreads and FailoverWorkerThreads are Fenceline's
+	// --detach-worker-threads and --failover-worker-threads: the workers of
+	// the detach and failover queues; 0 means WorkerThreads.
+	DetachWorkerThreads, FailoverWorkerThreads int
+	// FailoverKubeAPIQPS and FailoverKubeAPIBurst are Fenceline's
+	// --failover-kube-api-qps and --failover-kube-api-burst: the budget of
+	// the client failover work writes through; 0 means KubeAPIQPS and
+	// KubeAPIBurst.
+	FailoverKubeAPIQPS   float64
+	FailoverKubeAPIBurst int
 	// MaxEntries is --max-entries for ListVolumes.
 	MaxEntries int
 	// DefaultFSType is --default-fstype.
@@ -129,6 +139,19 @@ func (o Options) Validate() error {
 	}
 	if o.WorkerThreads <= 0 {
 		errs = append(errs, fmt.Errorf("--worker-threads must be greater than zero, got %d", o.WorkerThreads))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"--detach-worker-threads", float64(o.DetachWorkerThreads)},
+		{"--failover-worker-threads", float64(o.FailoverWorkerThreads)},
+		{"--failover-kube-api-qps", o.FailoverKubeAPIQPS},
+		{"--failover-kube-api-burst", float64(o.FailoverKubeAPIBurst)},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be 0 (the value of the flag without failover- or detach-) or more, got %v", f.name, f.v))
+		}
 	}
 	if err := o.leaderOptions().Validate(); err != nil {
 		errs = append(errs, err)
@@ -233,12 +256,22 @@ func newController(ctx context.Context, opts Options, config *rest.Config, clien
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("create Kubernetes client for fence records: %w", err)
 	}
+	// Failover work has a budget of its own, the attacher's by default: a
+	// storm of routine attaches and detaches on --kube-api-qps must not
+	// delay the volumes of a lost node.
+	failoverClient, err := kubernetes.NewForConfig(failoverConfig(config, opts))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("create Kubernetes client for failover work: %w", err)
+	}
 	recorder, stopEvents := events.NewRecorder(ctx, eventClient, userAgent)
 	factory = informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithTransform(trimForCache))
 	ctrl, err = controller.New(controller.Config{
 		DriverName:         d.name,
 		Client:             client,
 		RecordClient:       recordClient,
+		FailoverClient:     failoverClient,
+		DetachWorkers:      opts.DetachWorkerThreads,
+		FailoverWorkers:    opts.FailoverWorkerThreads,
 		CSI:                d.csi,
 		Capabilities:       d.caps,
 		Timeout:            opts.Timeout,
@@ -347,6 +380,18 @@ func recordConfig(config *rest.Config) *rest.Config {
 	c := rest.CopyConfig(config)
 	c.QPS = max(c.QPS, fenceRecordQPS)
 	c.Burst = max(c.Burst, fenceRecordBurst)
+	return c
+}
+
+// failoverConfig is config with failover work's budget.
+func failoverConfig(config *rest.Config, opts Options) *rest.Config {
+	c := rest.CopyConfig(config)
+	if opts.FailoverKubeAPIQPS > 0 {
+		c.QPS = float32(opts.FailoverKubeAPIQPS)
+	}
+	if opts.FailoverKubeAPIBurst > 0 {
+		c.Burst = opts.FailoverKubeAPIBurst
+	}
 	return c
 }
 

@@ -33,18 +33,18 @@ func TestNodeUpdateRequeuesFailingDetach(t *testing.T) {
 		t.Fatal("plain detach of a staged volume succeeded, want FailedPrecondition")
 	}
 	e.drain()
-	e.ctrl.vaQueue.AddRateLimited("va-1") // what the worker does after the failure
-	e.ctrl.vaQueue.AddRateLimited("va-1")
+	e.ctrl.vaQueue.loops[laneDetach].AddRateLimited("va-1") // what the worker does after the failure
+	e.ctrl.vaQueue.loops[laneDetach].AddRateLimited("va-1")
 	if n := e.ctrl.vaQueue.NumRequeues("va-1"); n != 2 {
 		t.Fatalf("requeues = %d, want 2", n)
 	}
 
 	e.updateNode(testNode, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
 	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		return e.ctrl.vaQueue.Len() == 1 && e.ctrl.vaQueue.NumRequeues("va-1") == 0, nil
+		return e.ctrl.vaQueue.loops[laneFailover].Len() == 1 && e.ctrl.vaQueue.NumRequeues("va-1") == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("VA not re-queued with reset backoff after the taint: len=%d requeues=%d", e.ctrl.vaQueue.Len(), e.ctrl.vaQueue.NumRequeues("va-1"))
+		t.Fatalf("VA not re-queued for failover with reset backoff after the taint: failover lane len=%d requeues=%d", e.ctrl.vaQueue.loops[laneFailover].Len(), e.ctrl.vaQueue.NumRequeues("va-1"))
 	}
 	e.waitNodeCached(testNode)
 	if err := e.sync("va-1"); err != nil {
@@ -72,9 +72,9 @@ func TestNodeUpdateWithoutDecisionChangeDoesNotRequeue(t *testing.T) {
 	e.attached()
 	e.markDeleting("va-1")
 	e.waitCached("va-1")
-	e.ctrl.vaQueue.AddRateLimited("va-1") // two failed detaches
-	e.ctrl.vaQueue.AddRateLimited("va-1")
-	e.ctrl.vaQueue.AddRateLimited("va-2")
+	e.ctrl.vaQueue.loops[laneDetach].AddRateLimited("va-1") // two failed detaches
+	e.ctrl.vaQueue.loops[laneDetach].AddRateLimited("va-1")
+	e.ctrl.vaQueue.loops[laneDetach].AddRateLimited("va-2")
 	e.updateNode(testNode, func(n *v1.Node) { n.Labels = map[string]string{"heartbeat": "1"} })
 	e.updateNode("node-2", testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute))
 	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
@@ -255,7 +255,7 @@ func TestPVArrivalRequeuesWaitingAttach(t *testing.T) {
 	}
 	e.waitCached("va-1") // with the attachError
 	e.drain()
-	e.ctrl.vaQueue.AddRateLimited("va-1")
+	e.ctrl.vaQueue.loops[laneAttach].AddRateLimited("va-1")
 	e.create(pvFor("pv-1", volumeID))
 	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		return e.ctrl.vaQueue.Len() == 1 && e.ctrl.vaQueue.NumRequeues("va-1") == 0, nil

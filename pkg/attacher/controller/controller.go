@@ -6,6 +6,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,11 @@ type Config struct {
 	// detaches of a failover on --kube-api-qps; there is at most one per
 	// fenced detach.
 	RecordClient kubernetes.Interface
+	// FailoverClient makes the writes and fresh reads of failover work
+	// (see lane): a client of its own, with its own rate limiter, so that
+	// routine attaches and detaches cannot use up its budget. Nil means
+	// Client.
+	FailoverClient kubernetes.Interface
 	// CSI is the driver connection.
 	CSI CSI
 	// Capabilities were discovered once at start-up.
@@ -78,11 +84,19 @@ type Config struct {
 	AttachEvents bool
 	// Metrics records detach outcomes; nil records nothing.
 	Metrics *metrics.Recorder
+	// DetachWorkers and FailoverWorkers are the worker counts of the
+	// detach and failover lanes; 0 means Run's count, as for attaches.
+	DetachWorkers, FailoverWorkers int
 	// Blind is set when RBAC does not let the attacher read Nodes or
 	// CSIDrivers (fencing.Blindness): no informer is started for them and
 	// every detach not already recorded as fenced is plain, as upstream's.
 	Blind bool
 }
+
+// backlogLogAfter is how long a VolumeAttachment may wait for a worker
+// before its sync is logged at default verbosity, with the queue's depth:
+// a backlog shows in the logs operators read, not only in metrics.
+const backlogLogAfter = 30 * time.Second
 
 // Index names on the VolumeAttachment informer.
 const (
@@ -103,10 +117,11 @@ type Controller struct {
 	csiDriverLister storagelisters.CSIDriverLister
 	synced          []cache.InformerSynced
 
-	vaQueue *keyloop.Loop[string]
+	vaQueue vaLanes
 	pvQueue *keyloop.Loop[string]
 
 	track tracker
+	moves volumeMoves
 
 	// nodeReads and driverReads share the fresh reads that confirm plain
 	// detaches (freshNode, freshDriver).
@@ -126,6 +141,9 @@ func New(cfg Config, factory informers.SharedInformerFactory) (*Controller, erro
 	if cfg.RecordClient == nil {
 		cfg.RecordClient = cfg.Client
 	}
+	if cfg.FailoverClient == nil {
+		cfg.FailoverClient = cfg.Client
+	}
 	c := &Controller{
 		cfg:       cfg,
 		finalizer: names.AttacherFinalizer(cfg.DriverName),
@@ -135,10 +153,15 @@ func New(cfg Config, factory informers.SharedInformerFactory) (*Controller, erro
 	// backoff; a failed sync is logged at V(2) only: it already reports
 	// itself in the VolumeAttachment's status and an Event.
 	newLoop := func(name string, sync func(context.Context, string) error) *keyloop.Loop[string] {
-		return keyloop.New(keyloop.Config{Name: name, BaseDelay: cfg.RetryIntervalStart, MaxDelay: cfg.RetryIntervalMax, RetryVerbosity: 2},
+		return keyloop.New(keyloop.Config{Name: name, BaseDelay: cfg.RetryIntervalStart, MaxDelay: cfg.RetryIntervalMax, RetryVerbosity: 2, SlowWait: backlogLogAfter},
 			func(ctx context.Context, key string) (time.Duration, error) { return 0, sync(ctx, key) })
 	}
-	c.vaQueue = newLoop("csi-attacher-va", c.syncVA)
+	for l := range laneCount {
+		c.vaQueue.loops[l] = newLoop(l.String(), func(ctx context.Context, name string) error {
+			defer c.vaQueue.locks.lock(name)()
+			return c.syncVA(context.WithValue(ctx, laneKey{}, l), name)
+		})
+	}
 	c.pvQueue = newLoop("csi-attacher-pv", c.syncPV)
 
 	vaInformer := factory.Storage().V1().VolumeAttachments()
@@ -199,7 +222,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return nil
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { c.vaQueue.Run(ctx, workers) })
+	laneWorkers := [laneCount]int{laneAttach: workers, laneDetach: c.cfg.DetachWorkers, laneFailover: c.cfg.FailoverWorkers}
+	for l, loop := range c.vaQueue.loops {
+		wg.Go(func() { loop.Run(ctx, cmp.Or(laneWorkers[l], workers)) })
+	}
 	wg.Go(func() { c.pvQueue.Run(ctx, workers) })
 	if c.cfg.ReconcileSync > 0 && c.cfg.Capabilities.NeedsAttach() && c.cfg.Capabilities.ListVolumesPublishedNodes {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.reconcile, c.cfg.ReconcileSync) })

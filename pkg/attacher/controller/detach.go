@@ -182,6 +182,11 @@ func (c *Controller) writeFenceAnnotation(ctx context.Context, va *storagev1.Vol
 // reports it.
 func (c *Controller) finishDetach(ctx context.Context, va *storagev1.VolumeAttachment, volumeID string, decision fencing.Decision) error {
 	logger := klog.FromContext(ctx)
+	if pv := va.Spec.Source.PersistentVolumeName; pv != nil && decision.Action == fencing.ActionFenced {
+		// Before the finalizer goes: the attach that replaces this one may
+		// be queued by the event of that write, and must find the move.
+		c.moves.moved(*pv, time.Now())
+	}
 	// Finalizer first: once it is gone the object may vanish, and a stale
 	// cache can no longer lead to a second unpublish.
 	clone := va.DeepCopy()
@@ -224,7 +229,7 @@ func (c *Controller) finishDetach(ctx context.Context, va *storagev1.VolumeAttac
 // from one node costs two reads, not one each.
 func (c *Controller) freshNode(ctx context.Context, name string) (*v1.Node, error) {
 	return c.nodeReads.Read(ctx, name, func(ctx context.Context) (*v1.Node, error) {
-		node, err := c.cfg.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		node, err := c.client(ctx).CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -239,7 +244,7 @@ func (c *Controller) freshNode(ctx context.Context, name string) (*v1.Node, erro
 // cluster has none. Shared as freshNode's reads are.
 func (c *Controller) freshDriver(ctx context.Context) (*storagev1.CSIDriver, error) {
 	return c.driverReads.Read(ctx, c.cfg.DriverName, func(ctx context.Context) (*storagev1.CSIDriver, error) {
-		d, err := c.cfg.Client.StorageV1().CSIDrivers().Get(ctx, c.cfg.DriverName, metav1.GetOptions{})
+		d, err := c.client(ctx).StorageV1().CSIDrivers().Get(ctx, c.cfg.DriverName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

@@ -11,12 +11,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/names"
 )
 
 func (c *Controller) vaAdded(obj any) {
 	if va, ok := obj.(*storagev1.VolumeAttachment); ok && c.ours(va) {
 		c.track.remember(va)
-		c.vaQueue.Add(va.Name)
+		c.enqueue(va)
 	}
 }
 
@@ -44,10 +45,17 @@ func (c *Controller) vaUpdated(oldObj, newObj any) {
 	if onlyFenceAnnotationsChanged(oldVA, newVA) && len(c.track.removedFences(newVA)) == 0 {
 		// A fence record or intent written (ours, or a controller's) is
 		// read at the next sync; it needs no sync of its own. A removed
-		// one is re-queued, to be written back at once.
+		// one is re-queued, to be written back at once. A controller's
+		// intent on a waiting detach makes it failover work: it moves to
+		// that lane (its sync would read the intent in any lane).
+		if _, had := oldVA.Annotations[names.FenceIntentAnnotation]; !had && needsDetach(newVA, c.cfg.DriverName, c.finalizer) {
+			if _, has := newVA.Annotations[names.FenceIntentAnnotation]; has {
+				c.enqueue(newVA)
+			}
+		}
 		return
 	}
-	c.vaQueue.Add(newVA.Name)
+	c.enqueue(newVA)
 }
 
 // onlyErrorsChanged reports whether an update touched nothing but status
@@ -92,8 +100,7 @@ func (c *Controller) vaDeleted(obj any) {
 func (c *Controller) requeueHeldAttaches(pv string) {
 	for _, other := range c.vasByIndex(vaByPVIndex, pv) {
 		if !other.Status.Attached && other.DeletionTimestamp == nil {
-			c.vaQueue.Forget(other.Name)
-			c.vaQueue.Add(other.Name)
+			c.requeue(other)
 		}
 	}
 }
@@ -114,8 +121,7 @@ func (c *Controller) pvAdded(obj any) {
 	}
 	for _, va := range c.vasByIndex(vaByPVIndex, pv.Name) {
 		if !va.Status.Attached && va.DeletionTimestamp == nil && va.Status.AttachError != nil {
-			c.vaQueue.Forget(va.Name)
-			c.vaQueue.Add(va.Name)
+			c.requeue(va)
 		}
 	}
 }
@@ -164,8 +170,7 @@ func (c *Controller) csiNodeChanged(obj any) {
 	}
 	for _, va := range c.vasByIndex(vaByNodeIndex, csiNode.Name) {
 		if !va.Status.Attached && va.DeletionTimestamp == nil {
-			c.vaQueue.Forget(va.Name)
-			c.vaQueue.Add(va.Name)
+			c.requeue(va)
 		}
 	}
 }
@@ -191,8 +196,7 @@ func (c *Controller) csiDriverUpdated(oldObj, newObj any) {
 func (c *Controller) requeueDeleting(vas []*storagev1.VolumeAttachment) {
 	for _, va := range vas {
 		if needsDetach(va, c.cfg.DriverName, c.finalizer) {
-			c.vaQueue.Forget(va.Name)
-			c.vaQueue.Add(va.Name)
+			c.requeue(va)
 		}
 	}
 }

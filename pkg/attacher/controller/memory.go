@@ -48,6 +48,19 @@ func (t *tracker) remember(va *storagev1.VolumeAttachment) {
 	maps.Copy(t.fences[va.UID], seen)
 }
 
+// hasFence reports whether a fence record or intent is on va or was seen
+// on it.
+func (t *tracker) hasFence(va *storagev1.VolumeAttachment) bool {
+	for _, key := range fenceAnnotations {
+		if _, ok := va.Annotations[key]; ok {
+			return true
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.fences[va.UID]) > 0
+}
+
 // removedFences returns the remembered fence annotations that va lacks, by
 // key, with their remembered values.
 func (t *tracker) removedFences(va *storagev1.VolumeAttachment) map[string]string {

@@ -22,7 +22,7 @@ import (
 // Callers whose write will come back as an update event that re-queues the
 // item mark the old version superseded (see tracker.superseded).
 func (c *Controller) patchVA(ctx context.Context, oldVA, newVA *storagev1.VolumeAttachment, status bool) (*storagev1.VolumeAttachment, error) {
-	return c.patchVAWith(ctx, c.cfg.Client, oldVA, newVA, status)
+	return c.patchVAWith(ctx, c.client(ctx), oldVA, newVA, status)
 }
 
 // patchVAWith is patchVA through the given client.
@@ -49,7 +49,7 @@ func (c *Controller) patchPV(ctx context.Context, oldPV, newPV *v1.PersistentVol
 	if err != nil {
 		return nil, fmt.Errorf("PersistentVolume %s: %w", oldPV.Name, err)
 	}
-	out, err := c.cfg.Client.CoreV1().PersistentVolumes().Patch(ctx, oldPV.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	out, err := c.client(ctx).CoreV1().PersistentVolumes().Patch(ctx, oldPV.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("patch PersistentVolume %s: %w", oldPV.Name, err)
 	}

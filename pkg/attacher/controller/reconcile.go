@@ -41,6 +41,6 @@ func (c *Controller) reconcile(ctx context.Context) {
 		}
 		logger.Info("Driver does not report the volume as published; re-attaching", "volumeAttachment", va.Name, "volumeID", pv.Spec.CSI.VolumeHandle, "nodeID", nodeID)
 		c.track.setForceAttach(va.Name, true)
-		c.vaQueue.Add(va.Name)
+		c.enqueue(va)
 	}
 }

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/pkg/attacher/fencing"
@@ -45,4 +47,13 @@ func (c *Controller) FenceCapabilities() map[string]bool {
 		"UNPUBLISH_FENCE": c.cfg.Capabilities.Fence.UnpublishFence,
 		"FORCE_UNPUBLISH": c.cfg.Capabilities.Fence.ForceUnpublish,
 	}
+}
+
+// QueueWaits implements metrics.State: the oldest wait in each queue.
+func (c *Controller) QueueWaits() map[string]time.Duration {
+	out := map[string]time.Duration{c.pvQueue.Name(): c.pvQueue.OldestWait()}
+	for _, l := range c.vaQueue.loops {
+		out[l.Name()] = l.OldestWait()
+	}
+	return out
 }

@@ -41,7 +41,7 @@ func (c *Controller) publishSecrets(ctx context.Context, pv *v1.PersistentVolume
 		return nil, nil
 	}
 	ref := pv.Spec.CSI.ControllerPublishSecretRef
-	secret, err := c.cfg.Client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	secret, err := c.client(ctx).CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get controllerPublishSecretRef %s/%s of PV %s: %w", ref.Namespace, ref.Name, pv.Name, err)
 	}

@@ -27,6 +27,9 @@ type State interface {
 	// Blind is true when the attacher may not read Nodes or CSIDrivers and
 	// so never fences a detach it has not recorded as fenced already.
 	Blind() bool
+	// QueueWaits maps each work queue's name to how long the key that has
+	// waited longest for a worker has waited (0 when none waits).
+	QueueWaits() map[string]time.Duration
 }
 
 var (
@@ -39,6 +42,9 @@ var (
 	capabilityDesc = k8smetrics.NewDesc(subsystem+"_driver_fence_capability",
 		"1 when the CSI driver advertised the fence capability at start-up, 0 otherwise.",
 		[]string{"capability"}, nil, k8smetrics.ALPHA, "")
+	queueWaitDesc = k8smetrics.NewDesc(subsystem+"_queue_oldest_wait_seconds",
+		"How long the item that has waited longest for a worker in each queue has waited; 0 when none waits. Queue depths are workqueue_depth{name}.",
+		[]string{"queue"}, nil, k8smetrics.ALPHA, "")
 	blindDesc = k8smetrics.NewDesc(subsystem+"_blind",
 		"1 when RBAC does not let the attacher read Nodes or CSIDrivers, so that it detaches as the upstream attacher does and never fences; 0 otherwise.",
 		nil, nil, k8smetrics.ALPHA, "")
@@ -63,6 +69,7 @@ func (c *stateCollector) DescribeWithStability(ch chan<- *k8smetrics.Desc) {
 	ch <- oldestDesc
 	ch <- capabilityDesc
 	ch <- blindDesc
+	ch <- queueWaitDesc
 }
 
 // CollectWithStability implements k8smetrics.StableCollector.
@@ -94,4 +101,7 @@ func (c *stateCollector) CollectWithStability(ch chan<- k8smetrics.Metric) {
 		blind = 1
 	}
 	ch <- k8smetrics.NewLazyConstMetric(blindDesc, k8smetrics.GaugeValue, blind)
+	for queue, wait := range c.state.QueueWaits() {
+		ch <- k8smetrics.NewLazyConstMetric(queueWaitDesc, k8smetrics.GaugeValue, wait.Seconds(), queue)
+	}
 }

@@ -43,13 +43,24 @@ type Config struct {
 	// Clock times the delays (requeue-after, backoff); nil is the real
 	// clock. Tests step a fake one.
 	Clock clock.WithTicker
+	// SlowWait, when above 0, logs at default verbosity every key that
+	// waited at least that long between its Add and a worker taking it: a
+	// backlog must show where operators look without raising verbosity.
+	SlowWait time.Duration
 }
 
 // Loop is a rate-limited queue of keys with its workers.
 type Loop[K comparable] struct {
 	cfg   Config
+	clock clock.PassiveClock
 	queue workqueue.TypedRateLimitingInterface[K]
 	sync  SyncFunc[K]
+
+	mu sync.Mutex
+	// since holds when each key queued with Add started to wait, until a
+	// worker takes it (OldestWait, SlowWait). Keys due after a delay or a
+	// backoff are not waiting for a worker and are not in it.
+	since map[K]time.Time
 }
 
 // New returns a loop that calls sync for each queued key.
@@ -62,15 +73,63 @@ func New[K comparable](cfg Config, sync SyncFunc[K]) *Loop[K] {
 	} else {
 		limiter = workqueue.DefaultTypedControllerRateLimiter[K]()
 	}
+	var clk clock.PassiveClock = clock.RealClock{}
+	if cfg.Clock != nil {
+		clk = cfg.Clock
+	}
 	return &Loop[K]{
 		cfg:   cfg,
+		clock: clk,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[K]{Name: cfg.Name, Clock: cfg.Clock}),
 		sync:  sync,
+		since: map[K]time.Time{},
 	}
 }
 
+// Name returns the loop's name, as in its workqueue metrics.
+func (l *Loop[K]) Name() string { return l.cfg.Name }
+
 // Add queues key now.
-func (l *Loop[K]) Add(key K) { l.queue.Add(key) }
+func (l *Loop[K]) Add(key K) {
+	l.mu.Lock()
+	if _, ok := l.since[key]; !ok {
+		l.since[key] = l.clock.Now()
+	}
+	l.mu.Unlock()
+	l.queue.Add(key)
+}
+
+// taken ends key's wait and returns how long it was, 0 when it was not
+// waiting (queued after a delay or a backoff).
+func (l *Loop[K]) taken(key K) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.since[key]
+	if !ok {
+		return 0
+	}
+	delete(l.since, key)
+	return l.clock.Since(t)
+}
+
+// OldestWait returns how long the key that has waited longest for a
+// worker has waited, 0 when none waits: the age of a backlog, which the
+// workqueue's own metrics (depth, time in queue of keys already taken)
+// do not show while it grows.
+func (l *Loop[K]) OldestWait() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var oldest time.Time
+	for _, t := range l.since {
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return l.clock.Since(oldest)
+}
 
 // AddAfter queues key after d.
 func (l *Loop[K]) AddAfter(key K, d time.Duration) { l.queue.AddAfter(key, d) }
@@ -99,6 +158,7 @@ func (l *Loop[K]) Drain() []K {
 			break
 		}
 		keys = append(keys, k)
+		l.taken(k)
 		l.queue.Forget(k)
 		l.queue.Done(k)
 	}
@@ -140,6 +200,9 @@ func (l *Loop[K]) next(ctx context.Context) bool {
 	logger := klog.FromContext(ctx)
 	if l.cfg.KeyName != "" {
 		logger = logger.WithValues(l.cfg.KeyName, key)
+	}
+	if wait := l.taken(key); l.cfg.SlowWait > 0 && wait >= l.cfg.SlowWait {
+		logger.Info("Key waited long for a worker: the queue has a backlog", "key", key, "wait", wait.Round(time.Millisecond), "depth", l.queue.Len())
 	}
 	after, err := l.sync(klog.NewContext(ctx, logger), key)
 	switch {

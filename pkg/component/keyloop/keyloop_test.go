@@ -3,11 +3,14 @@ package keyloop
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // Run returns only once the sync under way has returned, however long it
@@ -102,5 +105,44 @@ func TestBackoffBookkeeping(t *testing.T) {
 	l.Add("c")
 	if got := l.Drain(); len(got) != 1 || got[0] != "c" || l.Len() != 0 {
 		t.Errorf("Drain = %v (left %d), want [c] (a and b wait out their backoff)", got, l.Len())
+	}
+}
+
+// OldestWait is the age of the key that has waited longest for a worker;
+// a key taken after SlowWait or more is logged at default verbosity, one
+// taken sooner is not.
+func TestBacklogWait(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	l := New(Config{Name: "va", Clock: clk, SlowWait: 30 * time.Second}, func(context.Context, string) (time.Duration, error) {
+		return 0, nil
+	})
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(0)))
+	ctx := klog.NewContext(context.Background(), logger)
+	buffer := logger.GetSink().(ktesting.Underlier).GetBuffer()
+
+	if got := l.OldestWait(); got != 0 {
+		t.Fatalf("OldestWait of an empty queue = %v, want 0", got)
+	}
+	l.Add("old")
+	clk.Step(40 * time.Second)
+	l.Add("new")
+	l.Add("old") // queued again: it keeps waiting since its first Add
+	clk.Step(5 * time.Second)
+	if got := l.OldestWait(); got != 45*time.Second {
+		t.Fatalf("OldestWait = %v, want 45s (the first key's wait)", got)
+	}
+	l.next(ctx) // takes "old", 45 s after it was added
+	if got := l.OldestWait(); got != 5*time.Second {
+		t.Fatalf("OldestWait after the oldest key was taken = %v, want 5s", got)
+	}
+	if !strings.Contains(buffer.String(), `key="old"`) || !strings.Contains(buffer.String(), `wait="45s"`) {
+		t.Errorf("a key that waited 45 s (SlowWait 30 s) was not logged at default verbosity:\n%s", buffer.String())
+	}
+	l.next(ctx) // takes "new", 5 s after it was added
+	if strings.Contains(buffer.String(), `key="new"`) {
+		t.Errorf("a key that waited 5 s was logged as slow:\n%s", buffer.String())
+	}
+	if got := l.OldestWait(); got != 0 {
+		t.Errorf("OldestWait of a drained queue = %v, want 0", got)
 	}
 }
