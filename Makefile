@@ -54,6 +54,9 @@ TEST_TIMEOUT ?= 45m
 # module's Kubernetes and Go pins); `go test ./...` from the root does not
 # descend into it, so the test, lint and build targets run it explicitly.
 FENCE_MODULE := pkg/fence
+# The release tool (make release) is one too, so that its image and SBOM
+# libraries stay out of this module's go.mod; the same targets run it.
+RELEASE_MODULE := hack/release
 
 .PHONY: help
 help: ## Show this help.
@@ -207,13 +210,15 @@ $(TOOLS_BIN)/e2e-node.test: test/tools/e2e/go.mod test/tools/e2e/go.sum test/too
 
 .PHONY: test
 test: tools-notice build control-plane promtool upstream-attacher upstream-e2e node-tools ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
-	@echo ">> go test: compiling and running the fence extension's tests, then every package's (compiling takes minutes on a cold build cache)"
+	@echo ">> go test: compiling and running the fence extension's tests, the release tool's (a release built for a test version), then every package's (compiling takes minutes on a cold build cache)"
 	cd $(FENCE_MODULE) && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd $(RELEASE_MODULE) && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
 test-unit: tools-notice promtool ## Fast loop: unit tests only (tests needing a control plane are skipped with -short; promtool is built).
 	cd $(FENCE_MODULE) && $(GO) test -short -count=1 ./...
+	cd $(RELEASE_MODULE) && $(GO) test -short -count=1 ./...
 	$(GO) test -short -count=1 ./...
 
 # Which taint eviction `make conformance` holds to upstream's specs:
@@ -269,7 +274,7 @@ $(TOOLS_BIN)/csi-attacher: test/tools/upstream-attacher/go.mod test/tools/upstre
 .PHONY: bench
 bench: tools-notice build control-plane upstream-attacher node-tools ## Run the benchmarks (failover against upstream and on a real-kubelet node, attach throughput, the cost of a fence on a real iSCSI target).
 	@mkdir -p bench-results
-	$(GO) test -run '^$$' -bench '^Benchmark(Failover|AttachThroughput|FenceCost)' -benchtime 1x -timeout 60m ./test/bench/...
+	$(GO) test -run '^$$' -bench '^Benchmark(Failover|AttachThroughput|FenceCost)' -benchtime 1x -timeout 120m ./test/bench/...
 
 # The scale benchmark (KWOK clusters up to 5,000 nodes and 50,000 pods):
 # SCALE_SIZES=NODESxPODS,... picks sizes; about 35 minutes for the default
@@ -307,9 +312,11 @@ lint: ## gofmt, go vet and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd $(FENCE_MODULE) && $(GO) vet ./...
+	cd $(RELEASE_MODULE) && $(GO) vet ./...
 	@test -x $(TOOLS_BIN)/staticcheck || GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(TOOLS_BIN)/staticcheck ./...
 	cd $(FENCE_MODULE) && $(TOOLS_BIN)/staticcheck ./...
+	cd $(RELEASE_MODULE) && $(TOOLS_BIN)/staticcheck ./...
 
 .PHONY: generate-tools
 generate-tools:
@@ -356,6 +363,23 @@ image: ## Build the four images, fenceline-{attacher,controller,fence-agent,mock
 		"$${build[@]}" --target "$$t" --tag "$$image" \
 			--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg SOURCE=$(IMAGE_SOURCE) .; \
 	done
+
+# A release without a container engine, by hack/release (a module of its
+# own, so that go-containerregistry stays out of go.mod): static binaries
+# for RELEASE_ARCHES with SHA256SUMS, multi-arch OCI image layouts of the
+# attacher, the controller and the mock driver, the Helm chart, an SPDX
+# SBOM per artifact, into $(RELEASE_DIR)/$(VERSION). It refuses a VERSION
+# that is not vX.Y.Z[-pre] and one CHANGELOG.md has no section for. The
+# fence agent's image needs Debian packages and stays with `make image`.
+# See docs/release.md.
+RELEASE_DIR    ?= $(CURDIR)/_output/release
+RELEASE_ARCHES ?= amd64 arm64
+
+.PHONY: release
+release: ## Build release VERSION=vX.Y.Z into _output/release/VERSION without Docker: binaries, OCI image layouts, Helm chart, SBOMs, SHA256SUMS.
+	@echo ">> release $(VERSION): compiling the release tool ($(RELEASE_MODULE)), then the binaries for linux: $(RELEASE_ARCHES)"
+	cd $(RELEASE_MODULE) && $(GO) run . --version='$(VERSION)' --repo='$(CURDIR)' --out='$(RELEASE_DIR)/$(VERSION)' \
+		--arches='$(RELEASE_ARCHES)' --source='$(IMAGE_SOURCE)' --go='$(GO)'
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the tool cache).

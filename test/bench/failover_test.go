@@ -51,7 +51,10 @@ type failoverConfig struct {
 	// Fenced is true when every old volume must be fenced, false when a
 	// plain unpublish is expected.
 	Fenced bool
-	opts   func(s settings, upstream string) world.Options
+	// Storm runs the failover under a storm of routine attaches and
+	// detaches (BenchmarkFailoverStorm), queued at the node's power-off.
+	Storm bool
+	opts  func(s settings, upstream string) world.Options
 }
 
 var failoverConfigs = []failoverConfig{
@@ -118,6 +121,9 @@ type failoverRun struct {
 	VAsAttached  time.Duration `json:"new_vas_attached_ns"`
 	Running      time.Duration `json:"replacements_running_ns"`
 	Replacements time.Duration `json:"replacements_attached_ns"`
+	// storm is how much of the storm was done at the end, when there was
+	// one.
+	storm stormProgress
 }
 
 // Metric names, in table order.
@@ -286,15 +292,16 @@ func runFailover(ctx context.Context, cfg failoverConfig, s settings, upstream s
 		if err != nil {
 			return fmt.Errorf("starting the product: %w", err)
 		}
-		return failover(ctx, w, cfg, s.Pods, &run)
+		return failover(ctx, w, cfg, s, &run)
 	})
 	return run, err
 }
 
 // failover deploys the StatefulSet, cuts the busiest node's power and
 // records the failover into run.
-func failover(ctx context.Context, w *world.World, cfg failoverConfig, pods int, run *failoverRun) error {
+func failover(ctx context.Context, w *world.World, cfg failoverConfig, s settings, run *failoverRun) error {
 	cs := w.Cluster.Client()
+	pods := s.Pods
 	if err := w.CreateNamespace(ctx, benchNamespace); err != nil {
 		return err
 	}
@@ -322,9 +329,23 @@ func failover(ctx context.Context, w *world.World, cfg failoverConfig, pods int,
 		return err
 	}
 	run.Victim, run.Moved = v.Node, len(v.Pods)
+	var st *storm
+	timeout := failoverTimeout
+	if cfg.Storm {
+		if st, err = prepareStorm(ctx, w, v.Node, s.Storm); err != nil {
+			return fmt.Errorf("preparing the storm: %w", err)
+		}
+		timeout = stormFailoverTimeout
+	}
 
 	if err := w.PowerOff(ctx, v.Node); err != nil {
 		return err
+	}
+	stormErr := make(chan error, 1)
+	if st != nil {
+		go func() { stormErr <- st.start(ctx) }()
+	} else {
+		stormErr <- nil
 	}
 	var t0 time.Time
 	if cfg.Human {
@@ -349,11 +370,17 @@ func failover(ctx context.Context, w *world.World, cfg failoverConfig, pods int,
 		}
 	}
 	var p progress
-	if err := world.WaitFor(ctx, failoverTimeout, fmt.Sprintf("%d pods moved off %s with their volumes", len(v.Pods), v.Node), func(context.Context) (bool, error) {
+	if err := world.WaitFor(ctx, timeout, fmt.Sprintf("%d pods moved off %s with their volumes", len(v.Pods), v.Node), func(context.Context) (bool, error) {
 		p = rec.progress(v)
 		return p.done(), nil
 	}); err != nil {
 		return fmt.Errorf("%w; so far: %+v", err, p)
+	}
+	if st != nil {
+		run.storm = st.progress(rec)
+	}
+	if err := <-stormErr; err != nil {
+		return fmt.Errorf("queueing the storm: %w", err)
 	}
 	if !cfg.Human {
 		if t0, err = lastHeartbeat(ctx, w, v.Node); err != nil {

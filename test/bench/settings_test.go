@@ -28,6 +28,8 @@ var (
 	flagLatency         = flag.Duration("latency", 0, "the slow mock driver's latency per controller call (env FENCELINE_BENCH_LATENCY, default 50ms)")
 	flagFailoverQPS     = flag.Int("failover-kube-api-qps", 0, "--kube-api-qps of both attachers in the failover benchmark; 0 keeps their default of 5 (env FENCELINE_BENCH_FAILOVER_QPS)")
 	flagKCMQPS          = flag.Int("kcm-kube-api-qps", 0, "kube-controller-manager --kube-api-qps in the failover benchmark (burst twice that); 0 keeps its default of 20 (env FENCELINE_BENCH_KCM_QPS)")
+	flagStorm           = flag.Int("storm", 0, "attaches and as many detaches of other volumes queued at the node's power-off in the storm benchmark (env FENCELINE_BENCH_STORM, default 500)")
+	flagStormReps       = flag.Int("storm-reps", 0, "repetitions of the storm benchmark (env FENCELINE_BENCH_STORM_REPS, default 1)")
 	flagQuarantineDelay = flag.Duration("quarantine-delay", 0, "fenceline-controller --quarantine-delay in the no-human run (env FENCELINE_BENCH_QUARANTINE_DELAY, default 5s)")
 )
 
@@ -36,6 +38,8 @@ type settings struct {
 	Reps        int `json:"reps"`
 	NoHumanReps int `json:"nohuman_reps"`
 	Pods        int `json:"pods"`
+	Storm       int `json:"storm"`
+	StormReps   int `json:"storm_reps"`
 	VAs         int `json:"vas"`
 	Workers     int `json:"worker_threads"`
 	QPS         int `json:"kube_api_qps"`
@@ -75,6 +79,8 @@ func loadSettings() (settings, error) {
 		{&s.Reps, *flagReps, "FENCELINE_BENCH_REPS", 5, 1, "repetitions"},
 		{&s.NoHumanReps, *flagNoHumanReps, "FENCELINE_BENCH_NOHUMAN_REPS", 3, 1, "repetitions"},
 		{&s.Pods, *flagPods, "FENCELINE_BENCH_PODS", 21, 3, "pods (at least one per node)"},
+		{&s.Storm, *flagStorm, "FENCELINE_BENCH_STORM", 500, 1, "VolumeAttachments"},
+		{&s.StormReps, *flagStormReps, "FENCELINE_BENCH_STORM_REPS", 1, 1, "repetitions"},
 		{&s.VAs, *flagVAs, "FENCELINE_BENCH_VAS", 500, 1, "VolumeAttachments"},
 		{&s.Workers, *flagWorkers, "FENCELINE_BENCH_WORKERS", 10, 1, "worker threads"},
 		{&s.QPS, *flagQPS, "FENCELINE_BENCH_QPS", 50, 1, "API QPS"},
