@@ -263,6 +263,15 @@ func newController(ctx context.Context, opts Options, config *rest.Config, clien
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("create Kubernetes client for failover work: %w", err)
 	}
+	// The fresh reads that confirm a plain detach (one per detach, shared
+	// per node) have a budget of their own, the size of the attacher's:
+	// upstream makes no such read, and on --kube-api-qps they would halve
+	// the detach rate. A detach then costs as many requests as upstream's
+	// (a read and a write against two writes), at its own write budget.
+	readClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("create Kubernetes client for confirming reads: %w", err)
+	}
 	recorder, stopEvents := events.NewRecorder(ctx, eventClient, userAgent)
 	factory = informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithTransform(trimForCache))
 	ctrl, err = controller.New(controller.Config{
@@ -270,6 +279,7 @@ func newController(ctx context.Context, opts Options, config *rest.Config, clien
 		Client:             client,
 		RecordClient:       recordClient,
 		FailoverClient:     failoverClient,
+		ReadClient:         readClient,
 		DetachWorkers:      opts.DetachWorkerThreads,
 		FailoverWorkers:    opts.FailoverWorkerThreads,
 		CSI:                d.csi,

@@ -58,6 +58,11 @@ type Config struct {
 	// routine attaches and detaches cannot use up its budget. Nil means
 	// Client.
 	FailoverClient kubernetes.Interface
+	// ReadClient makes the fresh reads that confirm a plain detach
+	// (freshNode, freshDriver): a client of its own, so that these reads,
+	// which upstream does not make, never wait behind the attacher's writes
+	// on --kube-api-qps nor slow them down. Nil means Client.
+	ReadClient kubernetes.Interface
 	// CSI is the driver connection.
 	CSI CSI
 	// Capabilities were discovered once at start-up.
@@ -143,6 +148,9 @@ func New(cfg Config, factory informers.SharedInformerFactory) (*Controller, erro
 	}
 	if cfg.FailoverClient == nil {
 		cfg.FailoverClient = cfg.Client
+	}
+	if cfg.ReadClient == nil {
+		cfg.ReadClient = cfg.Client
 	}
 	c := &Controller{
 		cfg:       cfg,

@@ -223,13 +223,13 @@ func (c *Controller) finishDetach(ctx context.Context, va *storagev1.VolumeAttac
 	return nil
 }
 
-// freshNode reads the Node from the API server; nil when it is gone. The
-// detaches of one node that confirm at the same time share a read that
-// started after each of them asked (freshread): a burst of plain detaches
-// from one node costs two reads, not one each.
+// freshNode reads the Node from the API server, through the read client;
+// nil when it is gone. The detaches of one node that confirm at the same
+// time share a read that started after each of them asked (freshread): a
+// burst of plain detaches from one node costs two reads, not one each.
 func (c *Controller) freshNode(ctx context.Context, name string) (*v1.Node, error) {
 	return c.nodeReads.Read(ctx, name, func(ctx context.Context) (*v1.Node, error) {
-		node, err := c.client(ctx).CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		node, err := c.cfg.ReadClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -244,7 +244,7 @@ func (c *Controller) freshNode(ctx context.Context, name string) (*v1.Node, erro
 // cluster has none. Shared as freshNode's reads are.
 func (c *Controller) freshDriver(ctx context.Context) (*storagev1.CSIDriver, error) {
 	return c.driverReads.Read(ctx, c.cfg.DriverName, func(ctx context.Context) (*storagev1.CSIDriver, error) {
-		d, err := c.client(ctx).StorageV1().CSIDrivers().Get(ctx, c.cfg.DriverName, metav1.GetOptions{})
+		d, err := c.cfg.ReadClient.StorageV1().CSIDrivers().Get(ctx, c.cfg.DriverName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
