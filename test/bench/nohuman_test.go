@@ -108,14 +108,25 @@ const (
 // reads Off back, the node is put out of service, and the benchmark
 // measures until every replacement is Running with its volume attached,
 // each old volume detached with fence=true first.
-func BenchmarkFailoverNoHuman(b *testing.B) { benchNoHuman(b, false, lossHang) }
+func BenchmarkFailoverNoHuman(b *testing.B) { benchNoHuman(b, noHumanCase{loss: lossHang}) }
 
 // BenchmarkFailoverNoHumanPowerLoss is BenchmarkFailoverNoHuman with the
 // node losing its power instead of hanging: its BMC reads Off from the
 // cut. At its first missed Lease renewal node-fencing has the fence agent
 // read the BMC (FencePolicy detection.powerCheck, on by default), and a
 // node read Off is fenced without waiting for its Lease to go stale.
-func BenchmarkFailoverNoHumanPowerLoss(b *testing.B) { benchNoHuman(b, false, lossPower) }
+func BenchmarkFailoverNoHumanPowerLoss(b *testing.B) { benchNoHuman(b, noHumanCase{loss: lossPower}) }
+
+// BenchmarkFailoverNoHumanSlowAPI is BenchmarkFailoverNoHuman with a slow
+// API server as Fenceline's components see it: from just before the node
+// hangs, every byte between kube-apiserver and fenceline-controller, the
+// fence agent and fenceline-attacher is held for half of
+// FENCELINE_BENCH_API_LATENCY each way (a proxy in front of the API
+// server), so each request's answer comes that much late and watch events
+// half of it.
+func BenchmarkFailoverNoHumanSlowAPI(b *testing.B) {
+	benchNoHuman(b, noHumanCase{loss: lossHang, slowAPI: true})
+}
 
 // BenchmarkFailoverNoHumanRealKubelet is BenchmarkFailoverNoHuman with the
 // lost node run by a real kubelet on a fake container runtime (package
@@ -127,7 +138,17 @@ func BenchmarkFailoverNoHumanRealKubelet(b *testing.B) {
 	if err := realkubelet.Available(); err != nil {
 		b.Skip(err)
 	}
-	benchNoHuman(b, true, lossHang)
+	benchNoHuman(b, noHumanCase{onReal: true, loss: lossHang})
+}
+
+// noHumanCase is one variant of the no-human benchmark.
+type noHumanCase struct {
+	// onReal puts the lost node on a real kubelet.
+	onReal bool
+	loss   nodeLoss
+	// slowAPI routes Fenceline's components through a proxy that delays
+	// them by settings.APILatency from just before the loss.
+	slowAPI bool
 }
 
 // nodeLoss is how the benchmark's node is lost.
@@ -144,7 +165,8 @@ const (
 // realBenchNode is the real-kubelet node of the real-kubelet row.
 const realBenchNode = "node-c"
 
-func benchNoHuman(b *testing.B, onReal bool, loss nodeLoss) {
+func benchNoHuman(b *testing.B, nc noHumanCase) {
+	onReal, loss := nc.onReal, nc.loss
 	s := benchSetup(b)
 	for _, bin := range []string{"fenceline-controller", "fenceline-fence-agent"} {
 		if _, err := cluster.Binary(bin); err != nil {
@@ -156,7 +178,7 @@ func benchNoHuman(b *testing.B, onReal bool, loss nodeLoss) {
 		for rep := 1; rep <= s.NoHumanReps; rep++ {
 			ctx, cancel := context.WithTimeout(context.Background(), repetitionDeadline)
 			start := time.Now()
-			run, err := runNoHuman(ctx, s, onReal, loss)
+			run, err := runNoHuman(ctx, s, nc)
 			cancel()
 			if err != nil {
 				b.Fatalf("no-human repetition %d: %v", rep, err)
@@ -171,6 +193,10 @@ func benchNoHuman(b *testing.B, onReal bool, loss nodeLoss) {
 		name, what := fmt.Sprintf("failover-nohuman-%dpods", s.Pods), fmt.Sprintf("%d pods over 3 nodes", s.Pods)
 		if loss == lossPower {
 			name, what = fmt.Sprintf("failover-nohuman-powerloss-%dpods", s.Pods), fmt.Sprintf("%d pods over 3 nodes, the node losing its power", s.Pods)
+		}
+		if nc.slowAPI {
+			name = fmt.Sprintf("failover-nohuman-slowapi-%s-%dpods", s.APILatency, s.Pods)
+			what = fmt.Sprintf("%d pods over 3 nodes, every request of Fenceline's components %s late", s.Pods, s.APILatency)
 		}
 		if onReal {
 			name = fmt.Sprintf("failover-nohuman-realkubelet-%dpods", max(1, s.Pods/3))
@@ -255,7 +281,8 @@ func productionTimings(s settings) map[string]string {
 }
 
 // runNoHuman runs one repetition on a fresh cluster at production timings.
-func runNoHuman(ctx context.Context, s settings, onReal bool, loss nodeLoss) (noHumanRun, error) {
+func runNoHuman(ctx context.Context, s settings, nc noHumanCase) (noHumanRun, error) {
+	onReal, loss := nc.onReal, nc.loss
 	var run noHumanRun
 	copts := cluster.Options{
 		ControllerManager: true, Scheduler: true, KWOK: true,
@@ -275,6 +302,7 @@ func runNoHuman(ctx context.Context, s settings, onReal bool, loss nodeLoss) (no
 			// grace; here it is upstream's 50 s again, the flag's default.
 			ControllerArgs: []string{"--force-eviction-ready-grace=" + forceeviction.DefaultReadyGrace.String()},
 			WriteInterval:  benchWriteInterval,
+			APIProxy:       nc.slowAPI,
 		}
 		// FENCELINE_BENCH_CONTROLLER_V raises fenceline-controller's log
 		// verbosity (5 logs every idle decision with its recheck), to look
@@ -307,7 +335,11 @@ func runNoHuman(ctx context.Context, s settings, onReal bool, loss nodeLoss) (no
 			// As many as the busiest of three nodes holds in the KWOK row.
 			pods = max(1, s.Pods/3)
 		}
-		return noHumanFailover(ctx, w, setup, pods, pin, loss, &run)
+		var delay time.Duration
+		if nc.slowAPI {
+			delay = s.APILatency / 2
+		}
+		return noHumanFailover(ctx, w, setup, noHumanScene{pods: pods, pin: pin, loss: loss, proxyDelay: delay}, &run)
 	})
 	return run, err
 }
@@ -358,8 +390,19 @@ func setUpShippedFencing(ctx context.Context, w *world.World) (*world.FencingSet
 
 // noHumanFailover deploys the StatefulSet, loses the busiest node as loss
 // says and records the failover into run.
-func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSetup, pods int, pin string, loss nodeLoss, run *noHumanRun) error {
-	rec, v, err := deployForNoHuman(ctx, w, pods, pin)
+// noHumanScene is what one no-human repetition deploys and does: pods of
+// the StatefulSet (all on pin, when set), how the node is lost, and the
+// delay each way of World.APIProxy from just before the loss.
+type noHumanScene struct {
+	pods       int
+	pin        string
+	loss       nodeLoss
+	proxyDelay time.Duration
+}
+
+func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSetup, sc noHumanScene, run *noHumanRun) error {
+	loss := sc.loss
+	rec, v, err := deployForNoHuman(ctx, w, sc.pods, sc.pin)
 	if err != nil {
 		return err
 	}
@@ -379,6 +422,9 @@ func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSe
 	transitions, err := controllerLeaderTransitions(ctx, w)
 	if err != nil {
 		return err
+	}
+	if w.APIProxy != nil {
+		w.APIProxy.SetDelay(sc.proxyDelay)
 	}
 	t0 := time.Now()
 	if err := loseNode(ctx, w, setup, v.Node, loss); err != nil {

@@ -30,6 +30,7 @@ var (
 	flagKCMQPS          = flag.Int("kcm-kube-api-qps", 0, "kube-controller-manager --kube-api-qps in the failover benchmark (burst twice that); 0 keeps its default of 20 (env FENCELINE_BENCH_KCM_QPS)")
 	flagStorm           = flag.Int("storm", 0, "attaches and as many detaches of other volumes queued at the node's power-off in the storm benchmark (env FENCELINE_BENCH_STORM, default 500)")
 	flagStormReps       = flag.Int("storm-reps", 0, "repetitions of the storm benchmark (env FENCELINE_BENCH_STORM_REPS, default 1)")
+	flagAPILatency      = flag.Duration("api-latency", 0, "how late every API answer comes to Fenceline's components in the slow-API no-human benchmark (env FENCELINE_BENCH_API_LATENCY, default 2s)")
 	flagQuarantineDelay = flag.Duration("quarantine-delay", 0, "fenceline-controller --quarantine-delay in the no-human run (env FENCELINE_BENCH_QUARANTINE_DELAY, default 5s)")
 )
 
@@ -50,6 +51,7 @@ type settings struct {
 	KCMQPS          int           `json:"kcm_kube_api_qps,omitempty"`
 	Latency         time.Duration `json:"latency_ns"`
 	QuarantineDelay time.Duration `json:"quarantine_delay_ns"`
+	APILatency      time.Duration `json:"api_latency_ns"`
 	// UpstreamTaintEviction runs the no-human failover with
 	// kube-controller-manager's taint-eviction-controller instead of
 	// fenceline-controller's taint-eviction (env
@@ -106,6 +108,7 @@ func loadSettings() (settings, error) {
 	}{
 		{&s.Latency, *flagLatency, "FENCELINE_BENCH_LATENCY", 50 * time.Millisecond},
 		{&s.QuarantineDelay, *flagQuarantineDelay, "FENCELINE_BENCH_QUARANTINE_DELAY", 5 * time.Second},
+		{&s.APILatency, *flagAPILatency, "FENCELINE_BENCH_API_LATENCY", 2 * time.Second},
 	}
 	s.Configs = os.Getenv("FENCELINE_BENCH_CONFIGS")
 	if v := os.Getenv("FENCELINE_BENCH_UPSTREAM_TAINT_EVICTION"); v != "" {

@@ -180,6 +180,9 @@ func checkInstallerOptions(o Options) error {
 	if len(o.ControllerArgs) > 0 || o.ControllerReplicas > 0 || len(o.FenceAgentArgs) > 0 || o.TaintEviction {
 		return fmt.Errorf("with an Installer, set the controller's and the fence agent's flags and replicas through the install (chart values), not ControllerArgs, ControllerReplicas, FenceAgentArgs or TaintEviction")
 	}
+	if o.APIProxy {
+		return fmt.Errorf("with an Installer, the components run with their pods' kubeconfigs: APIProxy is not supported")
+	}
 	return nil
 }
 

@@ -109,6 +109,11 @@ type Options struct {
 	// one replica without leader election. Each replica logs to
 	// fenceline-controller-<i>.log.
 	ControllerReplicas int
+	// APIProxy routes every Fenceline component (attachers, controllers,
+	// the fence agent) to kube-apiserver through one delaying proxy,
+	// World.APIProxy, that passes bytes at once until its delay is set: a
+	// loaded or distant API server, as Fenceline's components see it.
+	APIProxy bool
 	// ZombieWrites keeps a powered-off node's writers writing.
 	ZombieWrites bool
 	// HeldOpen keeps a volume's writer going until its NodeUnpublishVolume
@@ -184,6 +189,9 @@ type World struct {
 	Second *MockDriver
 	// FenceAgent is fenceline-fence-agent with Options.Fencing, else nil.
 	FenceAgent *cluster.Process
+	// APIProxy is the proxy between Fenceline's components and
+	// kube-apiserver with Options.APIProxy, else nil.
+	APIProxy *APIProxy
 
 	standinLog     *os.File
 	controllerArgs []string // the flags every controller replica runs with
@@ -260,6 +268,11 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 	}
 	w.standinLog = standinLog
 	standinCtx := klog.NewContext(ctx, textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(standinLog), textlogger.Verbosity(4))))
+	if opts.APIProxy {
+		if w.APIProxy, err = w.StartAPIProxy(); err != nil {
+			return w, err
+		}
+	}
 	if err := w.startDrivers(ctx, opts); err != nil {
 		return w, err
 	}
@@ -440,6 +453,11 @@ func (w *World) startComponentAs(ctx context.Context, name, binary, component, s
 	if err != nil {
 		return nil, err
 	}
+	if w.APIProxy != nil {
+		if err := w.APIProxy.PointKubeconfig(kubeconfig, w.Cluster.ServerURL()); err != nil {
+			return nil, err
+		}
+	}
 	if name == "" {
 		name = binary
 	}
@@ -506,5 +524,8 @@ func (w *World) Stop() {
 	}
 	if w.standinLog != nil {
 		_ = w.standinLog.Close()
+	}
+	if w.APIProxy != nil {
+		w.APIProxy.Close()
 	}
 }
