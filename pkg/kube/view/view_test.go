@@ -2,12 +2,17 @@ package view
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -77,5 +82,86 @@ func TestSourcesAgree(t *testing.T) {
 	}
 	if _, err := (Informers{Nodes: nodes.Lister()}).PodsOnNode(ctx, "n1"); err == nil || !strings.Contains(err.Error(), "not watched") {
 		t.Errorf("pods of a view without a pod cache: %v, want an error", err)
+	}
+}
+
+// TestReadParts: Read gives the same objects from either source, and
+// nothing at all for a node that does not exist.
+func TestReadParts(t *testing.T) {
+	objs := []runtime.Object{
+		testobj.Node("n1"), testobj.Lease("n1", time.Unix(1000, 0)),
+		testobj.Pod("default", "a", testobj.OnNode("n1")), testobj.VA("va-1", "d", "pv-1", "n1"),
+		testobj.Pod("default", "orphan", testobj.OnNode("gone")), testobj.VA("va-9", "d", "pv-9", "gone"),
+	}
+	client := fake.NewClientset(objs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := informers.NewSharedInformerFactory(client, 0)
+	pods, vas, err := nodeutil.NodeIndexedInformers(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, leases := f.Core().V1().Nodes(), f.Coordination().V1().Leases()
+	nodes.Informer()
+	leases.Informer()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	all := Parts{Lease: true, Pods: true, VolumeAttachments: true}
+	for name, v := range map[string]View{
+		"informers": Informers{Nodes: nodes.Lister(), Leases: leases.Lister().Leases(v1.NamespaceNodeLease), Pods: pods.GetIndexer(), VAs: vas.GetIndexer()},
+		"api":       API{Client: client},
+	} {
+		o, err := Read(ctx, v, "n1", all)
+		if err != nil || o.Node == nil || o.Lease == nil || !slices.Equal(names(o.Pods), []string{"a"}) || !slices.Equal(names(o.VolumeAttachments), []string{"va-1"}) {
+			t.Errorf("%s: Read(n1) = %+v, %v", name, o, err)
+		}
+		if o, err := Read(ctx, v, "gone", all); err != nil || o.Node != nil || o.Pods != nil || o.VolumeAttachments != nil {
+			t.Errorf("%s: Read(gone) = %+v, %v; want nothing: the parts of a missing node are not an answer", name, o, err)
+		}
+	}
+}
+
+// barrierView is a Remote View each of whose reads waits until all four
+// reads have started: it answers only reads made at once.
+type barrierView struct {
+	all     chan struct{}
+	once    *sync.Once
+	n       *atomic.Int32
+}
+
+func (b barrierView) wait(ctx context.Context) error {
+	if b.n.Add(1) == 4 {
+		b.once.Do(func() { close(b.all) })
+	}
+	select {
+	case <-b.all:
+		return nil
+	case <-time.After(5 * time.Second):
+		return errors.New("the other reads never started: Read made them one after another")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b barrierView) Remote() bool { return true }
+func (b barrierView) Node(ctx context.Context, name string) (*v1.Node, error) {
+	return testobj.Node(name), b.wait(ctx)
+}
+func (b barrierView) NodeLease(ctx context.Context, node string) (*coordinationv1.Lease, error) {
+	return testobj.Lease(node, time.Unix(1000, 0)), b.wait(ctx)
+}
+func (b barrierView) PodsOnNode(ctx context.Context, _ string) ([]*v1.Pod, error) {
+	return nil, b.wait(ctx)
+}
+func (b barrierView) VolumeAttachmentsOnNode(ctx context.Context, _ string) ([]*storagev1.VolumeAttachment, error) {
+	return nil, b.wait(ctx)
+}
+
+// TestReadRemoteAtOnce: from the API server, Read makes its reads at once.
+func TestReadRemoteAtOnce(t *testing.T) {
+	b := barrierView{all: make(chan struct{}), once: &sync.Once{}, n: &atomic.Int32{}}
+	o, err := Read(context.Background(), b, "n1", Parts{Lease: true, Pods: true, VolumeAttachments: true})
+	if err != nil || o.Node == nil || o.Lease == nil {
+		t.Fatalf("Read = %+v, %v", o, err)
 	}
 }
