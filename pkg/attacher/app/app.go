@@ -101,7 +101,8 @@ type Options struct {
 	// three times within it.
 	HeartbeatInterval, HeartbeatDuration time.Duration
 	// AttachEvents is --attach-events, Fenceline's own flag: record a
-	// Normal Attached Event for every attach (off, as upstream).
+	// Normal Attached Event for every attach and a Normal Detached Event
+	// for every plain detach (off, as upstream).
 	AttachEvents bool
 	// ExitOnConnectionLoss makes the process exit when the CSI socket
 	// connection is lost, as upstream does; in-process users leave it off

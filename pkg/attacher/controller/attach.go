@@ -23,7 +23,8 @@ const (
 	// EventAttached (Normal): ControllerPublishVolume succeeded; recorded
 	// only with Config.AttachEvents.
 	EventAttached = "Attached"
-	// EventDetached (Normal): a plain unpublish succeeded.
+	// EventDetached (Normal): a plain unpublish succeeded; recorded only
+	// with Config.AttachEvents.
 	EventDetached = "Detached"
 	// EventFencedDetach (Normal): a fenced unpublish succeeded.
 	EventFencedDetach = "FencedDetach"

@@ -83,9 +83,11 @@ type Config struct {
 	// to the volume.
 	Recorder record.EventRecorder
 	// AttachEvents records a Normal Attached Event for every successful
-	// attach (--attach-events). Off by default, as upstream records none:
-	// the attach/detach controller already records SuccessfulAttachVolume
-	// on the pod, and each Event is a write to the API server.
+	// attach and a Normal Detached Event for every plain detach
+	// (--attach-events). Off by default, as upstream records none: the
+	// attach/detach controller already records SuccessfulAttachVolume on
+	// the pod, and each Event is a write to the API server. A fenced
+	// detach and every failure are recorded whatever this says.
 	AttachEvents bool
 	// Metrics records detach outcomes; nil records nothing.
 	Metrics *metrics.Recorder

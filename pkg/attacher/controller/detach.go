@@ -201,7 +201,7 @@ func (c *Controller) finishDetach(ctx context.Context, va *storagev1.VolumeAttac
 	c.cfg.Metrics.Detached(string(decision.Action), string(decision.Reason), time.Since(va.DeletionTimestamp.Time))
 	if decision.Action == fencing.ActionFenced {
 		c.volumeEvent(va, v1.EventTypeNormal, EventFencedDetach, fmt.Sprintf("Detached volume %s from node %s with fencing (%s)", volumeID, va.Spec.NodeName, decision.Reason))
-	} else {
+	} else if c.cfg.AttachEvents {
 		c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventDetached, "Detached volume %s from node %s", volumeID, va.Spec.NodeName)
 	}
 	logger.V(2).Info("Detached")

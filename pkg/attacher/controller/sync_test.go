@@ -254,6 +254,23 @@ func TestSyncDetach(t *testing.T) {
 			wantEvents: []string{"Normal Attached", "Normal Detached"},
 		},
 		{
+			// Upstream records none; a routine Event is a write per detach.
+			name:     "without --attach-events a plain detach records no Event",
+			opts:     envOptions{quietAttach: true},
+			node:     testobj.Node(testNode),
+			wantCode: "OK",
+		},
+		{
+			name:       "without --attach-events a fenced detach is still recorded",
+			opts:       envOptions{quietAttach: true},
+			node:       testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)),
+			stage:      true,
+			wantFence:  true,
+			wantCode:   "OK",
+			wantRecord: cutoff.ReasonOutOfService,
+			wantEvents: []string{"Normal FencedDetach"},
+		},
+		{
 			name:       "fenced detach from an out-of-service node",
 			node:       testobj.Node(testNode, unknown, testobj.Taint(names.OutOfServiceTaint, v1.TaintEffectNoExecute)),
 			stage:      true,
