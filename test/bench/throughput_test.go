@@ -90,8 +90,8 @@ func BenchmarkAttachThroughput(b *testing.B) {
 				if err != nil {
 					b.Fatalf("%s at %s latency: %v", a.name, lat, err)
 				}
-				b.Logf("%s, driver latency %s: attach %.1f/s, detach %.1f/s, %.2f requests (%.2f writes) per attach",
-					a.name, lat, run.AttachOps, run.DetachOps, run.AttachRequestsPerVA, run.AttachWritesPerVA)
+				b.Logf("%s, driver latency %s: attach %.1f/s, detach %.1f/s, %.2f requests (%.2f writes) per attach, %.2f (%.2f) per detach",
+					a.name, lat, run.AttachOps, run.DetachOps, run.AttachRequestsPerVA, run.AttachWritesPerVA, run.DetachRequestsPerVA, run.DetachWritesPerVA)
 				runs = append(runs, run)
 			}
 		}
@@ -119,7 +119,7 @@ type throughputReport struct {
 
 func newThroughputReport(s settings, runs []throughputRun) throughputReport {
 	r := throughputReport{Machine: thisMachine(), Setting: s, Runs: runs}
-	t := Table{Header: []string{"driver latency", "attacher", "attach/s", "detach/s", "API requests/attach", "API writes/attach", "API writes/detach"}}
+	t := Table{Header: []string{"driver latency", "attacher", "attach/s", "detach/s", "API requests/attach", "API writes/attach", "API requests/detach", "API writes/detach"}}
 	byLatency := map[time.Duration]map[string]throughputRun{}
 	var order []time.Duration
 	for _, run := range runs {
@@ -129,14 +129,15 @@ func newThroughputReport(s settings, runs []throughputRun) throughputReport {
 		}
 		byLatency[run.Latency][run.Attacher] = run
 		t.AddRow(run.Latency.String(), run.Attacher, fmt.Sprintf("%.1f", run.AttachOps), fmt.Sprintf("%.1f", run.DetachOps),
-			fmt.Sprintf("%.2f", run.AttachRequestsPerVA), fmt.Sprintf("%.2f", run.AttachWritesPerVA), fmt.Sprintf("%.2f", run.DetachWritesPerVA))
+			fmt.Sprintf("%.2f", run.AttachRequestsPerVA), fmt.Sprintf("%.2f", run.AttachWritesPerVA),
+			fmt.Sprintf("%.2f", run.DetachRequestsPerVA), fmt.Sprintf("%.2f", run.DetachWritesPerVA))
 	}
 	for _, lat := range order {
 		u, f := byLatency[lat]["upstream"], byLatency[lat]["fenceline"]
 		t.AddRow(lat.String(), "fenceline/upstream",
 			FormatRatio(Ratio(f.AttachOps, u.AttachOps)), FormatRatio(Ratio(f.DetachOps, u.DetachOps)),
 			FormatRatio(Ratio(f.AttachRequestsPerVA, u.AttachRequestsPerVA)), FormatRatio(Ratio(f.AttachWritesPerVA, u.AttachWritesPerVA)),
-			FormatRatio(Ratio(f.DetachWritesPerVA, u.DetachWritesPerVA)))
+			FormatRatio(Ratio(f.DetachRequestsPerVA, u.DetachRequestsPerVA)), FormatRatio(Ratio(f.DetachWritesPerVA, u.DetachWritesPerVA)))
 	}
 	r.Table = t.String()
 	return r
