@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"fenceline.io/fenceline/mock-driver/audit"
+	mockdriver "fenceline.io/fenceline/mock-driver/driver"
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/rbaccheck"
 	"fenceline.io/fenceline/test/world"
@@ -60,6 +62,14 @@ type throughputRun struct {
 	DetachWritesPerVA   float64        `json:"detach_writes_per_va"`
 	AttachCalls         map[string]int `json:"attach_calls"`
 	DetachCalls         map[string]int `json:"detach_calls"`
+	// CSI calls per VolumeAttachment the driver received (its audit log,
+	// the warm-up left out): every ControllerPublishVolume of the attach
+	// phase and ControllerUnpublishVolume of the detach phase, and the
+	// successful ones (external-attacher #587: a second unpublish).
+	PublishesPerVA     float64 `json:"publishes_per_va"`
+	OKPublishesPerVA   float64 `json:"ok_publishes_per_va"`
+	UnpublishesPerVA   float64 `json:"unpublishes_per_va"`
+	OKUnpublishesPerVA float64 `json:"ok_unpublishes_per_va"`
 }
 
 // BenchmarkAttachThroughput attaches and then detaches FENCELINE_BENCH_VAS
@@ -119,7 +129,7 @@ type throughputReport struct {
 
 func newThroughputReport(s settings, runs []throughputRun) throughputReport {
 	r := throughputReport{Machine: thisMachine(), Setting: s, Runs: runs}
-	t := Table{Header: []string{"driver latency", "attacher", "attach/s", "detach/s", "API requests/attach", "API writes/attach", "API requests/detach", "API writes/detach"}}
+	t := Table{Header: []string{"driver latency", "attacher", "attach/s", "detach/s", "API requests/attach", "API writes/attach", "API requests/detach", "API writes/detach", "publishes/attach (OK)", "unpublishes/detach (OK)"}}
 	byLatency := map[time.Duration]map[string]throughputRun{}
 	var order []time.Duration
 	for _, run := range runs {
@@ -130,14 +140,16 @@ func newThroughputReport(s settings, runs []throughputRun) throughputReport {
 		byLatency[run.Latency][run.Attacher] = run
 		t.AddRow(run.Latency.String(), run.Attacher, fmt.Sprintf("%.1f", run.AttachOps), fmt.Sprintf("%.1f", run.DetachOps),
 			fmt.Sprintf("%.2f", run.AttachRequestsPerVA), fmt.Sprintf("%.2f", run.AttachWritesPerVA),
-			fmt.Sprintf("%.2f", run.DetachRequestsPerVA), fmt.Sprintf("%.2f", run.DetachWritesPerVA))
+			fmt.Sprintf("%.2f", run.DetachRequestsPerVA), fmt.Sprintf("%.2f", run.DetachWritesPerVA),
+			fmt.Sprintf("%.2f (%.2f)", run.PublishesPerVA, run.OKPublishesPerVA), fmt.Sprintf("%.2f (%.2f)", run.UnpublishesPerVA, run.OKUnpublishesPerVA))
 	}
 	for _, lat := range order {
 		u, f := byLatency[lat]["upstream"], byLatency[lat]["fenceline"]
 		t.AddRow(lat.String(), "fenceline/upstream",
 			FormatRatio(Ratio(f.AttachOps, u.AttachOps)), FormatRatio(Ratio(f.DetachOps, u.DetachOps)),
 			FormatRatio(Ratio(f.AttachRequestsPerVA, u.AttachRequestsPerVA)), FormatRatio(Ratio(f.AttachWritesPerVA, u.AttachWritesPerVA)),
-			FormatRatio(Ratio(f.DetachRequestsPerVA, u.DetachRequestsPerVA)), FormatRatio(Ratio(f.DetachWritesPerVA, u.DetachWritesPerVA)))
+			FormatRatio(Ratio(f.DetachRequestsPerVA, u.DetachRequestsPerVA)), FormatRatio(Ratio(f.DetachWritesPerVA, u.DetachWritesPerVA)),
+			FormatRatio(Ratio(f.PublishesPerVA, u.PublishesPerVA)), FormatRatio(Ratio(f.UnpublishesPerVA, u.UnpublishesPerVA)))
 	}
 	r.Table = t.String()
 	return r
@@ -235,6 +247,16 @@ func runThroughput(ctx context.Context, s settings, name, attacherPath string, l
 		run.AttachCalls, run.DetachCalls = tally(attach), tally(detach)
 		run.AttachRequestsPerVA, run.AttachWritesPerVA = float64(len(attach))/n, float64(writes(attach))/n
 		run.DetachRequestsPerVA, run.DetachWritesPerVA = float64(len(detach))/n, float64(writes(detach))/n
+		recs, err := audit.ReadFile(filepath.Join(c.Dir(), "mock", mockdriver.AuditFile))
+		if err != nil {
+			return err
+		}
+		// The warm-up VolumeAttachment is never detached; its publish is
+		// the first one.
+		publishes := audit.Filter(recs, audit.Method("ControllerPublishVolume"), func(r audit.Record) bool { return r.VolumeID != handles[0] })
+		unpublishes := audit.Filter(recs, audit.Method("ControllerUnpublishVolume"))
+		run.PublishesPerVA, run.OKPublishesPerVA = float64(len(publishes))/n, float64(len(audit.Filter(publishes, audit.OK())))/n
+		run.UnpublishesPerVA, run.OKUnpublishesPerVA = float64(len(unpublishes))/n, float64(len(audit.Filter(unpublishes, audit.OK())))/n
 		return nil
 	})
 	return run, err
