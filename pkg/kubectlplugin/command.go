@@ -82,7 +82,15 @@ func NewCommand(o *Options) *cobra.Command {
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fenceline"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version answers as every other Fenceline binary does (name,
+		// version, commit, Go version), which release checks rely on.
+		Version: version.String(),
 	}
+	root.SetOut(o.Streams.Out)
+	root.SetVersionTemplate("kubectl-fenceline {{.Version}}\n")
+	// Declared here so that cobra does not take -v for it: kubectl users
+	// read -v as verbosity.
+	root.Flags().Bool("version", false, "Print the plugin's version, commit and Go version and exit (the version command also reports each driver's fenceline-attacher)")
 	o.Flags.AddFlags(root.PersistentFlags())
 	root.AddCommand(statusCommand(o), fenceCommand(o), unfenceCommand(o), explainCommand(o), versionCommand(o))
 	return root

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,11 @@ func TestCommands(t *testing.T) {
 		{name: "version --client", args: []string{"version", "--client"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
 			if !strings.HasPrefix(out, "kubectl-fenceline dev (commit ") || strings.Contains(out, "fenceline-attacher of") {
 				t.Errorf("version --client = %q, want the plugin's version only", out)
+			}
+		}},
+		{name: "--version", args: []string{"--version"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
+			if !strings.HasPrefix(out, "kubectl-fenceline dev (commit ") || !strings.HasSuffix(out, runtime.Version()+")\n") {
+				t.Errorf("--version = %q, want the plugin's name, version, commit and Go version on one line", out)
 			}
 		}},
 		{name: "version", args: []string{"version"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
