@@ -130,7 +130,8 @@ func (c *Controller) runClass(ctx, lctx context.Context, req *fencingv1alpha1.Fe
 	logger := klog.FromContext(ctx).WithValues("level", level, "fenceClass", className)
 	p, failure := c.prepare(target, req.Spec.NodeName, className)
 	a := fencingv1alpha1.FenceAttempt{Level: level, FenceClass: className, Method: p.method(), StartTime: metav1.NewTime(c.cfg.Now()).Rfc3339Copy()}
-	if _, err := c.startAttempt(ctx, req.Name, a); err != nil {
+	started, err := c.startAttempt(ctx, req, a)
+	if err != nil {
 		return nil, nil, err
 	}
 	c.cfg.Recorder.Eventf(req, corev1.EventTypeNormal, EventAttemptStarted, "Level %d, FenceClass %s (%s): powering off node %s", level, className, a.Method, req.Spec.NodeName)
@@ -148,7 +149,7 @@ func (c *Controller) runClass(ctx, lctx context.Context, req *fencingv1alpha1.Fe
 	c.cfg.Metrics.Attempts.WithLabelValues(methodLabel(a.Method), string(o.result)).Inc()
 	c.cfg.Metrics.Duration.WithLabelValues(methodLabel(a.Method)).Observe(time.Since(start).Seconds())
 	ok := o.result == fencingv1alpha1.FenceAttemptSucceeded
-	written, err := c.finishAttempt(ctx, req.Name, a, o, failRound && !ok)
+	written, err := c.finishAttempt(ctx, started, a, o, failRound && !ok)
 	if err != nil {
 		return nil, nil, err
 	}

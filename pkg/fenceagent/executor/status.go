@@ -17,13 +17,24 @@ import (
 // the phase and conditions of the same object concurrently, and each side
 // changes only its own fields on the latest version. change returns false
 // to write nothing. It returns the request as last read or written.
-func (c *Controller) updateStatus(ctx context.Context, name string, change func(*fencingv1alpha1.FencingRequest) (bool, error)) (*fencingv1alpha1.FencingRequest, error) {
+//
+// from, when set, is the request as this agent last read or wrote it: the
+// first try changes it without a read, and the write's resourceVersion
+// makes the API server refuse it (a conflict, then a fresh read) if
+// anything changed since. A slow API server then costs one round trip per
+// write, not two.
+func (c *Controller) updateStatus(ctx context.Context, name string, from *fencingv1alpha1.FencingRequest, change func(*fencingv1alpha1.FencingRequest) (bool, error)) (*fencingv1alpha1.FencingRequest, error) {
 	client := c.cfg.Client.FencingV1alpha1().FencingRequests()
 	var out *fencingv1alpha1.FencingRequest
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		req, err := client.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		var req *fencingv1alpha1.FencingRequest
+		if from != nil && from.Name == name && from.ResourceVersion != "" {
+			req, from = from.DeepCopy(), nil
+		} else {
+			var err error
+			if req, err = client.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
 		write, err := change(req)
 		if err != nil || !write {
@@ -42,8 +53,8 @@ func (c *Controller) updateStatus(ctx context.Context, name string, change func(
 // startAttempt appends a running attempt (no result, no end), dropping the
 // oldest beyond MaxFenceAttempts. A request that left phase Fencing or
 // lost condition Required is not fenced further (errAborted).
-func (c *Controller) startAttempt(ctx context.Context, name string, a fencingv1alpha1.FenceAttempt) (*fencingv1alpha1.FencingRequest, error) {
-	return c.updateStatus(ctx, name, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
+func (c *Controller) startAttempt(ctx context.Context, req *fencingv1alpha1.FencingRequest, a fencingv1alpha1.FenceAttempt) (*fencingv1alpha1.FencingRequest, error) {
+	return c.updateStatus(ctx, req.Name, req, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
 		if r.Status.Phase != fencingv1alpha1.FencingPhaseFencing || !meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.FencingRequestRequired) {
 			return false, errAborted
 		}
@@ -55,10 +66,10 @@ func (c *Controller) startAttempt(ctx context.Context, name string, a fencingv1a
 // finishAttempt records the end of the attempt a started: its end time,
 // result, read-back power state and message; failRound adds one to
 // failedRounds in the same write.
-func (c *Controller) finishAttempt(ctx context.Context, name string, a fencingv1alpha1.FenceAttempt, o outcome, failRound bool) (*fencingv1alpha1.FencingRequest, error) {
+func (c *Controller) finishAttempt(ctx context.Context, started *fencingv1alpha1.FencingRequest, a fencingv1alpha1.FenceAttempt, o outcome, failRound bool) (*fencingv1alpha1.FencingRequest, error) {
 	end := metav1.NewTime(c.cfg.Now()).Rfc3339Copy()
 	a.EndTime, a.Result, a.VerifiedPowerState, a.Message = &end, o.result, string(o.state), truncate(o.message)
-	return c.updateStatus(ctx, name, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
+	return c.updateStatus(ctx, started.Name, started, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
 		i := -1
 		for j, b := range r.Status.Attempts {
 			if running(b) && b.Level == a.Level && b.FenceClass == a.FenceClass && b.StartTime.Equal(&a.StartTime) {
@@ -80,7 +91,7 @@ func (c *Controller) finishAttempt(ctx context.Context, name string, a fencingv1
 // markInterrupted ends every attempt that has no end: the agent that ran
 // it stopped. On a request still fencing that is a failed round.
 func (c *Controller) markInterrupted(ctx context.Context, name string) error {
-	_, err := c.updateStatus(ctx, name, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
+	_, err := c.updateStatus(ctx, name, nil, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
 		if unfinished(r.Status.Attempts) == 0 {
 			return false, nil
 		}
@@ -100,7 +111,7 @@ func (c *Controller) markInterrupted(ctx context.Context, name string) error {
 
 // countFailedRound adds one to failedRounds.
 func (c *Controller) countFailedRound(ctx context.Context, name string) (*fencingv1alpha1.FencingRequest, error) {
-	return c.updateStatus(ctx, name, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
+	return c.updateStatus(ctx, name, nil, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
 		r.Status.FailedRounds++
 		return true, nil
 	})
