@@ -263,5 +263,6 @@ type noState struct{}
 func (noState) PendingDetaches() []attachermetrics.PendingDetach { return nil }
 func (noState) FenceCapabilities() map[string]bool               { return nil }
 func (noState) Blind() bool                                      { return false }
+func (noState) QueueWaits() map[string]time.Duration             { return nil }
 
 func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
