@@ -74,6 +74,8 @@ func parseFlags(args []string) (driver.Config, bool, error) {
 	fs.BoolVar(&cfg.Fence, "fence", cfg.Fence, "Advertise and honour UNPUBLISH_FENCE.")
 	fs.BoolVar(&cfg.FakeFence, "fake-fence", false, "Advertise UNPUBLISH_FENCE but treat fence=true as a plain unpublish (with --fence=false): a lying driver, to test conformance suites.")
 	fs.BoolVar(&cfg.ForceUnpublish, "force-unpublish", cfg.ForceUnpublish, "Advertise and honour FORCE_UNPUBLISH.")
+	fs.BoolVar(&cfg.ListFences, "list-fences", cfg.ListFences, "Advertise and serve LIST_FENCES on --endpoint: the fences the array holds.")
+	fs.BoolVar(&cfg.LiftFence, "lift-fence", cfg.LiftFence, "Advertise and serve LIFT_FENCE on --endpoint (needs --list-fences).")
 	fs.Func("unpublish-mode", "What a plain ControllerUnpublishVolume of a volume the node still uses does: strict (refused) or real-array (done; the node keeps write access, as on most real arrays).", func(s string) error {
 		m, err := array.ParseUnpublishMode(s)
 		cfg.Unpublish = m

@@ -44,6 +44,16 @@ func TestParseFlags(t *testing.T) {
 			}),
 		},
 		{
+			name: "driver that neither lists nor lifts fences",
+			args: []string{"--list-fences=false", "--lift-fence=false"},
+			want: base(func(c *driver.Config) { c.ListFences, c.LiftFence = false, false }),
+		},
+		{
+			name: "driver that lists fences but does not lift them",
+			args: []string{"--lift-fence=false"},
+			want: base(func(c *driver.Config) { c.LiftFence = false }),
+		},
+		{
 			name: "driver lying about UNPUBLISH_FENCE",
 			args: []string{"--fence=false", "--fake-fence"},
 			want: base(func(c *driver.Config) { c.Fence, c.FakeFence = false, true }),

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,9 +31,14 @@ type Record struct {
 	// VolumeID is the volume the call was about, if any.
 	VolumeID string `json:"volumeID,omitempty"`
 	// NodeID is the node the call was about: the request's node_id for
-	// controller calls, the serving socket's node identity for node calls
-	// and writes.
+	// controller calls and the fence extension's ListFences and LiftFence,
+	// the serving socket's node identity for node calls and writes.
 	NodeID string `json:"nodeID,omitempty"`
+	// Lifted is, for a successful LiftFence, the volumes whose fences on
+	// NodeID the call lifted, space-separated (empty when there was nothing
+	// to lift); LiftedVolumes splits it. A string, not a slice, so that
+	// records stay comparable with ==.
+	Lifted string `json:"lifted,omitempty"`
 	// Fence is true for a ControllerUnpublishVolume carrying fence=true.
 	Fence bool `json:"fence,omitempty"`
 	// Force is true for a NodeUnpublishVolume or NodeUnstageVolume carrying
@@ -48,6 +54,9 @@ type Record struct {
 	// must count it (see Effective).
 	Applied bool `json:"applied,omitempty"`
 }
+
+// LiftedVolumes returns the volumes of Lifted.
+func (r Record) LiftedVolumes() []string { return strings.Fields(r.Lifted) }
 
 // Log appends records to an audit file. It is safe for concurrent use.
 type Log struct {

@@ -41,6 +41,12 @@ type Config struct {
 	FakeFence bool
 	// ForceUnpublish advertises and honours FORCE_UNPUBLISH.
 	ForceUnpublish bool
+	// ListFences advertises and serves LIST_FENCES on the controller
+	// endpoint: the fences the array holds.
+	ListFences bool
+	// LiftFence advertises and serves LIFT_FENCE on the controller
+	// endpoint. It needs ListFences, as the extension's contract does.
+	LiftFence bool
 	// Unpublish is what a plain ControllerUnpublishVolume of a volume the
 	// node still has staged or published does: array.UnpublishStrict (the
 	// default, also when empty) refuses it, array.UnpublishRealArray does it
@@ -81,10 +87,13 @@ const (
 )
 
 // DefaultConfig returns the configuration the binary uses without flags:
-// the default name, fencing and forced clean-up on, strict unpublish, the
-// memory backend.
+// the default name, fencing, forced clean-up and listing and lifting fences
+// on, strict unpublish, the memory backend.
 func DefaultConfig() Config {
-	return Config{Name: DefaultName, Version: "dev", Fence: true, ForceUnpublish: true, Unpublish: array.UnpublishStrict, Backend: BackendMemory}
+	return Config{
+		Name: DefaultName, Version: "dev", Fence: true, ForceUnpublish: true, ListFences: true, LiftFence: true,
+		Unpublish: array.UnpublishStrict, Backend: BackendMemory,
+	}
 }
 
 // A CSI driver name: at most 63 characters, alphanumerics, '-', '.' and
@@ -102,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if c.FakeFence && c.Fence {
 		problems = append(problems, "fake fence needs fencing switched off (--fence=false)")
+	}
+	if c.LiftFence && !c.ListFences {
+		problems = append(problems, "lifting fences needs listing them (--list-fences): a CO lifts what it was shown")
 	}
 	if c.Endpoint == "" {
 		problems = append(problems, "endpoint is required")

@@ -121,30 +121,19 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		Audit:   auditLog,
 		Metrics: metrics.NewCSIMetricsManagerForPlugin(cfg.Name),
 		Logger:  logger,
+
+		ListFences: cfg.ListFences,
+		LiftFence:  cfg.LiftFence,
 	}
 	sockets := []server.Socket{{Endpoint: cfg.Endpoint, NodeID: cfg.NodeID, Controller: true}}
 	for _, node := range slices.Sorted(maps.Keys(cfg.NodeEndpoints)) {
 		sockets = append(sockets, server.Socket{Endpoint: cfg.NodeEndpoints[node], NodeID: node})
 	}
 	for _, sock := range sockets {
-		lis, err := d.listen(sock.Endpoint)
-		if err != nil {
+		if err := d.serve(shared, sock); err != nil {
 			d.Stop()
 			return nil, err
 		}
-		key := sock.NodeID
-		if sock.Controller {
-			key = ""
-		}
-		d.addrs[key] = endpointOf(lis)
-		srv := server.NewGRPCServer(shared, sock)
-		d.servers = append(d.servers, srv)
-		d.wg.Go(func() {
-			if err := srv.Serve(lis); err != nil {
-				logger.Error(err, "gRPC server stopped", "endpoint", sock.Endpoint)
-			}
-		})
-		logger.Info("Serving", "endpoint", d.addrs[key], "node", sock.NodeID, "controller", sock.Controller)
 	}
 	if cfg.HTTPEndpoint != "" {
 		if err := d.serveMetrics(shared.Metrics); err != nil {
@@ -154,6 +143,31 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	d.stopCtx = context.AfterFunc(ctx, d.Stop)
 	return d, nil
+}
+
+// serve starts the gRPC server of one socket on its own listener.
+func (d *Driver) serve(shared *server.Shared, sock server.Socket) error {
+	srv, err := server.NewGRPCServer(shared, sock)
+	if err != nil {
+		return err
+	}
+	lis, err := d.listen(sock.Endpoint)
+	if err != nil {
+		return err
+	}
+	key := sock.NodeID
+	if sock.Controller {
+		key = ""
+	}
+	d.addrs[key] = endpointOf(lis)
+	d.servers = append(d.servers, srv)
+	d.wg.Go(func() {
+		if err := srv.Serve(lis); err != nil {
+			d.logger.Error(err, "gRPC server stopped", "endpoint", sock.Endpoint)
+		}
+	})
+	d.logger.Info("Serving", "endpoint", d.addrs[key], "node", sock.NodeID, "controller", sock.Controller)
+	return nil
 }
 
 // Stop stops every server, waits for them and closes the audit log. It is

@@ -126,7 +126,9 @@ func TestRealArrayUnpublishAllowsSplitBrain(t *testing.T) {
 // TestDriverWithoutFencing plays a driver without the extension: it
 // advertises nothing, and fence=true changes nothing.
 func TestDriverWithoutFencing(t *testing.T) {
-	w := newWorld(t, func(c *driver.Config) { c.Fence, c.ForceUnpublish = false, false })
+	w := newWorld(t, func(c *driver.Config) {
+		c.Fence, c.ForceUnpublish, c.ListFences, c.LiftFence = false, false, false, false
+	})
 	caps, err := fence.Discover(w.ctx, w.ctrlCC)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +154,7 @@ func TestCapabilityDiscoveryPerSocket(t *testing.T) {
 		conn string
 		want fence.Capabilities
 	}{
-		{name: "controller socket", conn: "", want: fence.Capabilities{UnpublishFence: true}},
+		{name: "controller socket", conn: "", want: fence.Capabilities{UnpublishFence: true, ListFences: true, LiftFence: true}},
 		{name: "node socket", conn: "node-a", want: fence.Capabilities{ForceUnpublish: true}},
 	}
 	for _, tc := range tests {

@@ -93,14 +93,27 @@ func TestFenceSanityCommand(t *testing.T) {
 			wantLines: []string{
 				"PASS discovery", "FAIL fence-cuts-io: I/O from node node-1", "FAIL no-republish-before-cleanup:",
 				"FAIL volume-moves: fenced node node-1 can still write", "FAIL fence-without-node-id:",
-				"fence-sanity summary: pass=6 fail=4 skip=0",
+				"FAIL list-fences: ListFences (node_id \"\") shows no fence of node node-1", "FAIL lift-fence:",
+				"fence-sanity summary: pass=6 fail=7 skip=0",
 			},
 		},
 		{
-			name:      "mock without the extension",
-			mockArgs:  []string{"--fence=false", "--force-unpublish=false"},
-			wantExit:  0,
-			wantLines: []string{"PASS discovery", "SKIP fence-cuts-io: the controller does not advertise UNPUBLISH_FENCE", "SKIP force-unpublish: node node-1 does not advertise FORCE_UNPUBLISH"},
+			name:     "mock without the extension",
+			mockArgs: []string{"--fence=false", "--force-unpublish=false", "--list-fences=false", "--lift-fence=false"},
+			wantExit: 0,
+			wantLines: []string{
+				"PASS discovery", "SKIP fence-cuts-io: the controller does not advertise UNPUBLISH_FENCE", "SKIP force-unpublish: node node-1 does not advertise FORCE_UNPUBLISH",
+				"SKIP list-fences: the controller does not advertise LIST_FENCES", "SKIP lift-fence: the controller does not advertise LIFT_FENCE",
+			},
+		},
+		{
+			name:     "mock that lists fences but does not lift them",
+			mockArgs: []string{"--lift-fence=false"},
+			wantExit: 0,
+			wantLines: []string{
+				"PASS list-fences", "PASS list-fences-pagination", "SKIP lift-fence: the controller does not advertise LIFT_FENCE",
+				"fence-sanity summary: pass=12 fail=0 skip=1",
+			},
 		},
 		{name: "flag error", noDriver: true, extraArgs: []string{"--timeout=soon"}, wantExit: 2},
 	}

@@ -122,7 +122,7 @@ func TestFenceSanity(t *testing.T) {
 // TestFenceSanityResults checks the outcome of every case against mocks
 // that advertise less, or lie: cases that do not apply are skipped, not
 // passed, and a driver that advertises UNPUBLISH_FENCE without cutting I/O
-// fails the case that checks it.
+// fails the cases that check it, listing the fences included.
 func TestFenceSanityResults(t *testing.T) {
 	all := func(s sanity.Status) map[string]sanity.Status {
 		m := map[string]sanity.Status{}
@@ -145,9 +145,23 @@ func TestFenceSanityResults(t *testing.T) {
 	}{
 		{name: "fence and force", want: all(sanity.Pass)},
 		{
-			name:   "no extension",
-			mutate: func(c *driver.Config) { c.Fence, c.ForceUnpublish = false, false },
-			want:   with(all(sanity.Skip), "discovery", sanity.Pass),
+			name: "no extension",
+			mutate: func(c *driver.Config) {
+				c.Fence, c.ForceUnpublish, c.ListFences, c.LiftFence = false, false, false, false
+			},
+			want: with(all(sanity.Skip), "discovery", sanity.Pass),
+		},
+		{
+			// The skip paths of the optional calls: the suite never
+			// sends what the driver does not advertise.
+			name:   "neither list nor lift",
+			mutate: func(c *driver.Config) { c.ListFences, c.LiftFence = false, false },
+			want:   with(all(sanity.Pass), "list-fences", sanity.Skip, "list-fences-pagination", sanity.Skip, "lift-fence", sanity.Skip),
+		},
+		{
+			name:   "list without lift",
+			mutate: func(c *driver.Config) { c.LiftFence = false },
+			want:   with(all(sanity.Pass), "lift-fence", sanity.Skip),
 		},
 		{
 			name:   "fence only",
@@ -157,7 +171,10 @@ func TestFenceSanityResults(t *testing.T) {
 		{
 			name:   "force only",
 			mutate: func(c *driver.Config) { c.Fence = false },
-			want:   with(all(sanity.Skip), "discovery", sanity.Pass, "error-codes", sanity.Pass, "force-unpublish", sanity.Pass),
+			// Listing needs no fence of the suite's own to page and to
+			// check the codes; the cases that look at one skip.
+			want: with(all(sanity.Skip), "discovery", sanity.Pass, "error-codes", sanity.Pass, "force-unpublish", sanity.Pass,
+				"list-fences-pagination", sanity.Pass),
 		},
 		{
 			name: "no I/O hook",
@@ -168,8 +185,10 @@ func TestFenceSanityResults(t *testing.T) {
 			name:   "lying driver, real-array",
 			mutate: func(c *driver.Config) { c.Fence, c.FakeFence, c.Unpublish = false, true, array.UnpublishRealArray },
 			// What cannot tell a lie from a fence passes; what can fails.
+			// The fence it never set is not listed either.
 			want: with(all(sanity.Pass), "fence-cuts-io", sanity.Fail, "no-republish-before-cleanup", sanity.Fail,
-				"volume-moves", sanity.Fail, "fence-without-node-id", sanity.Fail),
+				"volume-moves", sanity.Fail, "fence-without-node-id", sanity.Fail,
+				"list-fences", sanity.Fail, "list-fences-pagination", sanity.Fail, "lift-fence", sanity.Fail),
 		},
 		{
 			// A strict array refuses the plain unpublish the lie turns the

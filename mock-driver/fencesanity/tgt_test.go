@@ -111,8 +111,10 @@ func startTgtMock(t *testing.T, method tgt.FenceMethod) sanity.Config {
 
 // TestFenceSanityOnTgt runs the whole fence-sanity suite against the mock
 // on a real iSCSI target, with I/O through real sessions. acl+sessions and
-// pr pass every case; acl, which leaves the fenced node's session writing,
-// fails exactly the cases that write after a fence.
+// pr pass every case, listing and lifting fences included; acl, which
+// leaves the fenced node's session writing, fails exactly the cases that
+// write after a fence (lift-fence checks that the node cannot write before
+// it lifts).
 func TestFenceSanityOnTgt(t *testing.T) {
 	tests := []struct {
 		method tgt.FenceMethod
@@ -120,7 +122,7 @@ func TestFenceSanityOnTgt(t *testing.T) {
 	}{
 		{method: tgt.MethodACLSessions},
 		{method: tgt.MethodPR},
-		{method: tgt.MethodACL, fail: []string{"fence-cuts-io", "volume-moves", "fence-without-node-id"}},
+		{method: tgt.MethodACL, fail: []string{"fence-cuts-io", "volume-moves", "fence-without-node-id", "lift-fence"}},
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.method), func(t *testing.T) {

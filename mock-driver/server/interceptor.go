@@ -17,6 +17,7 @@ import (
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/faults"
 	"fenceline.io/fenceline/pkg/fence"
+	"fenceline.io/fenceline/pkg/fence/fencev1"
 )
 
 // interceptor wraps every unary call of a socket: it logs the call with
@@ -32,7 +33,7 @@ func (sh *Shared) interceptor(sock Socket) grpc.UnaryServerInterceptor {
 		method := path.Base(info.FullMethod)
 		logger := base.WithValues("method", method)
 		ctx = klog.NewContext(ctx, logger)
-		logger.V(2).Info("GRPC call", "request", protosanitizer.StripSecrets(req))
+		logger.V(2).Info("GRPC call", "request", protosanitizer.StripSecrets(fence.RedactSecrets(req)))
 		start := time.Now()
 
 		// Latency is waited out before taking the order lock, so a slow
@@ -128,6 +129,38 @@ func auditRecord(fullMethod, socketNode string, req, resp any, err error) audit.
 		if err == nil {
 			rec.Message = fmt.Sprintf("accepted %d bytes", len(r.GetData()))
 		}
+	case *fencev1.ListFencesRequest, *fencev1.LiftFenceRequest:
+		fenceRecord(&rec, r, resp, err)
 	}
 	return rec
+}
+
+// fenceRecord fills in the record of ListFences (the node filter, how many
+// fences the page held) and LiftFence (the node, the volumes whose fences
+// it lifted, the reason given). A lift's record is how a test or a checker
+// learns that a quarantine ended by an operator's word rather than by the
+// node's clean-up.
+func fenceRecord(rec *audit.Record, req, resp any, err error) {
+	switch r := req.(type) {
+	case *fencev1.ListFencesRequest:
+		rec.NodeID = r.GetNodeId()
+		if l, ok := resp.(*fencev1.ListFencesResponse); ok && err == nil {
+			rec.Message = fmt.Sprintf("fences=%d", len(l.GetEntries()))
+		}
+	case *fencev1.LiftFenceRequest:
+		rec.NodeID = r.GetNodeId()
+		if len(r.GetVolumeIds()) == 1 {
+			rec.VolumeID = r.GetVolumeIds()[0]
+		}
+		if l, ok := resp.(*fencev1.LiftFenceResponse); ok && err == nil {
+			var vols []string
+			for _, f := range l.GetLifted() {
+				vols = append(vols, f.GetVolumeIds()...)
+			}
+			rec.Lifted = strings.Join(vols, " ")
+			if reason := r.GetReason(); reason != "" {
+				rec.Message = "reason=" + reason
+			}
+		}
+	}
 }

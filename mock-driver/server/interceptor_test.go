@@ -12,6 +12,7 @@ import (
 	mockv1 "fenceline.io/fenceline/mock-driver/api/mock/v1"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/pkg/fence"
+	"fenceline.io/fenceline/pkg/fence/fencev1"
 )
 
 func TestAuditRecord(t *testing.T) {
@@ -66,6 +67,30 @@ func TestAuditRecord(t *testing.T) {
 			name:   "accepted write",
 			method: "/fenceline.mock.v1.Array/Write", req: &mockv1.WriteRequest{VolumeId: "v", Data: []byte("abc")},
 			want: audit.Record{Method: "Write", VolumeID: "v", NodeID: "sock-node", Code: "OK", Message: "accepted 3 bytes"},
+		},
+		{
+			name:   "listing fences names the node filter and counts the page",
+			method: "/fenceline.fence.v1.FenceCapabilities/ListFences", req: &fencev1.ListFencesRequest{NodeId: "node-a", MaxEntries: 5},
+			resp: &fencev1.ListFencesResponse{Entries: []*fencev1.Fence{{NodeId: "node-a", VolumeIds: []string{"v"}}}},
+			want: audit.Record{Method: "ListFences", NodeID: "node-a", Code: "OK", Message: "fences=1"},
+		},
+		{
+			name:   "a lift records what it lifted and why",
+			method: "/fenceline.fence.v1.FenceCapabilities/LiftFence", req: &fencev1.LiftFenceRequest{NodeId: "node-a", Reason: "rebooted"},
+			resp: &fencev1.LiftFenceResponse{Lifted: []*fencev1.Fence{{NodeId: "node-a", VolumeIds: []string{"v1"}}, {NodeId: "node-a", VolumeIds: []string{"v2"}}}},
+			want: audit.Record{Method: "LiftFence", NodeID: "node-a", Lifted: "v1 v2", Code: "OK", Message: "reason=rebooted"},
+		},
+		{
+			name:   "a lift of one volume names it, even when nothing was lifted",
+			method: "/fenceline.fence.v1.FenceCapabilities/LiftFence", req: &fencev1.LiftFenceRequest{NodeId: "node-a", VolumeIds: []string{"v1"}},
+			resp: &fencev1.LiftFenceResponse{},
+			want: audit.Record{Method: "LiftFence", VolumeID: "v1", NodeID: "node-a", Code: "OK"},
+		},
+		{
+			name:   "a refused lift",
+			method: "/fenceline.fence.v1.FenceCapabilities/LiftFence", req: &fencev1.LiftFenceRequest{},
+			err:  status.Error(codes.InvalidArgument, "node_id is required"),
+			want: audit.Record{Method: "LiftFence", Code: "InvalidArgument", Message: "node_id is required"},
 		},
 		{
 			name:   "plain error",

@@ -6,6 +6,7 @@
 package server
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -36,6 +37,10 @@ type Shared struct {
 	Metrics metrics.CSIMetricsManager
 	// Logger is the base logger.
 	Logger logr.Logger
+	// ListFences and LiftFence advertise and serve the fence extension's
+	// calls of those names on the controller socket; LiftFence needs
+	// ListFences.
+	ListFences, LiftFence bool
 
 	// order serialises the handling of every call across all sockets, so
 	// that the audit log order is exactly the order in which the array
@@ -56,8 +61,9 @@ type Socket struct {
 
 // NewGRPCServer returns a gRPC server with every service the socket offers
 // registered and the logging, fault, audit and metrics interceptor
-// installed.
-func NewGRPCServer(sh *Shared, sock Socket) *grpc.Server {
+// installed. The controller socket lists and lifts fences when sh says so;
+// node sockets never do, since the fences are the controller's.
+func NewGRPCServer(sh *Shared, sock Socket) (*grpc.Server, error) {
 	s := grpc.NewServer(grpc.UnaryInterceptor(sh.interceptor(sock)))
 	sem := sh.Array.Semantics()
 	csi.RegisterIdentityServer(s, &identityServer{sh: sh})
@@ -65,12 +71,15 @@ func NewGRPCServer(sh *Shared, sock Socket) *grpc.Server {
 	if sock.Controller {
 		csi.RegisterControllerServer(s, &controllerServer{sh: sh})
 		caps.UnpublishFence = sem.Fence || sem.FakeFence
+		caps.ListFences, caps.LiftFence = sh.ListFences, sh.LiftFence
 	}
 	if sock.NodeID != "" {
 		csi.RegisterNodeServer(s, &nodeServer{sh: sh, node: sock.NodeID})
 		caps.ForceUnpublish = sem.ForceUnpublish
 	}
-	fence.RegisterCapabilitiesServer(s, caps)
+	if err := fence.RegisterFenceServer(s, caps, fenceStore{sh: sh}); err != nil {
+		return nil, fmt.Errorf("socket %s: %w", sock.Endpoint, err)
+	}
 	mockv1.RegisterArrayServer(s, &arrayServer{sh: sh, node: sock.NodeID})
-	return s
+	return s, nil
 }

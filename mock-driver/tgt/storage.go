@@ -19,6 +19,9 @@ import (
 
 var _ array.Storage = (*Backend)(nil)
 
+// The array lists the backend's description with its fences.
+var _ array.FenceDescriber = (*Backend)(nil)
+
 // lunPath is the sparse file backing a volume.
 func (b *Backend) lunPath(volID string) string {
 	return filepath.Join(b.opts.Dir, "luns", volID+".img")
@@ -158,6 +161,29 @@ func (b *Backend) Revoke(volID, node string) error {
 // once a fresh listing confirms it (CheckCut).
 func (b *Backend) Fence(volID, node string) error {
 	return b.cut(volID, node, CutFence)
+}
+
+// DescribeFence says how a fence of node off the volume is carried out on
+// the target, for the fences the array lists (array.FenceDescriber). It
+// reads nothing from tgtd: what is listed is the array's record, and the
+// target's state was confirmed when the fence returned.
+func (b *Backend) DescribeFence(volID, node string) string {
+	initiator, err := InitiatorName(node)
+	if err != nil {
+		return "no initiator carries this node ID: cut off by absence"
+	}
+	target, err := TargetName(volID)
+	if err != nil {
+		target = volID
+	}
+	switch b.opts.Method {
+	case MethodPR:
+		return fmt.Sprintf("initiator %s out of the ACL of target %s, reservation key %x preempted", initiator, target, ReservationKey(node))
+	case MethodACL:
+		return fmt.Sprintf("initiator %s out of the ACL of target %s, its sessions left alone (method acl cuts no live session)", initiator, target)
+	default:
+		return fmt.Sprintf("initiator %s out of the ACL of target %s, its sessions ended", initiator, target)
+	}
 }
 
 // cut runs rounds of read, check, plan, act until CheckCut confirms the cut

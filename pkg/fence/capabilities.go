@@ -19,6 +19,12 @@ type Capabilities struct {
 	// ForceUnpublish means the node service honours force = true on
 	// NodeUnpublishVolume and NodeUnstageVolume.
 	ForceUnpublish bool
+	// ListFences means the endpoint serves ListFences: the fences its
+	// storage enforces, a page at a time.
+	ListFences bool
+	// LiftFence means the endpoint serves LiftFence. The contract allows it
+	// only together with ListFences.
+	LiftFence bool
 }
 
 // List returns the capabilities as the enum values sent on the wire, in a
@@ -30,6 +36,12 @@ func (c Capabilities) List() []fencev1.FenceCapability {
 	}
 	if c.ForceUnpublish {
 		out = append(out, fencev1.FenceCapability_FORCE_UNPUBLISH)
+	}
+	if c.ListFences {
+		out = append(out, fencev1.FenceCapability_LIST_FENCES)
+	}
+	if c.LiftFence {
+		out = append(out, fencev1.FenceCapability_LIFT_FENCE)
 	}
 	return out
 }
@@ -45,34 +57,34 @@ func CapabilitiesFromList(list []fencev1.FenceCapability) Capabilities {
 			c.UnpublishFence = true
 		case fencev1.FenceCapability_FORCE_UNPUBLISH:
 			c.ForceUnpublish = true
+		case fencev1.FenceCapability_LIST_FENCES:
+			c.ListFences = true
+		case fencev1.FenceCapability_LIFT_FENCE:
+			c.LiftFence = true
 		}
 	}
 	return c
 }
 
-// capabilitiesServer answers GetFenceCapabilities with a fixed set.
-type capabilitiesServer struct {
-	fencev1.UnimplementedFenceCapabilitiesServer
-	caps Capabilities
-}
-
 // NewCapabilitiesServer returns an implementation of the FenceCapabilities
-// service that always answers with caps. Most drivers call
-// RegisterCapabilitiesServer instead; this is for servers that are not a
-// *grpc.Server (for example a test harness or a gRPC interceptor chain).
+// service that always answers GetFenceCapabilities with caps. Most drivers
+// call RegisterCapabilitiesServer instead; this is for servers that are not
+// a *grpc.Server (for example a test harness or a gRPC interceptor chain).
+//
+// This server has no fences to list or lift, so it never advertises
+// ListFences or LiftFence, whatever caps says: advertising a call it would
+// answer UNIMPLEMENTED would break the contract. A driver that lists and
+// lifts fences uses NewFenceServer.
 func NewCapabilitiesServer(caps Capabilities) fencev1.FenceCapabilitiesServer {
-	return &capabilitiesServer{caps: caps}
-}
-
-// GetFenceCapabilities implements fencev1.FenceCapabilitiesServer.
-func (s *capabilitiesServer) GetFenceCapabilities(context.Context, *fencev1.GetFenceCapabilitiesRequest) (*fencev1.GetFenceCapabilitiesResponse, error) {
-	return &fencev1.GetFenceCapabilitiesResponse{Capabilities: s.caps.List()}, nil
+	caps.ListFences, caps.LiftFence = false, false
+	return &fenceServer{caps: caps}
 }
 
 // RegisterCapabilitiesServer registers the FenceCapabilities extension service
 // on s, the same gRPC server that serves the driver's CSI services, so that a
 // CO connected to the driver's endpoint can discover caps. It must be called
-// before s.Serve, like any gRPC registration.
+// before s.Serve, like any gRPC registration. Like NewCapabilitiesServer it
+// never advertises ListFences or LiftFence; see RegisterFenceServer.
 //
 // s is any grpc.ServiceRegistrar, so that drivers whose framework owns the
 // *grpc.Server (csi-common's serve loop, for example) can register inside it.

@@ -95,6 +95,8 @@ func TestCapabilityEnumMatchesContract(t *testing.T) {
 		"FENCE_CAPABILITY_UNKNOWN": 0,
 		"UNPUBLISH_FENCE":          1,
 		"FORCE_UNPUBLISH":          2,
+		"LIST_FENCES":              3,
+		"LIFT_FENCE":               4,
 	}
 	values := fencev1.FenceCapability(0).Descriptor().Values()
 	if values.Len() != len(want) {

@@ -34,6 +34,22 @@
 //	...
 //	if caps.UnpublishFence { fence.SetFence(req, true) }
 //
+// Listing and lifting fences (LIST_FENCES, LIFT_FENCE) are optional calls
+// of the same service. A driver implements FenceStore and registers it with
+// RegisterFenceServer, which validates requests and pages the answers
+// (ValidateListFencesRequest, ValidateLiftFenceRequest and PageFences serve
+// a driver that implements the service itself); a CO calls ListFences and
+// LiftFence, which never call what the driver did not advertise:
+//
+//	fence.RegisterFenceServer(srv, fence.Capabilities{UnpublishFence: true, ListFences: true, LiftFence: true}, store)
+//	...
+//	fences, err := fence.ListFences(ctx, conn, caps, &fencev1.ListFencesRequest{NodeId: node})
+//	lifted, err := fence.LiftFence(ctx, conn, caps, &fencev1.LiftFenceRequest{NodeId: node, Reason: "rebooted"})
+//
+// A CO lifts a fence only once the node is known to hold nothing of the
+// volumes any more (it rebooted since the fence, or an operator says so);
+// the driver does not judge that, and lifting gives the node no access back.
+//
 // Before advertising a capability, run the conformance suite in package
 // sanity (or its command, cmd/fence-sanity; see docs/fence-sanity.md).
 //

@@ -93,8 +93,42 @@ func TestCapabilitiesResponseEncoding(t *testing.T) {
 	if err != nil || len(empty) != 0 {
 		t.Errorf("GetFenceCapabilitiesRequest encodes as % x (%v), want no bytes", empty, err)
 	}
-	if got := fencev1.FenceCapabilities_GetFenceCapabilities_FullMethodName; got != "/fenceline.fence.v1.FenceCapabilities/GetFenceCapabilities" {
-		t.Errorf("full method name = %q", got)
+	for got, want := range map[string]string{
+		fencev1.FenceCapabilities_GetFenceCapabilities_FullMethodName: "/fenceline.fence.v1.FenceCapabilities/GetFenceCapabilities",
+		fencev1.FenceCapabilities_ListFences_FullMethodName:           "/fenceline.fence.v1.FenceCapabilities/ListFences",
+		fencev1.FenceCapabilities_LiftFence_FullMethodName:            "/fenceline.fence.v1.FenceCapabilities/LiftFence",
+	} {
+		if got != want {
+			t.Errorf("full method name = %q, want %q", got, want)
+		}
+	}
+}
+
+// TestNewCapabilitiesKeepTheirWireValues: the values a newer driver sends
+// decode the same in a CO of this version, packed or not, and an older CO
+// that knows only 1 and 2 ignores 3 and 4 (CapabilitiesFromList skips what
+// it does not know, as this version skips 99).
+func TestNewCapabilitiesKeepTheirWireValues(t *testing.T) {
+	all := Capabilities{UnpublishFence: true, ForceUnpublish: true, ListFences: true, LiftFence: true}
+	packed, err := proto.Marshal(&fencev1.GetFenceCapabilitiesResponse{Capabilities: all.List()})
+	if err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	if want := []byte{0x0a, 0x04, 0x01, 0x02, 0x03, 0x04}; !bytes.Equal(packed, want) {
+		t.Errorf("response with every capability = % x, want % x", packed, want)
+	}
+	for name, wire := range map[string][]byte{
+		"packed":           {0x0a, 0x04, 0x01, 0x02, 0x03, 0x04},
+		"unpacked":         {0x08, 0x01, 0x08, 0x02, 0x08, 0x03, 0x08, 0x04},
+		"newer than these": {0x0a, 0x05, 0x01, 0x02, 0x03, 0x04, 0x63},
+	} {
+		var resp fencev1.GetFenceCapabilitiesResponse
+		if err := proto.Unmarshal(wire, &resp); err != nil {
+			t.Fatalf("%s: unmarshal % x: %v", name, wire, err)
+		}
+		if got := CapabilitiesFromList(resp.GetCapabilities()); got != all {
+			t.Errorf("%s: decoded %+v, want %+v", name, got, all)
+		}
 	}
 }
 
@@ -108,6 +142,11 @@ func TestCapabilitiesListRoundTrip(t *testing.T) {
 		{name: "fence", caps: Capabilities{UnpublishFence: true}, want: []fencev1.FenceCapability{fencev1.FenceCapability_UNPUBLISH_FENCE}},
 		{name: "force", caps: Capabilities{ForceUnpublish: true}, want: []fencev1.FenceCapability{fencev1.FenceCapability_FORCE_UNPUBLISH}},
 		{name: "both", caps: Capabilities{UnpublishFence: true, ForceUnpublish: true}, want: []fencev1.FenceCapability{fencev1.FenceCapability_UNPUBLISH_FENCE, fencev1.FenceCapability_FORCE_UNPUBLISH}},
+		{name: "list", caps: Capabilities{ListFences: true}, want: []fencev1.FenceCapability{fencev1.FenceCapability_LIST_FENCES}},
+		{
+			name: "all", caps: Capabilities{UnpublishFence: true, ForceUnpublish: true, ListFences: true, LiftFence: true},
+			want: []fencev1.FenceCapability{fencev1.FenceCapability_UNPUBLISH_FENCE, fencev1.FenceCapability_FORCE_UNPUBLISH, fencev1.FenceCapability_LIST_FENCES, fencev1.FenceCapability_LIFT_FENCE},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,7 +22,10 @@
 //     (unix socket) as the driver's Identity, Controller and Node services,
 //     through which the CO discovers whether the driver honours those fields.
 //     A driver that does not serve it answers with gRPC status UNIMPLEMENTED,
-//     which the CO MUST read as "no fence support".
+//     which the CO MUST read as "no fence support". The same service has two
+//     optional calls, ListFences and LiftFence, each behind a capability of
+//     its own, so that the fences a storage holds can be shown and lifted the
+//     same way for every driver.
 //
 // Why a separate service and not the official capability enums:
 //
@@ -62,6 +65,7 @@ package fencev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -89,6 +93,13 @@ const (
 	// NodeUnstageVolumeRequest.force (field 3), as specified on
 	// NodeUnpublishVolumeForce and NodeUnstageVolumeForce.
 	FenceCapability_FORCE_UNPUBLISH FenceCapability = 2
+	// The endpoint serves ListFences. A driver may advertise it without
+	// UNPUBLISH_FENCE, when its storage holds fences set by other means.
+	FenceCapability_LIST_FENCES FenceCapability = 3
+	// The endpoint serves LiftFence. A driver MUST NOT advertise it without
+	// LIST_FENCES: a CO lifts what it was shown, and reads back that it is
+	// gone.
+	FenceCapability_LIFT_FENCE FenceCapability = 4
 )
 
 // Enum value maps for FenceCapability.
@@ -97,11 +108,15 @@ var (
 		0: "FENCE_CAPABILITY_UNKNOWN",
 		1: "UNPUBLISH_FENCE",
 		2: "FORCE_UNPUBLISH",
+		3: "LIST_FENCES",
+		4: "LIFT_FENCE",
 	}
 	FenceCapability_value = map[string]int32{
 		"FENCE_CAPABILITY_UNKNOWN": 0,
 		"UNPUBLISH_FENCE":          1,
 		"FORCE_UNPUBLISH":          2,
+		"LIST_FENCES":              3,
+		"LIFT_FENCE":               4,
 	}
 )
 
@@ -411,11 +426,366 @@ func (x *NodeUnstageVolumeForce) GetForce() bool {
 	return false
 }
 
+// Fence is one fence the storage enforces: a node cut off from volumes. A
+// driver returns fences as its storage holds them: one per node and volume,
+// one per node and set of volumes, or one node-wide fence; the same node may
+// appear in several entries.
+type Fence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node the fence cuts off: the node ID of the CSI calls (what
+	// NodeGetInfo reported and ControllerUnpublishVolume named), even for a
+	// node the driver no longer serves. Never empty.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The volumes the node is cut off from. Empty if and only if all_volumes
+	// is true.
+	VolumeIds []string `protobuf:"bytes,2,rep,name=volume_ids,json=volumeIds,proto3" json:"volume_ids,omitempty"`
+	// all_volumes = true: the fence is node-wide and cuts the node off from
+	// every volume of the driver (for example a client address on a
+	// blocklist). volume_ids is then empty.
+	AllVolumes bool `protobuf:"varint,3,opt,name=all_volumes,json=allVolumes,proto3" json:"all_volumes,omitempty"`
+	// When the storage set the fence, as the storage recorded it. Absent when
+	// the storage keeps no such time. A CO shows it; it does not compare it
+	// with its own clock to decide anything.
+	FencedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=fenced_at,json=fencedAt,proto3" json:"fenced_at,omitempty"`
+	// A driver-specific description for humans (for example the initiator
+	// or client address cut off, the sessions ended, who set the fence). A CO
+	// shows it and never parses it.
+	Details       string `protobuf:"bytes,5,opt,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Fence) Reset() {
+	*x = Fence{}
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fence) ProtoMessage() {}
+
+func (x *Fence) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fence.ProtoReflect.Descriptor instead.
+func (*Fence) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fenceline_fence_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Fence) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Fence) GetVolumeIds() []string {
+	if x != nil {
+		return x.VolumeIds
+	}
+	return nil
+}
+
+func (x *Fence) GetAllVolumes() bool {
+	if x != nil {
+		return x.AllVolumes
+	}
+	return false
+}
+
+func (x *Fence) GetFencedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FencedAt
+	}
+	return nil
+}
+
+func (x *Fence) GetDetails() string {
+	if x != nil {
+		return x.Details
+	}
+	return ""
+}
+
+// ListFencesRequest asks for the fences the storage enforces, a page at a
+// time, with the paging fields of CSI ListVolumesRequest.
+type ListFencesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most entries the answer may hold; 0 lets the driver decide (all of
+	// them, or a page of its choosing). MUST NOT be negative.
+	MaxEntries int32 `protobuf:"varint,1,opt,name=max_entries,json=maxEntries,proto3" json:"max_entries,omitempty"`
+	// Where to go on: the next_token of an earlier answer, empty for the
+	// first page.
+	StartingToken string `protobuf:"bytes,2,opt,name=starting_token,json=startingToken,proto3" json:"starting_token,omitempty"`
+	// When not empty, only the fences that cut off this node.
+	NodeId string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Secrets the driver needs to reach its storage, like those of
+	// ControllerUnpublishVolume. Sensitive: a driver never logs them.
+	Secrets       map[string]string `protobuf:"bytes,4,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFencesRequest) Reset() {
+	*x = ListFencesRequest{}
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFencesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFencesRequest) ProtoMessage() {}
+
+func (x *ListFencesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFencesRequest.ProtoReflect.Descriptor instead.
+func (*ListFencesRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fenceline_fence_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListFencesRequest) GetMaxEntries() int32 {
+	if x != nil {
+		return x.MaxEntries
+	}
+	return 0
+}
+
+func (x *ListFencesRequest) GetStartingToken() string {
+	if x != nil {
+		return x.StartingToken
+	}
+	return ""
+}
+
+func (x *ListFencesRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ListFencesRequest) GetSecrets() map[string]string {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
+// ListFencesResponse is one page of fences.
+type ListFencesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fences of this page, at most max_entries of them when max_entries
+	// was set.
+	Entries []*Fence `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Empty on the last page; otherwise the starting_token of the next
+	// request. The driver keeps its fences in a stable order and a token
+	// names a position in it, so that a walk from the first page to the last
+	// returns every fence in force throughout the walk exactly once. A fence
+	// set or lifted during the walk may or may not appear.
+	NextToken     string `protobuf:"bytes,2,opt,name=next_token,json=nextToken,proto3" json:"next_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFencesResponse) Reset() {
+	*x = ListFencesResponse{}
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFencesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFencesResponse) ProtoMessage() {}
+
+func (x *ListFencesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFencesResponse.ProtoReflect.Descriptor instead.
+func (*ListFencesResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fenceline_fence_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListFencesResponse) GetEntries() []*Fence {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListFencesResponse) GetNextToken() string {
+	if x != nil {
+		return x.NextToken
+	}
+	return ""
+}
+
+// LiftFenceRequest names the fences to lift.
+type LiftFenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node whose fences to lift. Required.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// When not empty, only the node's fences on these volumes; otherwise every
+	// fence of the node, node-wide ones included.
+	VolumeIds []string `protobuf:"bytes,2,rep,name=volume_ids,json=volumeIds,proto3" json:"volume_ids,omitempty"`
+	// Why the fence is lifted, for the driver's logs (for example "node-a
+	// rebooted: new boot ID" or who asked). Optional; the driver does not act
+	// on it.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Secrets the driver needs to reach its storage, like those of
+	// ControllerUnpublishVolume. Sensitive: a driver never logs them.
+	Secrets       map[string]string `protobuf:"bytes,4,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiftFenceRequest) Reset() {
+	*x = LiftFenceRequest{}
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiftFenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiftFenceRequest) ProtoMessage() {}
+
+func (x *LiftFenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiftFenceRequest.ProtoReflect.Descriptor instead.
+func (*LiftFenceRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fenceline_fence_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LiftFenceRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *LiftFenceRequest) GetVolumeIds() []string {
+	if x != nil {
+		return x.VolumeIds
+	}
+	return nil
+}
+
+func (x *LiftFenceRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LiftFenceRequest) GetSecrets() map[string]string {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
+// LiftFenceResponse says what the call lifted.
+type LiftFenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fences this call lifted, as ListFences showed them before; empty
+	// when none was in force (a repeated call, or nothing to lift).
+	Lifted        []*Fence `protobuf:"bytes,1,rep,name=lifted,proto3" json:"lifted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiftFenceResponse) Reset() {
+	*x = LiftFenceResponse{}
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiftFenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiftFenceResponse) ProtoMessage() {}
+
+func (x *LiftFenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fenceline_fence_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiftFenceResponse.ProtoReflect.Descriptor instead.
+func (*LiftFenceResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fenceline_fence_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *LiftFenceResponse) GetLifted() []*Fence {
+	if x != nil {
+		return x.Lifted
+	}
+	return nil
+}
+
 var File_fence_v1_fenceline_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fenceline_fence_proto_rawDesc = "" +
 	"\n" +
-	"\x1efence/v1/fenceline_fence.proto\x12\x12fenceline.fence.v1\"\x1d\n" +
+	"\x1efence/v1/fenceline_fence.proto\x12\x12fenceline.fence.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1d\n" +
 	"\x1bGetFenceCapabilitiesRequest\"g\n" +
 	"\x1cGetFenceCapabilitiesResponse\x12G\n" +
 	"\fcapabilities\x18\x01 \x03(\x0e2#.fenceline.fence.v1.FenceCapabilityR\fcapabilities\"6\n" +
@@ -424,13 +794,51 @@ const file_fence_v1_fenceline_fence_proto_rawDesc = "" +
 	"\x18NodeUnpublishVolumeForce\x12\x14\n" +
 	"\x05force\x18\x03 \x01(\bR\x05force\".\n" +
 	"\x16NodeUnstageVolumeForce\x12\x14\n" +
-	"\x05force\x18\x03 \x01(\bR\x05force*Y\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\xb3\x01\n" +
+	"\x05Fence\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"volume_ids\x18\x02 \x03(\tR\tvolumeIds\x12\x1f\n" +
+	"\vall_volumes\x18\x03 \x01(\bR\n" +
+	"allVolumes\x127\n" +
+	"\tfenced_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bfencedAt\x12\x18\n" +
+	"\adetails\x18\x05 \x01(\tR\adetails\"\xfe\x01\n" +
+	"\x11ListFencesRequest\x12\x1f\n" +
+	"\vmax_entries\x18\x01 \x01(\x05R\n" +
+	"maxEntries\x12%\n" +
+	"\x0estarting_token\x18\x02 \x01(\tR\rstartingToken\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12L\n" +
+	"\asecrets\x18\x04 \x03(\v22.fenceline.fence.v1.ListFencesRequest.SecretsEntryR\asecrets\x1a:\n" +
+	"\fSecretsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"h\n" +
+	"\x12ListFencesResponse\x123\n" +
+	"\aentries\x18\x01 \x03(\v2\x19.fenceline.fence.v1.FenceR\aentries\x12\x1d\n" +
+	"\n" +
+	"next_token\x18\x02 \x01(\tR\tnextToken\"\xeb\x01\n" +
+	"\x10LiftFenceRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"volume_ids\x18\x02 \x03(\tR\tvolumeIds\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12K\n" +
+	"\asecrets\x18\x04 \x03(\v21.fenceline.fence.v1.LiftFenceRequest.SecretsEntryR\asecrets\x1a:\n" +
+	"\fSecretsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\x11LiftFenceResponse\x121\n" +
+	"\x06lifted\x18\x01 \x03(\v2\x19.fenceline.fence.v1.FenceR\x06lifted*z\n" +
 	"\x0fFenceCapability\x12\x1c\n" +
 	"\x18FENCE_CAPABILITY_UNKNOWN\x10\x00\x12\x13\n" +
 	"\x0fUNPUBLISH_FENCE\x10\x01\x12\x13\n" +
-	"\x0fFORCE_UNPUBLISH\x10\x022\x90\x01\n" +
+	"\x0fFORCE_UNPUBLISH\x10\x02\x12\x0f\n" +
+	"\vLIST_FENCES\x10\x03\x12\x0e\n" +
+	"\n" +
+	"LIFT_FENCE\x10\x042\xcb\x02\n" +
 	"\x11FenceCapabilities\x12{\n" +
-	"\x14GetFenceCapabilities\x12/.fenceline.fence.v1.GetFenceCapabilitiesRequest\x1a0.fenceline.fence.v1.GetFenceCapabilitiesResponse\"\x00B*Z(fenceline.io/fenceline/pkg/fence/fencev1b\x06proto3"
+	"\x14GetFenceCapabilities\x12/.fenceline.fence.v1.GetFenceCapabilitiesRequest\x1a0.fenceline.fence.v1.GetFenceCapabilitiesResponse\"\x00\x12]\n" +
+	"\n" +
+	"ListFences\x12%.fenceline.fence.v1.ListFencesRequest\x1a&.fenceline.fence.v1.ListFencesResponse\"\x00\x12Z\n" +
+	"\tLiftFence\x12$.fenceline.fence.v1.LiftFenceRequest\x1a%.fenceline.fence.v1.LiftFenceResponse\"\x00B*Z(fenceline.io/fenceline/pkg/fence/fencev1b\x06proto3"
 
 var (
 	file_fence_v1_fenceline_fence_proto_rawDescOnce sync.Once
@@ -445,7 +853,7 @@ func file_fence_v1_fenceline_fence_proto_rawDescGZIP() []byte {
 }
 
 var file_fence_v1_fenceline_fence_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fence_v1_fenceline_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_fence_v1_fenceline_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_fence_v1_fenceline_fence_proto_goTypes = []any{
 	(FenceCapability)(0),                   // 0: fenceline.fence.v1.FenceCapability
 	(*GetFenceCapabilitiesRequest)(nil),    // 1: fenceline.fence.v1.GetFenceCapabilitiesRequest
@@ -453,16 +861,33 @@ var file_fence_v1_fenceline_fence_proto_goTypes = []any{
 	(*ControllerUnpublishVolumeFence)(nil), // 3: fenceline.fence.v1.ControllerUnpublishVolumeFence
 	(*NodeUnpublishVolumeForce)(nil),       // 4: fenceline.fence.v1.NodeUnpublishVolumeForce
 	(*NodeUnstageVolumeForce)(nil),         // 5: fenceline.fence.v1.NodeUnstageVolumeForce
+	(*Fence)(nil),                          // 6: fenceline.fence.v1.Fence
+	(*ListFencesRequest)(nil),              // 7: fenceline.fence.v1.ListFencesRequest
+	(*ListFencesResponse)(nil),             // 8: fenceline.fence.v1.ListFencesResponse
+	(*LiftFenceRequest)(nil),               // 9: fenceline.fence.v1.LiftFenceRequest
+	(*LiftFenceResponse)(nil),              // 10: fenceline.fence.v1.LiftFenceResponse
+	nil,                                    // 11: fenceline.fence.v1.ListFencesRequest.SecretsEntry
+	nil,                                    // 12: fenceline.fence.v1.LiftFenceRequest.SecretsEntry
+	(*timestamppb.Timestamp)(nil),          // 13: google.protobuf.Timestamp
 }
 var file_fence_v1_fenceline_fence_proto_depIdxs = []int32{
-	0, // 0: fenceline.fence.v1.GetFenceCapabilitiesResponse.capabilities:type_name -> fenceline.fence.v1.FenceCapability
-	1, // 1: fenceline.fence.v1.FenceCapabilities.GetFenceCapabilities:input_type -> fenceline.fence.v1.GetFenceCapabilitiesRequest
-	2, // 2: fenceline.fence.v1.FenceCapabilities.GetFenceCapabilities:output_type -> fenceline.fence.v1.GetFenceCapabilitiesResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	0,  // 0: fenceline.fence.v1.GetFenceCapabilitiesResponse.capabilities:type_name -> fenceline.fence.v1.FenceCapability
+	13, // 1: fenceline.fence.v1.Fence.fenced_at:type_name -> google.protobuf.Timestamp
+	11, // 2: fenceline.fence.v1.ListFencesRequest.secrets:type_name -> fenceline.fence.v1.ListFencesRequest.SecretsEntry
+	6,  // 3: fenceline.fence.v1.ListFencesResponse.entries:type_name -> fenceline.fence.v1.Fence
+	12, // 4: fenceline.fence.v1.LiftFenceRequest.secrets:type_name -> fenceline.fence.v1.LiftFenceRequest.SecretsEntry
+	6,  // 5: fenceline.fence.v1.LiftFenceResponse.lifted:type_name -> fenceline.fence.v1.Fence
+	1,  // 6: fenceline.fence.v1.FenceCapabilities.GetFenceCapabilities:input_type -> fenceline.fence.v1.GetFenceCapabilitiesRequest
+	7,  // 7: fenceline.fence.v1.FenceCapabilities.ListFences:input_type -> fenceline.fence.v1.ListFencesRequest
+	9,  // 8: fenceline.fence.v1.FenceCapabilities.LiftFence:input_type -> fenceline.fence.v1.LiftFenceRequest
+	2,  // 9: fenceline.fence.v1.FenceCapabilities.GetFenceCapabilities:output_type -> fenceline.fence.v1.GetFenceCapabilitiesResponse
+	8,  // 10: fenceline.fence.v1.FenceCapabilities.ListFences:output_type -> fenceline.fence.v1.ListFencesResponse
+	10, // 11: fenceline.fence.v1.FenceCapabilities.LiftFence:output_type -> fenceline.fence.v1.LiftFenceResponse
+	9,  // [9:12] is the sub-list for method output_type
+	6,  // [6:9] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fenceline_fence_proto_init() }
@@ -476,7 +901,7 @@ func file_fence_v1_fenceline_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fenceline_fence_proto_rawDesc), len(file_fence_v1_fenceline_fence_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

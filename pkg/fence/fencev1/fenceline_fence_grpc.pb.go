@@ -22,7 +22,10 @@
 //     (unix socket) as the driver's Identity, Controller and Node services,
 //     through which the CO discovers whether the driver honours those fields.
 //     A driver that does not serve it answers with gRPC status UNIMPLEMENTED,
-//     which the CO MUST read as "no fence support".
+//     which the CO MUST read as "no fence support". The same service has two
+//     optional calls, ListFences and LiftFence, each behind a capability of
+//     its own, so that the fences a storage holds can be shown and lifted the
+//     same way for every driver.
 //
 // Why a separate service and not the official capability enums:
 //
@@ -73,6 +76,8 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	FenceCapabilities_GetFenceCapabilities_FullMethodName = "/fenceline.fence.v1.FenceCapabilities/GetFenceCapabilities"
+	FenceCapabilities_ListFences_FullMethodName           = "/fenceline.fence.v1.FenceCapabilities/ListFences"
+	FenceCapabilities_LiftFence_FullMethodName            = "/fenceline.fence.v1.FenceCapabilities/LiftFence"
 )
 
 // FenceCapabilitiesClient is the client API for FenceCapabilities service.
@@ -87,11 +92,73 @@ const (
 // then behave exactly as it would towards a driver that knows nothing of this
 // extension. Any other error is a real error: the CO SHOULD retry discovery
 // later and MUST NOT assume fence support in the meantime.
+//
+// ListFences and LiftFence are optional. A CO calls one only on an endpoint
+// whose GetFenceCapabilities answer lists its capability (LIST_FENCES,
+// LIFT_FENCE), which is the controller endpoint of a driver that has them; a
+// driver answers UNIMPLEMENTED to a call it does not advertise. Drivers that
+// were written before these calls existed advertise neither, and nothing
+// changes for them.
 type FenceCapabilitiesClient interface {
 	// GetFenceCapabilities returns the set of extension capabilities this
 	// driver implements. The answer MUST NOT change for the lifetime of the
 	// driver process, so a CO may cache it per connection.
 	GetFenceCapabilities(ctx context.Context, in *GetFenceCapabilitiesRequest, opts ...grpc.CallOption) (*GetFenceCapabilitiesResponse, error)
+	// ListFences returns the fences the storage enforces now: every node the
+	// storage keeps cut off from volumes (see Fence), whether the fence was set
+	// by ControllerUnpublishVolume with fence = true or by other means the
+	// driver knows of, until node-side clean-up or LiftFence ends it. It
+	// changes nothing. Only for a driver that advertises LIST_FENCES.
+	//
+	// Errors, with the conventions of CSI ListVolumes:
+	//
+	//   - INVALID_ARGUMENT: max_entries is negative, or the secrets the
+	//     driver needs are missing or malformed.
+	//   - ABORTED: starting_token is not one the driver issued, or can no
+	//     longer be used; the CO starts again without it.
+	//   - UNAVAILABLE: the storage cannot be reached or read now; retry.
+	//
+	// A node_id filter that names no fenced node (or a node the storage does
+	// not know) is not an error: the answer is OK and empty.
+	ListFences(ctx context.Context, in *ListFencesRequest, opts ...grpc.CallOption) (*ListFencesResponse, error)
+	// LiftFence lifts the fences that cut node_id off: all of them, or those
+	// on volume_ids. Only for a driver that advertises LIFT_FENCE.
+	//
+	// Safety contract. Lifting a fence lets a node reach a volume again, so the
+	// CO calls LiftFence only once the node is known to hold nothing of those
+	// volumes any more: it rebooted since the fence (for example a Kubernetes
+	// Node with a new boot ID), it was re-installed or decommissioned, or an
+	// operator says so. The driver does not judge that: it does not check the
+	// node and lifts what it is asked to lift. In turn, lifting MUST NOT
+	// publish anything: the driver does not map the volume to the node, grant
+	// its initiator or client access, restore a session or a reservation, or
+	// mark the volume as published to the node. It only stops refusing the
+	// node: after OK, a ControllerPublishVolume of those volumes to node_id
+	// MUST NOT fail because of the lifted fences, and it is that call (by a CO
+	// with a reason to make it) which gives the node the volume again. A
+	// quarantine that waited for the node's clean-up ends with the fence; a
+	// later NodeUnpublishVolume or NodeUnstageVolume of old paths on that node
+	// still answers OK.
+	//
+	// The lift is in effect when the call returns OK: ListFences no longer
+	// shows those fences. The call is idempotent: lifting fences that are not
+	// there (already lifted, never set, an unknown node or volume) returns OK
+	// with nothing in LiftFenceResponse.lifted.
+	//
+	// Errors:
+	//
+	//   - INVALID_ARGUMENT: node_id is empty, an entry of volume_ids is
+	//     empty, or the secrets the driver needs are missing or malformed.
+	//   - FAILED_PRECONDITION: volume_ids is set, but the node is cut off by
+	//     a node-wide fence (Fence.all_volumes), which cannot be lifted volume
+	//     by volume; nothing was lifted. Lift it without volume_ids.
+	//   - UNAVAILABLE: the storage cannot be reached, or the lift cannot be
+	//     confirmed; retry. Some fences may have been lifted already; a retry
+	//     lifts the rest.
+	//
+	// NOT_FOUND is never the answer for a node or volume the driver does not
+	// know: nothing is fenced there, so the answer is OK.
+	LiftFence(ctx context.Context, in *LiftFenceRequest, opts ...grpc.CallOption) (*LiftFenceResponse, error)
 }
 
 type fenceCapabilitiesClient struct {
@@ -112,6 +179,26 @@ func (c *fenceCapabilitiesClient) GetFenceCapabilities(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *fenceCapabilitiesClient) ListFences(ctx context.Context, in *ListFencesRequest, opts ...grpc.CallOption) (*ListFencesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListFencesResponse)
+	err := c.cc.Invoke(ctx, FenceCapabilities_ListFences_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fenceCapabilitiesClient) LiftFence(ctx context.Context, in *LiftFenceRequest, opts ...grpc.CallOption) (*LiftFenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LiftFenceResponse)
+	err := c.cc.Invoke(ctx, FenceCapabilities_LiftFence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FenceCapabilitiesServer is the server API for FenceCapabilities service.
 // All implementations must embed UnimplementedFenceCapabilitiesServer
 // for forward compatibility.
@@ -124,11 +211,73 @@ func (c *fenceCapabilitiesClient) GetFenceCapabilities(ctx context.Context, in *
 // then behave exactly as it would towards a driver that knows nothing of this
 // extension. Any other error is a real error: the CO SHOULD retry discovery
 // later and MUST NOT assume fence support in the meantime.
+//
+// ListFences and LiftFence are optional. A CO calls one only on an endpoint
+// whose GetFenceCapabilities answer lists its capability (LIST_FENCES,
+// LIFT_FENCE), which is the controller endpoint of a driver that has them; a
+// driver answers UNIMPLEMENTED to a call it does not advertise. Drivers that
+// were written before these calls existed advertise neither, and nothing
+// changes for them.
 type FenceCapabilitiesServer interface {
 	// GetFenceCapabilities returns the set of extension capabilities this
 	// driver implements. The answer MUST NOT change for the lifetime of the
 	// driver process, so a CO may cache it per connection.
 	GetFenceCapabilities(context.Context, *GetFenceCapabilitiesRequest) (*GetFenceCapabilitiesResponse, error)
+	// ListFences returns the fences the storage enforces now: every node the
+	// storage keeps cut off from volumes (see Fence), whether the fence was set
+	// by ControllerUnpublishVolume with fence = true or by other means the
+	// driver knows of, until node-side clean-up or LiftFence ends it. It
+	// changes nothing. Only for a driver that advertises LIST_FENCES.
+	//
+	// Errors, with the conventions of CSI ListVolumes:
+	//
+	//   - INVALID_ARGUMENT: max_entries is negative, or the secrets the
+	//     driver needs are missing or malformed.
+	//   - ABORTED: starting_token is not one the driver issued, or can no
+	//     longer be used; the CO starts again without it.
+	//   - UNAVAILABLE: the storage cannot be reached or read now; retry.
+	//
+	// A node_id filter that names no fenced node (or a node the storage does
+	// not know) is not an error: the answer is OK and empty.
+	ListFences(context.Context, *ListFencesRequest) (*ListFencesResponse, error)
+	// LiftFence lifts the fences that cut node_id off: all of them, or those
+	// on volume_ids. Only for a driver that advertises LIFT_FENCE.
+	//
+	// Safety contract. Lifting a fence lets a node reach a volume again, so the
+	// CO calls LiftFence only once the node is known to hold nothing of those
+	// volumes any more: it rebooted since the fence (for example a Kubernetes
+	// Node with a new boot ID), it was re-installed or decommissioned, or an
+	// operator says so. The driver does not judge that: it does not check the
+	// node and lifts what it is asked to lift. In turn, lifting MUST NOT
+	// publish anything: the driver does not map the volume to the node, grant
+	// its initiator or client access, restore a session or a reservation, or
+	// mark the volume as published to the node. It only stops refusing the
+	// node: after OK, a ControllerPublishVolume of those volumes to node_id
+	// MUST NOT fail because of the lifted fences, and it is that call (by a CO
+	// with a reason to make it) which gives the node the volume again. A
+	// quarantine that waited for the node's clean-up ends with the fence; a
+	// later NodeUnpublishVolume or NodeUnstageVolume of old paths on that node
+	// still answers OK.
+	//
+	// The lift is in effect when the call returns OK: ListFences no longer
+	// shows those fences. The call is idempotent: lifting fences that are not
+	// there (already lifted, never set, an unknown node or volume) returns OK
+	// with nothing in LiftFenceResponse.lifted.
+	//
+	// Errors:
+	//
+	//   - INVALID_ARGUMENT: node_id is empty, an entry of volume_ids is
+	//     empty, or the secrets the driver needs are missing or malformed.
+	//   - FAILED_PRECONDITION: volume_ids is set, but the node is cut off by
+	//     a node-wide fence (Fence.all_volumes), which cannot be lifted volume
+	//     by volume; nothing was lifted. Lift it without volume_ids.
+	//   - UNAVAILABLE: the storage cannot be reached, or the lift cannot be
+	//     confirmed; retry. Some fences may have been lifted already; a retry
+	//     lifts the rest.
+	//
+	// NOT_FOUND is never the answer for a node or volume the driver does not
+	// know: nothing is fenced there, so the answer is OK.
+	LiftFence(context.Context, *LiftFenceRequest) (*LiftFenceResponse, error)
 	mustEmbedUnimplementedFenceCapabilitiesServer()
 }
 
@@ -141,6 +290,12 @@ type UnimplementedFenceCapabilitiesServer struct{}
 
 func (UnimplementedFenceCapabilitiesServer) GetFenceCapabilities(context.Context, *GetFenceCapabilitiesRequest) (*GetFenceCapabilitiesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetFenceCapabilities not implemented")
+}
+func (UnimplementedFenceCapabilitiesServer) ListFences(context.Context, *ListFencesRequest) (*ListFencesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListFences not implemented")
+}
+func (UnimplementedFenceCapabilitiesServer) LiftFence(context.Context, *LiftFenceRequest) (*LiftFenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LiftFence not implemented")
 }
 func (UnimplementedFenceCapabilitiesServer) mustEmbedUnimplementedFenceCapabilitiesServer() {}
 func (UnimplementedFenceCapabilitiesServer) testEmbeddedByValue()                           {}
@@ -181,6 +336,42 @@ func _FenceCapabilities_GetFenceCapabilities_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FenceCapabilities_ListFences_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListFencesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FenceCapabilitiesServer).ListFences(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FenceCapabilities_ListFences_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FenceCapabilitiesServer).ListFences(ctx, req.(*ListFencesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FenceCapabilities_LiftFence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LiftFenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FenceCapabilitiesServer).LiftFence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FenceCapabilities_LiftFence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FenceCapabilitiesServer).LiftFence(ctx, req.(*LiftFenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FenceCapabilities_ServiceDesc is the grpc.ServiceDesc for FenceCapabilities service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -191,6 +382,14 @@ var FenceCapabilities_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetFenceCapabilities",
 			Handler:    _FenceCapabilities_GetFenceCapabilities_Handler,
+		},
+		{
+			MethodName: "ListFences",
+			Handler:    _FenceCapabilities_ListFences_Handler,
+		},
+		{
+			MethodName: "LiftFence",
+			Handler:    _FenceCapabilities_LiftFence_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

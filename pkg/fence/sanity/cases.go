@@ -20,6 +20,9 @@ const (
 	caseIdempotency     = "idempotency"
 	caseErrorCodes      = "error-codes"
 	caseForceUnpublish  = "force-unpublish"
+	caseListFences      = "list-fences"
+	caseListPaging      = "list-fences-pagination"
+	caseLiftFence       = "lift-fence"
 )
 
 // testCase is one named check.
@@ -39,6 +42,9 @@ var cases = []testCase{
 	{name: caseIdempotency, run: idempotency},
 	{name: caseErrorCodes, run: errorCodes},
 	{name: caseForceUnpublish, run: forceUnpublish},
+	{name: caseListFences, run: listFences},
+	{name: caseListPaging, run: listFencesPagination},
+	{name: caseLiftFence, run: liftFence},
 }
 
 // discovery reads the capabilities of every endpoint and checks them
@@ -49,7 +55,10 @@ func discovery(e *env) error {
 	if err != nil {
 		return err
 	}
-	caps := driverCaps{unpublishFence: ctrlCaps.UnpublishFence}
+	caps := driverCaps{unpublishFence: ctrlCaps.UnpublishFence, listFences: ctrlCaps.ListFences, liftFence: ctrlCaps.LiftFence}
+	if caps.liftFence && !caps.listFences {
+		return fmt.Errorf("the controller advertises LIFT_FENCE without LIST_FENCES: a CO lifts what ListFences showed it, and reads back that it is gone")
+	}
 	ctrl, err := e.controller()
 	if err != nil {
 		return err
@@ -64,12 +73,17 @@ func discovery(e *env) error {
 			caps.publishUnpublish = true
 		case csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME:
 			caps.createDelete = true
+		case csi.ControllerServiceCapability_RPC_LIST_VOLUMES:
+			caps.listVolumes = true
+		case csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES:
+			caps.listPublished = true
 		}
 	}
 	if caps.unpublishFence && !caps.publishUnpublish {
 		return fmt.Errorf("the controller advertises UNPUBLISH_FENCE without PUBLISH_UNPUBLISH_VOLUME: a fence is a ControllerUnpublishVolume, which such a driver never receives")
 	}
-	e.logf("controller %s: driver %s, UNPUBLISH_FENCE=%v FORCE_UNPUBLISH=%v", cfg.ControllerEndpoint, name, ctrlCaps.UnpublishFence, ctrlCaps.ForceUnpublish)
+	e.logf("controller %s: driver %s, UNPUBLISH_FENCE=%v FORCE_UNPUBLISH=%v LIST_FENCES=%v LIFT_FENCE=%v",
+		cfg.ControllerEndpoint, name, ctrlCaps.UnpublishFence, ctrlCaps.ForceUnpublish, ctrlCaps.ListFences, ctrlCaps.LiftFence)
 	for i, n := range cfg.Nodes {
 		nc, err := e.discoverNode(i, n, name)
 		if err != nil {
@@ -131,6 +145,12 @@ func (e *env) fencedAttachment() (*attachment, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.fenceOff(v)
+}
+
+// fenceOff attaches v to the first node, checks that the node can write,
+// and fences it.
+func (e *env) fenceOff(v volume) (*attachment, error) {
 	a, err := e.attach(v, 0)
 	if err != nil {
 		return nil, err

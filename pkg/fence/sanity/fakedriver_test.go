@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -40,14 +41,19 @@ type fakeDriver struct {
 	// secret, when set, is the value every call that carries CSI secrets
 	// must send under the key "password"; others are UNAUTHENTICATED.
 	secret string
+	// fenceFlaws are the switchable flaws of ListFences and LiftFence.
+	fenceFlaws
 
 	mu      sync.Mutex
 	next    int
 	volumes map[string]*fakeVolume
+	// calls counts the calls of the extension service by method name.
+	calls map[string]int
 }
 
 type fakeVolume struct {
 	attached, fenced, staged bool
+	fencedAt                 time.Time
 	targets                  map[string]bool
 }
 
@@ -59,7 +65,11 @@ func (d *fakeDriver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (
 
 func (d *fakeDriver) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
 	var out []*csi.ControllerServiceCapability
-	for _, c := range []csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME} {
+	types := []csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME}
+	if !d.noListVolumes {
+		types = append(types, csi.ControllerServiceCapability_RPC_LIST_VOLUMES, csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
+	}
+	for _, c := range types {
 		out = append(out, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: c}}})
 	}
 	return &csi.ControllerGetCapabilitiesResponse{Capabilities: out}, nil
@@ -154,8 +164,8 @@ func (d *fakeDriver) ControllerUnpublishVolume(_ context.Context, req *csi.Contr
 	if d.needNode && req.GetNodeId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "node_id is required")
 	}
-	if fence.IsFenced(req) && d.caps.UnpublishFence && !d.ignoreFence && (v.staged || len(v.targets) > 0) {
-		v.fenced = true
+	if fence.IsFenced(req) && d.caps.UnpublishFence && !d.ignoreFence && (v.staged || len(v.targets) > 0) && !v.fenced {
+		v.fenced, v.fencedAt = true, time.Now()
 	}
 	v.attached = false
 	return &csi.ControllerUnpublishVolumeResponse{}, nil
@@ -252,17 +262,18 @@ func (d *fakeDriver) Write(_ context.Context, volumeID, nodeID string) error {
 func serveFake(t *testing.T, d *fakeDriver, register bool) string {
 	t.Helper()
 	d.volumes = map[string]*fakeVolume{}
+	d.calls = map[string]int{}
 	sock := filepath.Join(t.TempDir(), "csi.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.UnaryInterceptor(d.count))
 	csi.RegisterIdentityServer(srv, d)
 	csi.RegisterControllerServer(srv, d)
 	csi.RegisterNodeServer(srv, d)
 	if register {
-		fence.RegisterCapabilitiesServer(srv, d.caps)
+		d.registerFences(t, srv)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()

@@ -1,7 +1,9 @@
 // Package sanity is fence-sanity: a conformance suite for CSI drivers that
-// advertise UNPUBLISH_FENCE or FORCE_UNPUBLISH through the Fenceline fence
-// extension (package fenceline.io/fenceline/pkg/fence). A driver author runs
-// it, next to csi-sanity, before claiming either capability.
+// advertise UNPUBLISH_FENCE, FORCE_UNPUBLISH, LIST_FENCES or LIFT_FENCE
+// through the Fenceline fence extension (package
+// fenceline.io/fenceline/pkg/fence). A driver author runs it, next to
+// csi-sanity, before claiming any of them. The suite never calls ListFences
+// or LiftFence on a driver that does not advertise it.
 //
 // From Go, call Test from a test function, as with csi-test's sanity.Test:
 //
@@ -116,6 +118,9 @@ type Secrets struct {
 	CreateVolume, DeleteVolume                         map[string]string
 	ControllerPublishVolume, ControllerUnpublishVolume map[string]string
 	NodeStageVolume, NodePublishVolume                 map[string]string
+	// ListFences and LiftFence are sent with the fence extension's calls
+	// of the same names; csi-sanity has no such calls.
+	ListFences, LiftFence map[string]string
 }
 
 // Status is the outcome of one case.

@@ -35,6 +35,7 @@ func statuses(def Status, kv ...string) map[string]Status {
 
 func TestRunAgainstFakeDrivers(t *testing.T) {
 	both := fence.Capabilities{UnpublishFence: true, ForceUnpublish: true}
+	all := fence.Capabilities{UnpublishFence: true, ForceUnpublish: true, ListFences: true, LiftFence: true}
 	tests := []struct {
 		name     string
 		drv      *fakeDriver
@@ -44,38 +45,75 @@ func TestRunAgainstFakeDrivers(t *testing.T) {
 		want     map[string]Status
 	}{
 		// The fake serves one node: there is nowhere to move a volume to.
-		{name: "conforming driver", drv: &fakeDriver{caps: both}, register: true, want: statuses(Pass, caseVolumeMoves, "SKIP")},
+		{name: "conforming driver", drv: &fakeDriver{caps: all}, register: true, want: statuses(Pass, caseVolumeMoves, "SKIP")},
 		{name: "driver without the extension", drv: &fakeDriver{}, register: false, want: statuses(Skip, caseDiscovery, "PASS")},
-		{name: "no I/O hook", drv: &fakeDriver{caps: both}, register: true, noIO: true, want: statuses(Pass, caseFenceCutsIO, "SKIP", caseVolumeMoves, "SKIP")},
+		{name: "no I/O hook", drv: &fakeDriver{caps: all}, register: true, noIO: true, want: statuses(Pass, caseFenceCutsIO, "SKIP", caseVolumeMoves, "SKIP")},
 		{
 			name: "fence only", drv: &fakeDriver{caps: fence.Capabilities{UnpublishFence: true}}, register: true,
-			want: statuses(Pass, caseForceUnpublish, "SKIP", caseVolumeMoves, "SKIP"),
+			want: statuses(Pass, caseForceUnpublish, "SKIP", caseVolumeMoves, "SKIP", caseListFences, "SKIP", caseListPaging, "SKIP", caseLiftFence, "SKIP"),
 		},
 		{
-			name: "lies about UNPUBLISH_FENCE", drv: &fakeDriver{caps: both, ignoreFence: true}, register: true,
-			want: statuses(Pass, caseFenceCutsIO, "FAIL", caseNoRepublish, "FAIL", caseNoNodeID, "FAIL", caseVolumeMoves, "SKIP"),
+			name: "fence and force, neither list nor lift", drv: &fakeDriver{caps: both}, register: true,
+			want: statuses(Pass, caseVolumeMoves, "SKIP", caseListFences, "SKIP", caseListPaging, "SKIP", caseLiftFence, "SKIP"),
 		},
 		{
-			name: "refuses a publish to a fenced node with the wrong code", drv: &fakeDriver{caps: both, refusal: codes.Internal}, register: true,
+			name: "list without lift", drv: &fakeDriver{caps: fence.Capabilities{UnpublishFence: true, ForceUnpublish: true, ListFences: true}}, register: true,
+			want: statuses(Pass, caseVolumeMoves, "SKIP", caseLiftFence, "SKIP"),
+		},
+		{
+			// Without a fence of its own the suite still pages through
+			// what the storage holds and checks the codes.
+			name: "list without UNPUBLISH_FENCE", drv: &fakeDriver{caps: fence.Capabilities{ForceUnpublish: true, ListFences: true}}, register: true,
+			want: statuses(Skip, caseDiscovery, "PASS", caseErrorCodes, "PASS", caseForceUnpublish, "PASS", caseListPaging, "PASS"),
+		},
+		{
+			name: "lies about UNPUBLISH_FENCE", drv: &fakeDriver{caps: all, ignoreFence: true}, register: true,
+			want: statuses(Pass, caseFenceCutsIO, "FAIL", caseNoRepublish, "FAIL", caseNoNodeID, "FAIL", caseVolumeMoves, "SKIP",
+				caseListFences, "FAIL", caseListPaging, "FAIL", caseLiftFence, "FAIL"),
+		},
+		{
+			name: "refuses a publish to a fenced node with the wrong code", drv: &fakeDriver{caps: all, refusal: codes.Internal}, register: true,
 			want: statuses(Pass, caseNoRepublish, "FAIL", caseNoNodeID, "FAIL", caseVolumeMoves, "SKIP"),
 		},
 		{
-			name: "rejects a fence without node_id", drv: &fakeDriver{caps: both, needNode: true}, register: true,
+			name: "rejects a fence without node_id", drv: &fakeDriver{caps: all, needNode: true}, register: true,
 			want: statuses(Pass, caseNoNodeID, "FAIL", caseVolumeMoves, "SKIP"),
 		},
 		{
-			name: "needs secrets, given them", drv: &fakeDriver{caps: both, secret: "s3cret"}, register: true, secrets: allSecrets("s3cret"),
+			name: "needs secrets, given them", drv: &fakeDriver{caps: all, secret: "s3cret"}, register: true, secrets: allSecrets("s3cret"),
 			want: statuses(Pass, caseVolumeMoves, "SKIP"),
 		},
 		{
 			// Every case that makes a volume fails, each naming the call
 			// the driver refused; discovery needs no secrets.
-			name: "needs secrets, given none", drv: &fakeDriver{caps: both, secret: "s3cret"}, register: true,
+			name: "needs secrets, given none", drv: &fakeDriver{caps: all, secret: "s3cret"}, register: true,
 			want: statuses(Fail, caseDiscovery, "PASS", caseVolumeMoves, "SKIP"),
 		},
 		{
-			name: "lifts the fence only on a forced clean-up", drv: &fakeDriver{caps: both, needForce: true}, register: true,
-			want: statuses(Pass, caseCleanupLifts, "FAIL", caseVolumeMoves, "SKIP"),
+			name: "lifts the fence only on a forced clean-up", drv: &fakeDriver{caps: all, needForce: true}, register: true,
+			want: statuses(Pass, caseCleanupLifts, "FAIL", caseVolumeMoves, "SKIP", caseListFences, "FAIL"),
+		},
+		{
+			name: "hides its fences", drv: &fakeDriver{caps: all, fenceFlaws: fenceFlaws{hideFences: true}}, register: true,
+			want: statuses(Pass, caseVolumeMoves, "SKIP", caseListFences, "FAIL", caseListPaging, "FAIL", caseLiftFence, "FAIL"),
+		},
+		{
+			name: "pages from the start on a foreign token", drv: &fakeDriver{caps: all, fenceFlaws: fenceFlaws{acceptAnyToken: true}}, register: true,
+			want: statuses(Pass, caseVolumeMoves, "SKIP", caseListPaging, "FAIL"),
+		},
+		{
+			name: "answers a lift it did not carry out", drv: &fakeDriver{caps: all, fenceFlaws: fenceFlaws{liftKeepsFence: true}}, register: true,
+			want: statuses(Pass, caseVolumeMoves, "SKIP", caseLiftFence, "FAIL"),
+		},
+		{
+			// ListVolumes shows the attachment the lift made.
+			name: "publishes at the lift, no I/O hook", drv: &fakeDriver{caps: all, fenceFlaws: fenceFlaws{liftPublishes: true}}, register: true, noIO: true,
+			want: statuses(Pass, caseFenceCutsIO, "SKIP", caseVolumeMoves, "SKIP", caseLiftFence, "FAIL"),
+		},
+		{
+			// Without ListVolumes, the node's write after the lift shows it.
+			name: "publishes at the lift, no ListVolumes", drv: &fakeDriver{caps: all, fenceFlaws: fenceFlaws{liftPublishes: true, noListVolumes: true}}, register: true,
+			want: statuses(Pass, caseVolumeMoves, "SKIP", caseLiftFence, "FAIL"),
 		},
 	}
 	for _, tc := range tests {
@@ -86,14 +124,26 @@ func TestRunAgainstFakeDrivers(t *testing.T) {
 				cfg.IO = nil
 			}
 			checkResults(t, cfg, tc.want)
+			checkNeverCalled(t, tc.drv)
 		})
+	}
+}
+
+// checkNeverCalled fails when the suite sent the driver ListFences or
+// LiftFence although it did not advertise them.
+func checkNeverCalled(t *testing.T, d *fakeDriver) {
+	t.Helper()
+	for method, advertised := range map[string]bool{"ListFences": d.caps.ListFences, "LiftFence": d.caps.LiftFence} {
+		if n := d.callCount(method); !advertised && n > 0 {
+			t.Errorf("the suite called %s %d times, which the driver does not advertise", method, n)
+		}
 	}
 }
 
 // allSecrets gives every call the password.
 func allSecrets(password string) Secrets {
 	m := map[string]string{"password": password}
-	return Secrets{CreateVolume: m, DeleteVolume: m, ControllerPublishVolume: m, ControllerUnpublishVolume: m, NodeStageVolume: m, NodePublishVolume: m}
+	return Secrets{CreateVolume: m, DeleteVolume: m, ControllerPublishVolume: m, ControllerUnpublishVolume: m, NodeStageVolume: m, NodePublishVolume: m, ListFences: m, LiftFence: m}
 }
 
 // checkResults runs the suite and compares every case's status.
@@ -149,6 +199,7 @@ func TestDiscoveryRejectsBadCapabilityAnswers(t *testing.T) {
 		{name: "error other than UNIMPLEMENTED", svc: &badCapabilities{err: status.Error(codes.Unavailable, "array down")}, wantMsg: "only UNIMPLEMENTED"},
 		{name: "answer changes", svc: &badCapabilities{answers: []*fencev1.GetFenceCapabilitiesResponse{list(fencev1.FenceCapability_UNPUBLISH_FENCE), list()}}, wantMsg: "must not change"},
 		{name: "FENCE_CAPABILITY_UNKNOWN sent", svc: &badCapabilities{answers: []*fencev1.GetFenceCapabilitiesResponse{list(fencev1.FenceCapability_FENCE_CAPABILITY_UNKNOWN)}}, wantMsg: "never sent"},
+		{name: "LIFT_FENCE without LIST_FENCES", svc: &badCapabilities{answers: []*fencev1.GetFenceCapabilitiesResponse{list(fencev1.FenceCapability_LIFT_FENCE)}}, wantMsg: "LIFT_FENCE without LIST_FENCES"},
 	}
 	for _, tc := range tests {
 		tc := tc

@@ -39,6 +39,13 @@ type driverCaps struct {
 	publishUnpublish bool
 	// createDelete: the controller has CREATE_DELETE_VOLUME.
 	createDelete bool
+	// listFences, liftFence: the controller endpoint advertises
+	// LIST_FENCES, LIFT_FENCE. The suite calls neither RPC otherwise.
+	listFences, liftFence bool
+	// listPublished: the controller has LIST_VOLUMES and
+	// LIST_VOLUMES_PUBLISHED_NODES, so ListVolumes says where a volume is
+	// published.
+	listVolumes, listPublished bool
 	// nodes has one entry per Config.Nodes entry.
 	nodes []nodeCaps
 }

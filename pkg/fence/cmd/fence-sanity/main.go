@@ -1,6 +1,6 @@
 // Command fence-sanity runs the fence-sanity conformance suite (package
 // fenceline.io/fenceline/pkg/fence/sanity) against a running CSI driver that
-// advertises UNPUBLISH_FENCE or FORCE_UNPUBLISH.
+// advertises UNPUBLISH_FENCE, FORCE_UNPUBLISH, LIST_FENCES or LIFT_FENCE.
 //
 //	fence-sanity --controller-endpoint=unix:///run/csi/controller.sock \
 //	    --node-endpoint=node-1=unix:///run/csi/node.sock \
@@ -108,7 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (sanity.Config, bool, error) {
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "Time limit of each case.")
 	runPattern := fs.String("run", "", "Run only the cases whose name matches this regular expression.")
 	verbose := fs.Bool("v", false, "Print each case's log, not only for failed cases.")
-	secretsPath := fs.String("secrets", "", "YAML file of the CSI secrets of each call, in csi-sanity's format (CreateVolumeSecret, ControllerPublishVolumeSecret, ControllerUnpublishVolumeSecret, NodeStageVolumeSecret, ...); the same file serves both suites.")
+	secretsPath := fs.String("secrets", "", "YAML file of the CSI secrets of each call, in csi-sanity's format (CreateVolumeSecret, ControllerPublishVolumeSecret, ControllerUnpublishVolumeSecret, NodeStageVolumeSecret, ..., and ListFencesSecret, LiftFenceSecret for the extension's own calls); the same file serves both suites.")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false, err
 	}

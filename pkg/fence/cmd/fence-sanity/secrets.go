@@ -19,6 +19,9 @@ type secretsFile struct {
 	ControllerUnpublishVolume map[string]string `yaml:"ControllerUnpublishVolumeSecret"`
 	NodeStageVolume           map[string]string `yaml:"NodeStageVolumeSecret"`
 	NodePublishVolume         map[string]string `yaml:"NodePublishVolumeSecret"`
+	// The fence extension's own calls, which csi-sanity does not make.
+	ListFences map[string]string `yaml:"ListFencesSecret"`
+	LiftFence  map[string]string `yaml:"LiftFenceSecret"`
 }
 
 // loadSecrets reads a secrets file in csi-sanity's format.

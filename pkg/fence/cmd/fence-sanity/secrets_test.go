@@ -21,6 +21,10 @@ ControllerUnpublishVolumeSecret:
   password: unpublish
 NodeStageVolumeSecret:
   password: stage
+ListFencesSecret:
+  password: list
+LiftFenceSecret:
+  password: lift
 CreateSnapshotSecret:
   password: snapshot
 `
@@ -34,6 +38,7 @@ CreateSnapshotSecret:
 	s := cfg.Secrets
 	for call, got := range map[string]map[string]string{
 		"create": s.CreateVolume, "publish": s.ControllerPublishVolume, "unpublish": s.ControllerUnpublishVolume, "stage": s.NodeStageVolume,
+		"list": s.ListFences, "lift": s.LiftFence,
 	} {
 		if got["password"] != call {
 			t.Errorf("%s secrets %v, want password %q", call, got, call)
