@@ -106,7 +106,7 @@ func (c *Controller) create(ctx context.Context, in Input, d Decision) (time.Dur
 		// the renewal the cache had not delivered yet would be looked at
 		// again only at its next Node event.
 		klog.FromContext(ctx).V(2).Info("Not creating a FencingRequest: decision changed on fresh data", "why", fd.Why, "recheckAfter", fd.RecheckAfter)
-		return fd.RecheckAfter, nil
+		return afterChangedDecision(fd), nil
 	}
 	node := fresh.Node
 	req := &fencingv1alpha1.FencingRequest{
@@ -412,6 +412,23 @@ func eventType(reason string) string {
 
 // errRequestGone: the request was deleted or recreated since the decision.
 var errRequestGone = errors.New("FencingRequest was deleted or recreated")
+
+// changedStepRequeue is how soon a node whose fresh decision names another
+// step than its cached one is looked at again.
+const changedStepRequeue = 100 * time.Millisecond
+
+// afterChangedDecision is when to look at a node again after the decision
+// taken on fresh data, fd, differed from the cached one. Its recheck, and
+// when it names a step of its own, at once: the world moved on between the
+// two (the Lease went stale meanwhile, or the cache had not caught up), and
+// that step must not wait for the node's next event. The step is taken
+// by the next sync, decided again on the cache and again on fresh data.
+func afterChangedDecision(fd Decision) time.Duration {
+	if fd.Step != "" {
+		return changedStepRequeue
+	}
+	return fd.RecheckAfter
+}
 
 func ignoreGone(err error) error {
 	if errors.Is(err, errRequestGone) || apierrors.IsNotFound(err) {

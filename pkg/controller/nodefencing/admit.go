@@ -32,7 +32,7 @@ func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Dura
 	}
 	if fd := Decide(fresh); fd.Step != StepAdmit {
 		klog.FromContext(ctx).V(2).Info("Not admitting: decision changed on fresh data", "why", fd.Why)
-		return 0, nil
+		return afterChangedDecision(fd), nil
 	}
 	if automatic(r) {
 		g, err := c.guard(ctx, fresh)

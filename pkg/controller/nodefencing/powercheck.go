@@ -30,7 +30,7 @@ func (c *Controller) checkPower(ctx context.Context, in Input, d Decision) (time
 	fd := Decide(fresh)
 	if fd.Step != StepCheckPower {
 		klog.FromContext(ctx).V(2).Info("Not asking for a power check: decision changed on fresh data", "why", fd.Why, "recheckAfter", fd.RecheckAfter)
-		return fd.RecheckAfter, nil
+		return afterChangedDecision(fd), nil
 	}
 	token := detect.PowerCheckToken(fresh.Lease)
 	// The target's UID and resourceVersion as read: an ask never lands on a

@@ -70,3 +70,24 @@ func TestUpdateStatusStartsFromWhatItHolds(t *testing.T) {
 		})
 	}
 }
+
+// A fresh decision that names another step than the cached one brings the
+// node back at once; one that waits keeps its recheck.
+func TestAfterChangedDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fd   Decision
+		want time.Duration
+	}{
+		{"the Lease went stale between the cached and the fresh decision", Decision{Step: StepCreate}, changedStepRequeue},
+		{"another step, with a recheck of its own", Decision{Step: StepAdmit, RecheckAfter: time.Minute}, changedStepRequeue},
+		{"nothing to do now, recheck later", Decision{RecheckAfter: 12 * time.Second}, 12 * time.Second},
+		{"nothing to do", Decision{}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := afterChangedDecision(tc.fd); got != tc.want {
+				t.Errorf("afterChangedDecision(%+v) = %v, want %v", tc.fd, got, tc.want)
+			}
+		})
+	}
+}
