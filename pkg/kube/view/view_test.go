@@ -124,9 +124,9 @@ func TestReadParts(t *testing.T) {
 // barrierView is a Remote View each of whose reads waits until all four
 // reads have started: it answers only reads made at once.
 type barrierView struct {
-	all     chan struct{}
-	once    *sync.Once
-	n       *atomic.Int32
+	all  chan struct{}
+	once *sync.Once
+	n    *atomic.Int32
 }
 
 func (b barrierView) wait(ctx context.Context) error {
