@@ -12,9 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -239,17 +237,7 @@ func stormVolume(ctx context.Context, ctrl csi.ControllerClient, cs kubernetes.I
 		return "", fmt.Errorf("CreateVolume %s-%d: %w", stormPrefix, i, err)
 	}
 	handle := resp.GetVolume().GetVolumeId()
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: stormPV(i)},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(world.VolumeSize, resource.BinarySI)},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver: world.DriverName, VolumeHandle: handle, FSType: "ext4",
-			}},
-		},
-	}
+	pv := csiPV(stormPV(i), handle)
 	if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating PV %s: %w", pv.Name, err)
 	}

@@ -380,17 +380,7 @@ func createPVs(ctx context.Context, cs kubernetes.Interface, handles []string) e
 	g.SetLimit(clientParallelism)
 	for i, h := range handles {
 		g.Go(func() error {
-			pv := &corev1.PersistentVolume{
-				ObjectMeta: metav1.ObjectMeta{Name: pvName(i)},
-				Spec: corev1.PersistentVolumeSpec{
-					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(world.VolumeSize, resource.BinarySI)},
-					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-					PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-						Driver: world.DriverName, VolumeHandle: h, FSType: "ext4",
-					}},
-				},
-			}
+			pv := csiPV(pvName(i), h)
 			if _, err := cs.CoreV1().PersistentVolumes().Create(gctx, pv, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("creating PV %s: %w", pv.Name, err)
 			}
@@ -398,6 +388,22 @@ func createPVs(ctx context.Context, cs kubernetes.Interface, handles []string) e
 		})
 	}
 	return g.Wait()
+}
+
+// csiPV is a bound-looking CSI PersistentVolume of the mock driver's
+// volume handle, as a provisioner would have created it.
+func csiPV(name, handle string) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(world.VolumeSize, resource.BinarySI)},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: world.DriverName, VolumeHandle: handle, FSType: "ext4",
+			}},
+		},
+	}
 }
 
 // createVAs creates a VolumeAttachment per handle (numbered from first),
