@@ -26,6 +26,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/actuator"
@@ -96,6 +97,9 @@ type Controller struct {
 	// admitMu serialises admissions, so that two workers never both see a
 	// free concurrency slot; guards holds each policy's storm-guard state.
 	admitMu sync.Mutex
+	// written holds the request versions this controller's status writes
+	// replaced, until the cache catches up (see superseded).
+	written superseded
 	guards  map[string]guardState
 
 	// pausedMu guards paused: the nodes whose fence a paused policy holds
@@ -283,6 +287,10 @@ func (c *Controller) enqueueAll() {
 	}
 }
 
+// staleRequestRecheck is when a node whose cached request this
+// controller's write replaced is looked at again if no event comes first.
+const staleRequestRecheck = 2 * time.Second
+
 // Run processes nodes until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
@@ -296,6 +304,12 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 	in, err := c.gather(nodeName, nil)
 	if err != nil {
 		return 0, err
+	}
+	if c.written.stale(in.Request) {
+		// Our own status write replaced this version: its update event
+		// brings the node back; the recheck is a net under it.
+		klog.FromContext(ctx).V(4).Info("Cached FencingRequest is a version this controller replaced; waiting for the cache", "request", in.Request.Name, "resourceVersion", in.Request.ResourceVersion)
+		return staleRequestRecheck, nil
 	}
 	// A node left with a failed request's marks is reported as failed
 	// until they are cleared, not only while the request exists: deleting

@@ -91,3 +91,47 @@ func TestAfterChangedDecision(t *testing.T) {
 		})
 	}
 }
+
+// The marks of replaced versions: a cached request at a replaced version
+// is stale; any other version drops the marks.
+func TestSuperseded(t *testing.T) {
+	var s superseded
+	r := func(rv string) *fencingv1alpha1.FencingRequest {
+		return &fencingv1alpha1.FencingRequest{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: rv}}
+	}
+	if s.stale(r("1")) || s.stale(nil) {
+		t.Fatal("a request without marks is stale")
+	}
+	s.mark("u", "1", "2", "")
+	if !s.stale(r("1")) || !s.stale(r("2")) {
+		t.Fatal("a replaced version is not stale")
+	}
+	if s.stale(r("3")) {
+		t.Fatal("the written version is stale")
+	}
+	if s.stale(r("1")) {
+		t.Error("the marks outlived the cache catching up")
+	}
+}
+
+// A status write marks the versions it replaced, so that the next sync on a
+// cache that lags does not take the same step again.
+func TestStatusWriteMarksReplacedVersions(t *testing.T) {
+	cached := &fencingv1alpha1.FencingRequest{ObjectMeta: metav1.ObjectMeta{Name: "r", UID: "u", ResourceVersion: "7"}}
+	client := fencingfake.NewSimpleClientset(cached.DeepCopy())
+	client.PrependReactor("update", "fencingrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().DeepCopyObject().(*fencingv1alpha1.FencingRequest)
+		obj.ResourceVersion = "8" // what the API server answers
+		return true, obj, nil
+	})
+	c := &Controller{cfg: Config{Client: client}, now: time.Now}
+	if err := c.updateStatus(context.Background(), cached, func(s *fencingv1alpha1.FencingRequestStatus, _ metav1.Time) bool {
+		s.FailedRounds = 1
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.written.stale(cached) {
+		t.Error("the cached version the write replaced is not marked")
+	}
+}

@@ -60,7 +60,11 @@ func (c *Controller) updateStatus(ctx context.Context, r *fencingv1alpha1.Fencin
 			}
 		}
 		cur.Status.ObservedGeneration = cur.Generation
-		_, err := client.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		read := cur.ResourceVersion
+		out, err := client.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		if err == nil && out.ResourceVersion != read {
+			c.written.mark(r.UID, r.ResourceVersion, read)
+		}
 		return err
 	})
 	if err != nil && ignoreGone(err) == nil {
