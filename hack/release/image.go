@@ -19,13 +19,9 @@ import (
 // it by the release's tag.
 const refNameAnnotation = "org.opencontainers.image.ref.name"
 
-// imageMeta is what every image of a release says of itself.
-type imageMeta struct {
-	Version  string
-	Revision string
-	Source   string
-	Created  time.Time
-}
+// imageMeta is what every image of a release says of itself: the
+// release's version, revision, source and time.
+type imageMeta = releaseInfo
 
 // platformImage is one architecture's image of a multi-arch image.
 type platformImage struct {

@@ -153,7 +153,7 @@ func buildImages(cfg config, dir string, byArch map[string][]binary, r releaseIn
 	if err != nil {
 		return nil, err
 	}
-	meta := imageMeta{Version: r.Version, Revision: r.Revision, Source: r.Source, Created: r.Created}
+	meta := r
 	var images []builtImage
 	for i, c := range commands {
 		if c.Image == "" {
