@@ -31,19 +31,11 @@ func names[T interface{ GetName() string }](objs []T) []string {
 	return out
 }
 
-// TestSourcesAgree: the caches and the API server give the same answers
-// for the same objects, a missing object is nil without an error, and a
-// source a view was not given is an error, never an empty answer.
-func TestSourcesAgree(t *testing.T) {
-	objs := []runtime.Object{
-		testobj.Node("n1"), testobj.Node("n2"),
-		testobj.Lease("n1", time.Unix(1000, 0)),
-		testobj.Pod("default", "a", testobj.OnNode("n1")), testobj.Pod("default", "b", testobj.OnNode("n2")), testobj.Pod("kube-system", "c", testobj.OnNode("n1")),
-		testobj.VA("va-1", "d", "pv-1", "n1"), testobj.VA("va-2", "d", "pv-2", "n2"),
-	}
+// sources returns the two Views over the same objects: the informer caches
+// (synced) and the API server.
+func sources(ctx context.Context, t *testing.T, objs ...runtime.Object) map[string]View {
+	t.Helper()
 	client := fake.NewClientset(objs...)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	f := informers.NewSharedInformerFactory(client, 0)
 	pods, vas, err := nodeutil.NodeIndexedInformers(f)
 	if err != nil {
@@ -54,10 +46,24 @@ func TestSourcesAgree(t *testing.T) {
 	leases.Informer()
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
-	views := map[string]View{
+	return map[string]View{
 		"informers": Informers{Nodes: nodes.Lister(), Leases: leases.Lister().Leases(v1.NamespaceNodeLease), Pods: pods.GetIndexer(), VAs: vas.GetIndexer()},
 		"api":       API{Client: client},
 	}
+}
+
+// TestSourcesAgree: the caches and the API server give the same answers
+// for the same objects, a missing object is nil without an error, and a
+// source a view was not given is an error, never an empty answer.
+func TestSourcesAgree(t *testing.T) {
+	objs := []runtime.Object{
+		testobj.Node("n1"), testobj.Node("n2"),
+		testobj.Lease("n1", time.Unix(1000, 0)),
+		testobj.Pod("default", "a", testobj.OnNode("n1")), testobj.Pod("default", "b", testobj.OnNode("n2")), testobj.Pod("kube-system", "c", testobj.OnNode("n1")),
+		testobj.VA("va-1", "d", "pv-1", "n1"), testobj.VA("va-2", "d", "pv-2", "n2"),
+	}
+	ctx := t.Context()
+	views := sources(ctx, t, objs...)
 	for name, v := range views {
 		t.Run(name, func(t *testing.T) {
 			if n, err := v.Node(ctx, "n1"); err != nil || n == nil || n.Name != "n1" {
@@ -80,7 +86,7 @@ func TestSourcesAgree(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (Informers{Nodes: nodes.Lister()}).PodsOnNode(ctx, "n1"); err == nil || !strings.Contains(err.Error(), "not watched") {
+	if _, err := (Informers{Nodes: views["informers"].(Informers).Nodes}).PodsOnNode(ctx, "n1"); err == nil || !strings.Contains(err.Error(), "not watched") {
 		t.Errorf("pods of a view without a pod cache: %v, want an error", err)
 	}
 }
@@ -93,24 +99,10 @@ func TestReadParts(t *testing.T) {
 		testobj.Pod("default", "a", testobj.OnNode("n1")), testobj.VA("va-1", "d", "pv-1", "n1"),
 		testobj.Pod("default", "orphan", testobj.OnNode("gone")), testobj.VA("va-9", "d", "pv-9", "gone"),
 	}
-	client := fake.NewClientset(objs...)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f := informers.NewSharedInformerFactory(client, 0)
-	pods, vas, err := nodeutil.NodeIndexedInformers(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, leases := f.Core().V1().Nodes(), f.Coordination().V1().Leases()
-	nodes.Informer()
-	leases.Informer()
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
+	ctx := t.Context()
+	views := sources(ctx, t, objs...)
 	all := Parts{Lease: true, Pods: true, VolumeAttachments: true}
-	for name, v := range map[string]View{
-		"informers": Informers{Nodes: nodes.Lister(), Leases: leases.Lister().Leases(v1.NamespaceNodeLease), Pods: pods.GetIndexer(), VAs: vas.GetIndexer()},
-		"api":       API{Client: client},
-	} {
+	for name, v := range views {
 		o, err := Read(ctx, v, "n1", all)
 		if err != nil || o.Node == nil || o.Lease == nil || !slices.Equal(names(o.Pods), []string{"a"}) || !slices.Equal(names(o.VolumeAttachments), []string{"va-1"}) {
 			t.Errorf("%s: Read(n1) = %+v, %v", name, o, err)
