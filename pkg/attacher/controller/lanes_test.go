@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -160,7 +161,7 @@ func TestKeyLocks(t *testing.T) {
 			if running.Add(1) > 1 {
 				overlap.Add(1)
 			}
-			time.Sleep(time.Millisecond) // holds the lock while others try
+			runtime.Gosched() // holds the lock while the others run and try
 			running.Add(-1)
 		})
 	}
