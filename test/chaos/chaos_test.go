@@ -35,10 +35,10 @@ var SmokeSeeds = []uint64{20, 27, 17, 6037}
 //     the node off after the restore (the harness now boots such a node,
 //     as its owner would);
 //   - 3130: kube-apiserver killed while quarantine force-deleted pods: the
-//     pod watch missed the deletions and relisted before the node watch,
-//     and the checker judged them against a node state from before the
-//     quarantine taint (a deletion the watch missed is now judged against
-//     every state it may have followed; TestCheck holds the rule);
+//     checker's informers re-listed after the restart and saw the node
+//     only at its latest version, so a deletion was judged against a node
+//     state from before the quarantine taint it followed (the history is
+//     now read from etcd, every version of every object);
 //   - 4430: a third party removed the fence intents that podgc wrote on a
 //     power-cycled node's VolumeAttachments when the operator's
 //     out-of-service taint landed; the node came back, no detach followed,

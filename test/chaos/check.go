@@ -178,9 +178,7 @@ func Check(f Facts) []Finding {
 
 // checkConcurrentFencing replays the FencingRequests' states in
 // resourceVersion order and finds each moment more nodes had a request in
-// phase Fencing than MaxConcurrentFencing. An informer that re-lists after
-// an API server restart delivers each object at the resourceVersion of
-// its last change, so a missed transition still lands in its place.
+// phase Fencing than MaxConcurrentFencing.
 func checkConcurrentFencing(f Facts) []Finding {
 	if f.MaxConcurrentFencing <= 0 {
 		return nil
@@ -220,56 +218,25 @@ func checkDeletions(f Facts, byNode map[string][]NodeState) []Finding {
 			continue
 		}
 		pod := d.Namespace + "/" + d.Name
-		cands := statesAt(byNode[d.Node], d)
-		if len(cands) == 0 {
+		s, ok := stateAt(byNode[d.Node], d)
+		if !ok {
 			out = append(out, Finding{Rule: RuleForceDeleteWithoutTrigger, Detail: fmt.Sprintf("pod %s deleted from %s before any recorded state of the node", pod, d.Node)})
 			continue
 		}
-		s := cands[0]
-		if !slices.ContainsFunc(cands, func(s NodeState) bool { return s.Ready == corev1.ConditionTrue || s.Triggered() }) {
+		if s.Ready != corev1.ConditionTrue && !s.Triggered() {
 			out = append(out, Finding{Rule: RuleForceDeleteWithoutTrigger, Detail: fmt.Sprintf("pod %s deleted from %s (rv %d, seen %s) while the node was Ready=%q with no out-of-service, FencingComplete, quarantine or force-eviction (node rv %d)", pod, d.Node, d.RV, clock(d.Seen), s.Ready, s.RV)})
 		}
-		quarantineOnly := func(s NodeState) bool {
-			return s.Ready != corev1.ConditionTrue && s.Quarantined && s.OutOfService == nil && !s.FencingComplete && !s.ForceEvicted
-		}
-		if f.NotSafeDetach[pod] && !slices.ContainsFunc(cands, func(s NodeState) bool { return !quarantineOnly(s) }) {
+		quarantineOnly := s.Ready != corev1.ConditionTrue && s.Quarantined && s.OutOfService == nil && !s.FencingComplete && !s.ForceEvicted
+		if f.NotSafeDetach[pod] && quarantineOnly {
 			out = append(out, Finding{Rule: RuleNotSafeDetachQuarantined, Detail: fmt.Sprintf("pod %s, whose volume's driver is not safe-detach, deleted from %s (rv %d, seen %s) while the node was Ready=%q with quarantine its only trigger (node rv %d)", pod, d.Node, d.RV, clock(d.Seen), s.Ready, s.RV)})
 		}
 	}
 	return out
 }
 
-// statesAt returns the states the node may have been in when the pod was
-// deleted: the one state current at the deletion's resourceVersion when the
-// watch saw it; for a deletion the watch missed (a tombstone after a
-// relist, RV 0), every state from the latest before the pod's last known
-// state to the first state of the node recorded after the deletion was
-// seen, since the node's watch may have missed its states in between too
-// (its relist can come after the pods'). The first is the state a finding
-// names.
-func statesAt(states []NodeState, d PodDeletion) []NodeState {
-	if d.RV != 0 {
-		if s, ok := stateAt(states, d); ok {
-			return []NodeState{s}
-		}
-		return nil
-	}
-	var out []NodeState
-	for _, s := range states {
-		if (d.LastRV != 0 && s.RV <= d.LastRV) || (d.LastRV == 0 && len(out) <= 1 && !s.Seen.After(d.Seen)) {
-			out = []NodeState{s} // the latest before the window
-			continue
-		}
-		out = append(out, s)
-		if s.Seen.After(d.Seen) {
-			break // the first state recorded after the deletion was seen
-		}
-	}
-	return out
-}
-
-// stateAt is the node's latest recorded state before a deletion the watch
-// saw, by resourceVersion.
+// stateAt is the node's state when the pod was deleted: its latest
+// version before the deletion's revision (the history holds every
+// version etcd stored).
 func stateAt(states []NodeState, d PodDeletion) (NodeState, bool) {
 	var last NodeState
 	found := false

@@ -78,14 +78,6 @@ func (f *facts) deletedBy(node, reason string) *facts {
 	return f
 }
 
-// deletedUnseen records a deletion the pod watch missed (a tombstone after
-// a relist): no resourceVersion, the pod's last known one lastRV.
-func (f *facts) deletedUnseen(node string, lastRV uint64) *facts {
-	_, at := f.next()
-	f.Deletions = append(f.Deletions, PodDeletion{LastRV: lastRV, Seen: at, Namespace: "chaos", Name: "db0-0", Node: node})
-	return f
-}
-
 func (f *facts) upstreamTaintEviction() *facts {
 	f.UpstreamTaintEviction = true
 	return f
@@ -206,26 +198,6 @@ func TestCheck(t *testing.T) {
 			name: "the trigger came after the deletion",
 			f: newFacts().node("a", corev1.ConditionUnknown).deleted("a").
 				node("a", corev1.ConditionUnknown, quarantined),
-			rules: []string{RuleForceDeleteWithoutTrigger},
-		},
-		{
-			// The watches broke (kube-apiserver killed); the pods' relist
-			// came before the node's, which shows the quarantine taint
-			// the deletion followed.
-			name: "a deletion the watch missed, the trigger in the node's next recorded state: clean",
-			f: newFacts().node("a", corev1.ConditionUnknown).deletedUnseen("a", 3).
-				node("a", corev1.ConditionUnknown, quarantined),
-		},
-		{
-			name: "a deletion the watch missed, no trigger before or after it",
-			f: newFacts().node("a", corev1.ConditionUnknown).deletedUnseen("a", 3).
-				node("a", corev1.ConditionUnknown),
-			rules: []string{RuleForceDeleteWithoutTrigger},
-		},
-		{
-			name: "a deletion the watch missed, a trigger only before the pod's last known state",
-			f: newFacts().node("a", corev1.ConditionUnknown, quarantined).node("a", corev1.ConditionUnknown).
-				deletedUnseen("a", 4).node("a", corev1.ConditionUnknown),
 			rules: []string{RuleForceDeleteWithoutTrigger},
 		},
 		{

@@ -172,6 +172,9 @@ func (e *episode) facts() (Facts, error) {
 	if err != nil {
 		return Facts{}, err
 	}
+	if err := e.history.Err(); err != nil {
+		return Facts{}, fmt.Errorf("the recorded history has a hole: %w", err)
+	}
 	f := Facts{Audit: audits, SingleWriter: map[Volume]bool{}, NotSafeDetach: map[string]bool{}, Failed: map[string]bool{}, OperatorTaintRemovals: map[string][]uint64{}}
 	for _, s := range e.p.Sets {
 		if s.Mode == corev1.ReadWriteOnce {

@@ -243,7 +243,13 @@ func (e *episode) setUp() error {
 	e.w = world.Start(e.t, opts)
 	stop := make(chan struct{})
 	e.t.Cleanup(func() { close(stop) })
-	e.history = Record(e.w.Cluster.Client(), stop)
+	record, cancel := context.WithCancel(context.Background())
+	e.t.Cleanup(cancel)
+	history, err := Record(record, e.w.Cluster)
+	if err != nil {
+		return err
+	}
+	e.history = history
 	if err := e.setUpProxies(); err != nil {
 		return err
 	}
@@ -262,7 +268,9 @@ func (e *episode) setUp() error {
 		}
 		e.t.Cleanup(setup.Close)
 		e.fencing = setup
-		e.history.RecordFencing(setup.Client, stop)
+		if err := e.history.RecordFencing(record, e.w.Cluster); err != nil {
+			return err
+		}
 	}
 	if err := e.w.CreateStorageClass(e.ctx); err != nil {
 		return err

@@ -83,6 +83,7 @@ type Cluster struct {
 	pki        *pki
 	adminToken string
 	serverURL  string
+	etcdURL    string
 
 	auditLog string // empty unless Options.AuditLog
 
@@ -186,6 +187,7 @@ func Launch(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return c, err
 	}
+	c.etcdURL = etcdURL
 	if err := c.startAPIServer(ctx, bins["kube-apiserver"], etcdURL); err != nil {
 		return c, err
 	}
