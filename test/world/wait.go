@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
 )
 
 // OutOfServiceTaint is the KEP-2268 taint an operator adds to a node known
@@ -32,6 +33,25 @@ func (w *World) AddTaint(ctx context.Context, node string, taint corev1.Taint) e
 		now := metav1.Now()
 		taint.TimeAdded = &now
 		n.Spec.Taints = append(n.Spec.Taints, taint)
+		return true
+	})
+}
+
+// AddTaintAppliedBy adds taint to node in one write with the annotation
+// another fencer marks its out-of-service taint with
+// (node.kubernetes.io/out-of-service-applied-by), as OpenShift's
+// Pacemaker-based fencing does.
+func (w *World) AddTaintAppliedBy(ctx context.Context, node string, taint corev1.Taint, by string) error {
+	return w.updateNode(ctx, node, func(n *corev1.Node) bool {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[names.OutOfServiceAppliedByAnnotation] = by
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taint.Key && t.Effect == taint.Effect }) {
+			now := metav1.Now()
+			taint.TimeAdded = &now
+			n.Spec.Taints = append(n.Spec.Taints, taint)
+		}
 		return true
 	})
 }
