@@ -46,6 +46,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.DurationVar(&o.ReconcileSync, "reconcile-sync", o.ReconcileSync, "Resync interval of the VolumeAttachment reconciler.")
 	fs.IntVar(&o.MaxGRPCLogLength, "max-grpc-log-length", o.MaxGRPCLogLength, "The maximum amount of characters logged for every grpc responses. Defaults to no limit.")
 	// Fenceline's own; upstream has no such flag and records no Event.
+	fs.DurationVar(&o.StorageFenceInterval, "storage-fence-interval", o.StorageFenceInterval, "How often the driver's fences (ListFences, when it advertises LIST_FENCES) are read and published as StorageFence objects, and after each fenced detach; operators lift them with kubectl fenceline lift-fence. 0 publishes none.")
 	fs.BoolVar(&o.AttachEvents, "attach-events", o.AttachEvents, "Record a Normal Attached Event on the VolumeAttachment for every successful attach, and a Normal Detached Event for every plain detach. Off by default: the attach/detach controller records SuccessfulAttachVolume on the pod already, and every Event is a write to the API server. Fenced detaches and failures are always recorded.")
 	// Fenceline's own: the lanes that keep a failover ahead of routine
 	// work (docs/attacher.md, "Queues and lanes"). 0 takes upstream's

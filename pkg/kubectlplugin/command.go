@@ -92,7 +92,7 @@ func NewCommand(o *Options) *cobra.Command {
 	// read -v as verbosity.
 	root.Flags().Bool("version", false, "Print the plugin's version, commit and Go version and exit (the version command also reports each driver's fenceline-attacher)")
 	o.Flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(statusCommand(o), fenceCommand(o), unfenceCommand(o), explainCommand(o), versionCommand(o))
+	root.AddCommand(statusCommand(o), fenceCommand(o), unfenceCommand(o), liftFenceCommand(o), explainCommand(o), versionCommand(o))
 	return root
 }
 
@@ -232,9 +232,10 @@ type waitFlags struct {
 	timeout time.Duration
 }
 
-func (w *waitFlags) add(cmd *cobra.Command, def time.Duration) {
-	cmd.Flags().BoolVar(&w.wait, "wait", true, "Wait until node-fencing has carried out the ask")
-	cmd.Flags().DurationVar(&w.timeout, "timeout", def, "How long to wait; the ask stays after it, and node-fencing carries it out when its rule allows")
+// add adds --wait and --timeout; actor is who carries the ask out.
+func (w *waitFlags) add(cmd *cobra.Command, def time.Duration, actor string) {
+	cmd.Flags().BoolVar(&w.wait, "wait", true, "Wait until "+actor+" has carried out the ask")
+	cmd.Flags().DurationVar(&w.timeout, "timeout", def, "How long to wait; the ask stays after it, and "+actor+" carries it out when its rule allows")
 }
 
 // finish prints what was asked, then waits for it unless --wait=false.
@@ -281,7 +282,7 @@ func fenceCommand(o *Options) *cobra.Command {
 		},
 	}
 	f.add(cmd)
-	w.add(cmd, 5*time.Minute)
+	w.add(cmd, 5*time.Minute, "node-fencing")
 	cmd.Flags().StringVar(&policy, "policy", "", "FencePolicy to follow (default: the policy whose nodeSelector selects the node)")
 	cmd.Flags().StringVar(&action, "action", string(fencingv1alpha1.FenceActionOff), "Off or Reboot")
 	cmd.Flags().BoolVar(&override, "override-exclusion", false, "Fence the node even though it is labelled fenceline.io/exclude-from-fencing")
@@ -313,7 +314,47 @@ func unfenceCommand(o *Options) *cobra.Command {
 		},
 	}
 	f.add(cmd)
-	w.add(cmd, 2*time.Minute)
+	w.add(cmd, 2*time.Minute, "node-fencing")
 	cmd.Flags().StringVar(&verified, "verified", "", "What you verified of the machine since its fence began, off or rebooted: stands in for a new boot ID where node-fencing has none to compare")
+	return cmd
+}
+
+func liftFenceCommand(o *Options) *cobra.Command {
+	var f confirmFlags
+	var w waitFlags
+	var driver, reason string
+	var gone bool
+	cmd := &cobra.Command{
+		Use:   "lift-fence NODE",
+		Short: "Ask the drivers' attachers to lift the storage fences of a node (by node name or node ID), which they do only on evidence that the node uses none of the fenced volumes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.clients()
+			if err != nil {
+				return err
+			}
+			asked, err := LiftFence(cmd.Context(), c, LiftFenceOptions{Node: args[0], Driver: driver, Requester: f.who(cmd.Context(), c),
+				Reason: reason, ConfirmGone: gone, Confirm: f.confirm(o)})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Streams.Out, "asked for a lift on storagefence/%s; each driver's fenceline-attacher carries it out\n", strings.Join(asked, ", storagefence/"))
+			if !w.wait {
+				_, err := fmt.Fprintln(o.Streams.Out, "not waiting: follow it with kubectl get storagefences")
+				return err
+			}
+			fmt.Fprintf(o.Streams.ErrOut, "waiting up to %s for the lift (interrupting stops the wait, not the request)\n", w.timeout)
+			if err := WaitLifted(cmd.Context(), c, asked, w.timeout); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(o.Streams.Out, "done: the storage fences are lifted")
+			return err
+		},
+	}
+	f.add(cmd)
+	w.add(cmd, time.Minute, "each driver's fenceline-attacher")
+	cmd.Flags().StringVar(&driver, "driver", "", "Lift only this CSI driver's fences (default: every driver's)")
+	cmd.Flags().StringVar(&reason, "reason", "", "Why, recorded on the request and sent to the driver")
+	cmd.Flags().BoolVar(&gone, "confirm-gone", false, "State that the machine is powered off or destroyed: needed for a node no Node object names any more")
 	return cmd
 }

@@ -97,8 +97,21 @@ func world() (kube []runtime.Object, fenceObjs []runtime.Object) {
 	workers.Status.Coverage = &fencingv1alpha1.FenceCoverage{SelectedNodes: 2, UncoveredNodes: 1, Uncovered: []fencingv1alpha1.UncoveredNode{
 		{Node: "live", Reason: "CredentialsRejected", Message: "endpoint bmc: 401 Unauthorized"},
 	}}
-	fenceObjs = []runtime.Object{fencingRequest("dead", fencingv1alpha1.FencingPhaseFenced), workers, testobj.FenceClass("bmc")}
+	fenceObjs = []runtime.Object{fencingRequest("dead", fencingv1alpha1.FencingPhaseFenced), workers, testobj.FenceClass("bmc"), storageFence("dead")}
 	return kube, fenceObjs
+}
+
+// storageFence is what the driver's attacher published of the storage's
+// fence against the node: one volume, read at t0+40s.
+func storageFence(node string) *fencingv1alpha1.StorageFence {
+	listed := metav1.NewTime(t0.Add(40 * time.Second))
+	fencedAt := metav1.NewTime(t0.Add(35 * time.Second))
+	return &fencingv1alpha1.StorageFence{
+		ObjectMeta: metav1.ObjectMeta{Name: "sf-" + node},
+		Spec:       fencingv1alpha1.StorageFenceSpec{Driver: driver, NodeID: "csi-" + node},
+		Status: fencingv1alpha1.StorageFenceReport{NodeName: node, VolumeCount: 1, ListTime: &listed,
+			Fences: []fencingv1alpha1.ReportedFence{{VolumeIDs: []string{"vol-1"}, FencedAt: &fencedAt}}},
+	}
 }
 
 func fakeClients(kube, fenceObjs []runtime.Object) (Clients, *kubefake.Clientset, *fencingfake.Clientset) {

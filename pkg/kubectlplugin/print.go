@@ -98,6 +98,13 @@ func (p *Printer) PrintStatus(st Status) error {
 		return err
 	}
 	rows = nil
+	for _, f := range st.StorageFences {
+		rows = append(rows, row(f.Driver, orUnknown(f.Node), f.NodeID, f.Fenced, p.age(f.Listed), f.Lift))
+	}
+	if err := p.table("STORAGE FENCES", "DRIVER\tNODE\tNODE-ID\tFENCED-OFF\tLISTED\tLIFT", rows, "none reported (drivers that list their fences publish them)"); err != nil {
+		return err
+	}
+	rows = nil
 	for _, e := range st.Events {
 		rows = append(rows, row(p.age(&e.Last), e.Type, e.Reason, e.Object, e.Component, e.Message))
 	}

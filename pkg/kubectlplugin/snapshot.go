@@ -53,6 +53,9 @@ type Snapshot struct {
 	Requests   []*fencingv1alpha1.FencingRequest
 	Policies   []*fencingv1alpha1.FencePolicy
 	Classes    []*fencingv1alpha1.FenceClass
+	// StorageFences are the storage fences the drivers' attachers
+	// published; empty when their CRD is not installed (an older one).
+	StorageFences []*fencingv1alpha1.StorageFence
 	// Events are the Events of Fenceline's components, oldest first.
 	Events []v1.Event
 }
@@ -150,6 +153,14 @@ func (s *Snapshot) readFencing(ctx context.Context, c fencingclient.Interface) e
 		return permissionHint(err, "list", "fenceclasses.fenceline.io")
 	}
 	s.Classes = pointers(classes.Items)
+	sfs, err := api.StorageFences().List(ctx, metav1.ListOptions{})
+	if isNoAPI(err) {
+		return nil
+	}
+	if err != nil {
+		return permissionHint(err, "list", "storagefences.fenceline.io")
+	}
+	s.StorageFences = pointers(sfs.Items)
 	return nil
 }
 

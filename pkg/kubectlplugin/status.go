@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
@@ -29,7 +30,23 @@ type Status struct {
 	// last wrote it.
 	Coverage []CoverageStatus `json:"coverage"`
 	Detaches []DetachStatus   `json:"pendingDetaches"`
-	Events   []EventStatus    `json:"events"`
+	// StorageFences are the fences the drivers' storage reports.
+	StorageFences []StorageFenceStatus `json:"storageFences"`
+	Events        []EventStatus        `json:"events"`
+}
+
+// StorageFenceStatus is a StorageFence: what one driver's storage fences
+// one node off from, and its lift request.
+type StorageFenceStatus struct {
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	Node   string `json:"node,omitempty"`
+	NodeID string `json:"nodeID"`
+	// Fenced says from what: "every volume" or "N volume(s)".
+	Fenced string       `json:"fenced"`
+	Listed *metav1.Time `json:"listed,omitempty"`
+	// Lift is the lift request and its outcome, "" when none.
+	Lift string `json:"lift,omitempty"`
 }
 
 // DriverStatus is a CSIDriver and what Fenceline knows about it.
@@ -132,7 +149,7 @@ type EventStatus struct {
 // Events kept (the most recent).
 func BuildStatus(s *Snapshot, maxEvents int) Status {
 	st := Status{FencingAPI: s.FencingAPI, Drivers: []DriverStatus{}, Nodes: []NodeStatus{},
-		FencingRequests: []RequestStatus{}, Coverage: []CoverageStatus{}, Detaches: []DetachStatus{}, Events: []EventStatus{}}
+		FencingRequests: []RequestStatus{}, Coverage: []CoverageStatus{}, Detaches: []DetachStatus{}, StorageFences: []StorageFenceStatus{}, Events: []EventStatus{}}
 	for _, d := range s.Drivers {
 		st.Drivers = append(st.Drivers, driverStatus(d, s))
 	}
@@ -156,6 +173,12 @@ func BuildStatus(s *Snapshot, maxEvents int) Status {
 			st.Detaches = append(st.Detaches, d)
 		}
 	}
+	for _, sf := range s.StorageFences {
+		st.StorageFences = append(st.StorageFences, storageFenceStatus(sf))
+	}
+	slices.SortFunc(st.StorageFences, func(a, b StorageFenceStatus) int {
+		return cmp.Or(strings.Compare(a.Driver, b.Driver), strings.Compare(a.Node, b.Node), strings.Compare(a.NodeID, b.NodeID))
+	})
 	events := s.Events
 	if maxEvents >= 0 && len(events) > maxEvents {
 		events = events[len(events)-maxEvents:]
@@ -389,4 +412,15 @@ func joinNonEmpty(sep string, parts ...string) string {
 		}
 	}
 	return strings.Join(keep, sep)
+}
+
+func storageFenceStatus(sf *fencingv1alpha1.StorageFence) StorageFenceStatus {
+	out := StorageFenceStatus{Name: sf.Name, Driver: sf.Spec.Driver, Node: sf.Status.NodeName, NodeID: sf.Spec.NodeID, Fenced: fenceSummary(sf), Listed: sf.Status.ListTime}
+	if l := sf.Spec.Lift; l != nil {
+		out.Lift = "asked by " + l.RequestedBy
+		if c := meta.FindStatusCondition(sf.Status.Conditions, fencingv1alpha1.StorageFenceLifted); c != nil {
+			out.Lift += "; " + c.Reason + ": " + c.Message
+		}
+	}
+	return out
 }

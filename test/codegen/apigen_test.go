@@ -25,6 +25,7 @@ var apiGenerated = []string{
 	"deploy/crds/fenceline.io_fenceclasses.yaml",
 	"deploy/crds/fenceline.io_fencetargets.yaml",
 	"deploy/crds/fenceline.io_fencepolicies.yaml",
+	"deploy/crds/fenceline.io_storagefences.yaml",
 }
 
 // TestAPIGeneratedCodeIsUpToDate regenerates the deepcopy functions, the

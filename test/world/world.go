@@ -311,6 +311,13 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		}
 		w.installed = true
 	}
+	// The fencing API before the attachers, as an installation applies its
+	// CRDs first: an attacher looks for the StorageFence API once, at start.
+	if opts.Fencing {
+		if _, err := w.InstallFencingCRDs(ctx); err != nil {
+			return w, err
+		}
+	}
 	if !opts.NoAttacher {
 		binary := "fenceline-attacher"
 		if opts.AttacherPath != "" {
@@ -333,9 +340,6 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		}
 	}
 	if opts.Fencing {
-		if _, err := w.InstallFencingCRDs(ctx); err != nil {
-			return w, err
-		}
 		if err := w.startFenceAgent(ctx, opts.FenceAgentArgs); err != nil {
 			return w, err
 		}

@@ -43,6 +43,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&FenceClass{}, &FenceClassList{},
 		&FenceTarget{}, &FenceTargetList{},
 		&FencePolicy{}, &FencePolicyList{},
+		&StorageFence{}, &StorageFenceList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -100,6 +100,10 @@ type Options struct {
 	// stays upstream's; zero means the leader lease duration, renewed
 	// three times within it.
 	HeartbeatInterval, HeartbeatDuration time.Duration
+	// StorageFenceInterval is --storage-fence-interval, Fenceline's own:
+	// how often the driver's fences (ListFences) are read and published
+	// as StorageFences; 0 publishes none.
+	StorageFenceInterval time.Duration
 	// AttachEvents is --attach-events, Fenceline's own flag: record a
 	// Normal Attached Event for every attach and a Normal Detached Event
 	// for every plain detach (off, as upstream).
@@ -127,6 +131,7 @@ func DefaultOptions() Options {
 		KubeAPIQPS:                  5,
 		KubeAPIBurst:                10,
 		MetricsPath:                 "/metrics",
+		StorageFenceInterval:        time.Minute,
 	}
 }
 
@@ -153,6 +158,9 @@ func (o Options) Validate() error {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must be 0 (the value of the flag without failover- or detach-) or more, got %v", f.name, f.v))
 		}
+	}
+	if o.StorageFenceInterval < 0 {
+		errs = append(errs, fmt.Errorf("--storage-fence-interval must be 0 (publish no storage fences) or more, got %v", o.StorageFenceInterval))
 	}
 	if err := o.leaderOptions().Validate(); err != nil {
 		errs = append(errs, err)
@@ -215,11 +223,16 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		return err
 	}
-	ctrl, factory, stopEvents, err := newController(ctx, opts, config, client, d, blind, cmm.GetRegistry())
+	var fences *storageFences
+	ctrl, factory, stopEvents, err := newController(ctx, opts, config, client, d, blind, cmm.GetRegistry(), func() { fences.fencedDetach() })
 	if err != nil {
 		return err
 	}
 	defer stopEvents()
+	if fences, err = newStorageFences(ctx, opts, config, client, d, blind, factory); err != nil {
+		return err
+	}
+	defer fences.close()
 	hb, err := heartbeatConfig(opts, config, d.name, d.caps.Fence.UnpublishFence && !blind, cmm.GetRegistry())
 	if err != nil {
 		return err
@@ -233,6 +246,7 @@ func Run(ctx context.Context, opts Options) error {
 		factory.Start(ctx.Done())
 		defer factory.Shutdown()
 		defer heartbeat.Start(ctx, hb)()
+		defer fences.start(ctx)()
 		return ctrl.Run(ctx, opts.WorkerThreads)
 	}
 	return runServing(ctx, opts, config, d.name, cmm.GetRegistry(), run)
@@ -241,7 +255,7 @@ func Run(ctx context.Context, opts Options) error {
 // newController wires the attacher's controller and its informers. Events
 // and fence records get clients of their own; stopEvents flushes the
 // Events once the controller has stopped.
-func newController(ctx context.Context, opts Options, config *rest.Config, client kubernetes.Interface, d *driver, blind bool, registry k8smetrics.KubeRegistry) (
+func newController(ctx context.Context, opts Options, config *rest.Config, client kubernetes.Interface, d *driver, blind bool, registry k8smetrics.KubeRegistry, afterFencedDetach func()) (
 	ctrl *controller.Controller, factory informers.SharedInformerFactory, stopEvents func(), err error) {
 	// Events get their own client, and so their own rate limiter: upstream
 	// emits no Events, and sharing --kube-api-qps with them would slow every
@@ -295,6 +309,7 @@ func newController(ctx context.Context, opts Options, config *rest.Config, clien
 		AttachEvents:       opts.AttachEvents,
 		Metrics:            metrics.New(registry),
 		Blind:              blind,
+		AfterFencedDetach:  afterFencedDetach,
 	}, factory)
 	if err != nil {
 		stopEvents()

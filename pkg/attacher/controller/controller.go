@@ -98,6 +98,9 @@ type Config struct {
 	// CSIDrivers (fencing.Blindness): no informer is started for them and
 	// every detach not already recorded as fenced is plain, as upstream's.
 	Blind bool
+	// AfterFencedDetach, when set, is called after each fenced detach
+	// (the storage fences published as StorageFences are read again).
+	AfterFencedDetach func()
 }
 
 // backlogLogAfter is how long a VolumeAttachment may wait for a worker

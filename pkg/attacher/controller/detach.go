@@ -201,6 +201,9 @@ func (c *Controller) finishDetach(ctx context.Context, va *storagev1.VolumeAttac
 	c.cfg.Metrics.Detached(string(decision.Action), string(decision.Reason), time.Since(va.DeletionTimestamp.Time))
 	if decision.Action == fencing.ActionFenced {
 		c.volumeEvent(va, v1.EventTypeNormal, EventFencedDetach, fmt.Sprintf("Detached volume %s from node %s with fencing (%s)", volumeID, va.Spec.NodeName, decision.Reason))
+		if c.cfg.AfterFencedDetach != nil {
+			c.cfg.AfterFencedDetach()
+		}
 	} else if c.cfg.AttachEvents {
 		c.cfg.Recorder.Eventf(va, v1.EventTypeNormal, EventDetached, "Detached volume %s from node %s", volumeID, va.Spec.NodeName)
 	}

@@ -32,6 +32,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.FenceEndpointApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FenceLevel"):
 		return &fencingv1alpha1.FenceLevelApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FenceLiftRequest"):
+		return &fencingv1alpha1.FenceLiftRequestApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FencePolicy"):
 		return &fencingv1alpha1.FencePolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FencePolicySpec"):
@@ -62,8 +64,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.IPMISettingsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("RedfishSettings"):
 		return &fencingv1alpha1.RedfishSettingsApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ReportedFence"):
+		return &fencingv1alpha1.ReportedFenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SecretReference"):
 		return &fencingv1alpha1.SecretReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("StorageFence"):
+		return &fencingv1alpha1.StorageFenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("StorageFenceReport"):
+		return &fencingv1alpha1.StorageFenceReportApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("StorageFenceSpec"):
+		return &fencingv1alpha1.StorageFenceSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StorageFenceStatus"):
 		return &fencingv1alpha1.StorageFenceStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StormGuard"):

@@ -17,10 +17,11 @@ import (
 // Rule is one permission: a verb on a resource of an API group, in a
 // namespace or (Namespace empty) across the cluster.
 type Rule struct {
-	Verb      string
-	Group     string
-	Resource  string
-	Namespace string
+	Verb        string
+	Group       string
+	Resource    string
+	Subresource string
+	Namespace   string
 }
 
 // String renders the rule as `kubectl auth can-i` takes it.
@@ -28,6 +29,9 @@ func (r Rule) String() string {
 	res := r.Resource
 	if r.Group != "" {
 		res += "." + r.Group
+	}
+	if r.Subresource != "" {
+		res += " --subresource=" + r.Subresource
 	}
 	if r.Namespace != "" {
 		return fmt.Sprintf("%s %s -n %s", r.Verb, res, r.Namespace)
@@ -44,7 +48,7 @@ func Missing(ctx context.Context, client authorizationclient.SelfSubjectAccessRe
 	for _, r := range rules {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: r.Verb, Group: r.Group, Resource: r.Resource, Namespace: r.Namespace,
+				Verb: r.Verb, Group: r.Group, Resource: r.Resource, Subresource: r.Subresource, Namespace: r.Namespace,
 			},
 		}}
 		got, err := client.SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})

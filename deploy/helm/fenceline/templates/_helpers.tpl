@@ -61,7 +61,8 @@ templates all range over it, so the components differ only here.
 The three rules fenced detach needs beyond upstream external-attacher's
 RBAC (docs/migration.md): Nodes (is the node down?), CSIDrivers (the
 fenceline.io/safe-detach opt-in) and Events on VolumeAttachments
-(cluster-scoped objects, so their Events go to the default namespace).
+(cluster-scoped objects, so their Events go to the default namespace);
+and the StorageFences a driver that lists its fences publishes them in.
 */}}
 {{- define "fenceline.attacherFencingRules" -}}
 - apiGroups: [""]
@@ -73,4 +74,10 @@ fenceline.io/safe-detach opt-in) and Events on VolumeAttachments
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
+- apiGroups: ["fenceline.io"]
+  resources: ["storagefences"]
+  verbs: ["get", "list", "watch", "create", "update", "delete"]
+- apiGroups: ["fenceline.io"]
+  resources: ["storagefences/status"]
+  verbs: ["update"]
 {{- end -}}

@@ -45,6 +45,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FenceTargets().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("fencingrequests"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FencingRequests().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("storagefences"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().StorageFences().Informer()}, nil
 
 	}
 

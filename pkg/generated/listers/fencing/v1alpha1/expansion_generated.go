@@ -17,3 +17,7 @@ type FenceTargetListerExpansion interface{}
 // FencingRequestListerExpansion allows custom methods to be added to
 // FencingRequestLister.
 type FencingRequestListerExpansion interface{}
+
+// StorageFenceListerExpansion allows custom methods to be added to
+// StorageFenceLister.
+type StorageFenceListerExpansion interface{}

@@ -16,6 +16,8 @@ type Interface interface {
 	FenceTargets() TypedFenceTargetInformer
 	// FencingRequests returns a FencingRequestInformer.
 	FencingRequests() TypedFencingRequestInformer
+	// StorageFences returns a StorageFenceInformer.
+	StorageFences() TypedStorageFenceInformer
 }
 
 type version struct {
@@ -47,4 +49,9 @@ func (v *version) FenceTargets() TypedFenceTargetInformer {
 // FencingRequests returns a TypedFencingRequestInformer.
 func (v *version) FencingRequests() TypedFencingRequestInformer {
 	return &fencingRequestInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// StorageFences returns a TypedStorageFenceInformer.
+func (v *version) StorageFences() TypedStorageFenceInformer {
+	return &storageFenceInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

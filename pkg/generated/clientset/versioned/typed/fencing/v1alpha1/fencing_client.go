@@ -16,6 +16,7 @@ type FencingV1alpha1Interface interface {
 	FencePoliciesGetter
 	FenceTargetsGetter
 	FencingRequestsGetter
+	StorageFencesGetter
 }
 
 // FencingV1alpha1Client is used to interact with features provided by the fenceline.io group.
@@ -37,6 +38,10 @@ func (c *FencingV1alpha1Client) FenceTargets() FenceTargetInterface {
 
 func (c *FencingV1alpha1Client) FencingRequests() FencingRequestInterface {
 	return newFencingRequests(c)
+}
+
+func (c *FencingV1alpha1Client) StorageFences() StorageFenceInterface {
+	return newStorageFences(c)
 }
 
 // NewForConfig creates a new FencingV1alpha1Client for the given config.

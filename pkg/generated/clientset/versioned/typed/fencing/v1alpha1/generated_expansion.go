@@ -9,3 +9,5 @@ type FencePolicyExpansion interface{}
 type FenceTargetExpansion interface{}
 
 type FencingRequestExpansion interface{}
+
+type StorageFenceExpansion interface{}

@@ -28,6 +28,10 @@ func (c *FakeFencingV1alpha1) FencingRequests() v1alpha1.FencingRequestInterface
 	return newFakeFencingRequests(c)
 }
 
+func (c *FakeFencingV1alpha1) StorageFences() v1alpha1.StorageFenceInterface {
+	return newFakeStorageFences(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeFencingV1alpha1) RESTClient() rest.Interface {
