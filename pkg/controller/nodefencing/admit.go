@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
@@ -26,8 +27,18 @@ func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Dura
 	c.admitMu.Lock()
 	defer c.admitMu.Unlock()
 	r := in.Request
-	fresh, err := c.freshInput(ctx, r.Spec.NodeName, nil, r, false)
-	if err != nil {
+	// Every read of the admission at once: one round trip to the API
+	// server, not four (a slow one multiplies each).
+	var (
+		reads  errgroup.Group
+		fresh  Input
+		guards guardReads
+	)
+	reads.Go(func() (err error) { fresh, err = c.freshInput(ctx, r.Spec.NodeName, nil, r, false); return err })
+	if automatic(r) && in.Policy != nil {
+		reads.Go(func() (err error) { guards, err = c.readGuard(ctx, in.Policy.Name); return err })
+	}
+	if err := reads.Wait(); err != nil {
 		return 0, err
 	}
 	if fd := Decide(fresh); fd.Step != StepAdmit {
@@ -35,7 +46,7 @@ func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Dura
 		return afterChangedDecision(fd), nil
 	}
 	if automatic(r) {
-		g, err := c.guard(ctx, fresh)
+		g, err := c.guard(ctx, fresh, guards)
 		if err != nil {
 			return 0, err
 		}
@@ -84,19 +95,52 @@ func (c *Controller) refused(ctx context.Context, in Input, g stormguard.Decisio
 	return refusedRecheck, nil
 }
 
+// guardReads are what the storm guard reads from the API server for an
+// admission: the requests (which fences are in progress) and the policy
+// (its saved state, and where to save the new one).
+type guardReads struct {
+	requests []fencingv1alpha1.FencingRequest
+	policy   *fencingv1alpha1.FencePolicy
+}
+
+// readGuard makes the storm guard's reads, at once.
+func (c *Controller) readGuard(ctx context.Context, policy string) (guardReads, error) {
+	var (
+		g   errgroup.Group
+		out guardReads
+	)
+	g.Go(func() error {
+		reqs, err := c.cfg.Client.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing FencingRequests: %w", err)
+		}
+		out.requests = reqs.Items
+		return nil
+	})
+	g.Go(func() error {
+		p, err := c.cfg.Client.FencingV1alpha1().FencePolicies().Get(ctx, policy, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading FencePolicy %s for its storm-guard state: %w", policy, err)
+		}
+		out.policy = p
+		return nil
+	})
+	return out, g.Wait()
+}
+
 // guard runs the storm guard for the input's node and keeps the policy's
 // bucket and storm state, in memory and, before a decision that changes
 // them takes effect, in the policy's status (a restart restores it).
-func (c *Controller) guard(ctx context.Context, in Input) (stormguard.Decision, error) {
+func (c *Controller) guard(ctx context.Context, in Input, reads guardReads) (stormguard.Decision, error) {
+	if in.Policy == nil || reads.policy == nil {
+		return stormguard.Decision{}, fmt.Errorf("no FencePolicy to guard the admission of node %s", in.Request.Spec.NodeName)
+	}
 	pol, qps, burst := GuardPolicy(in.Policy)
-	nodes, err := c.stormView(ctx, in, pol.Zones.ZoneLabel)
+	nodes, err := c.stormView(in, reads.requests, pol.Zones.ZoneLabel)
 	if err != nil {
 		return stormguard.Decision{}, err
 	}
-	st, err := c.loadGuard(ctx, in.Policy, pol.Cooldown, in.Now)
-	if err != nil {
-		return stormguard.Decision{}, err
-	}
+	st := c.loadGuard(ctx, reads.policy, pol.Cooldown, in.Now)
 	st.bucket.QPS, st.bucket.Burst = qps, burst
 	zone := ""
 	if in.Node != nil {
@@ -109,7 +153,7 @@ func (c *Controller) guard(ctx context.Context, in Input) (stormguard.Decision, 
 	})
 	next := guardState{bucket: g.NewBucket, storm: g.NewStorm}
 	if stormguard.MustSave(g, st.storm) {
-		if err := c.saveGuard(ctx, in.Policy, next, in.Now); err != nil {
+		if err := c.saveGuard(ctx, reads.policy, next, in.Now); err != nil {
 			return stormguard.Decision{}, err
 		}
 	}
@@ -121,18 +165,14 @@ func (c *Controller) guard(ctx context.Context, in Input) (stormguard.Decision, 
 // healthy when Ready, not Suspect and not a fencing candidate, fencing when it has a
 // request in phase Fencing (listed from the API server). The candidate
 // comes from in, read fresh.
-func (c *Controller) stormView(ctx context.Context, in Input, zoneLabel string) ([]stormguard.NodeHealth, error) {
+func (c *Controller) stormView(in Input, reqs []fencingv1alpha1.FencingRequest, zoneLabel string) ([]stormguard.NodeHealth, error) {
 	rules := DetectRules(in.Policy)
 	nodes, err := c.nodes.List(rules.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	reqs, err := c.cfg.Client.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing FencingRequests: %w", err)
-	}
 	fencing := map[string]bool{}
-	for _, r := range reqs.Items {
+	for _, r := range reqs {
 		if r.Status.Phase == fencingv1alpha1.FencingPhaseFencing {
 			fencing[r.Spec.NodeName] = true
 		}

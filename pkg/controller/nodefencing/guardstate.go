@@ -15,40 +15,42 @@ import (
 	"fenceline.io/fenceline/pkg/controller/stormguard"
 )
 
-// loadGuard returns the policy's storm-guard state: the one this
-// controller keeps, or, the first time it decides for the policy, the one
-// the policy's status holds, read fresh and restored by stormguard.Restore
-// (never more permissive than the controller that wrote it).
-func (c *Controller) loadGuard(ctx context.Context, p *fencingv1alpha1.FencePolicy, cooldown time.Duration, now time.Time) (guardState, error) {
-	if st, ok := c.guards[p.Name]; ok {
-		return st, nil
-	}
-	fresh, err := c.cfg.Client.FencingV1alpha1().FencePolicies().Get(ctx, p.Name, metav1.GetOptions{})
-	if err != nil {
-		return guardState{}, fmt.Errorf("reading FencePolicy %s for its storm-guard state: %w", p.Name, err)
+// loadGuard returns the policy's storm-guard state: the one kept in
+// memory, or, the first time, the one saved in fresh (the policy as the
+// API server has it), restored.
+func (c *Controller) loadGuard(ctx context.Context, fresh *fencingv1alpha1.FencePolicy, cooldown time.Duration, now time.Time) guardState {
+	if st, ok := c.guards[fresh.Name]; ok {
+		return st
 	}
 	bucket, storm, why := stormguard.Restore(SavedGuard(fresh.Status.StormGuard), cooldown, now)
-	klog.FromContext(ctx).Info("Storm guard state restored", "policy", p.Name, "state", why)
-	return guardState{bucket: bucket, storm: storm}, nil
+	klog.FromContext(ctx).Info("Storm guard state restored", "policy", fresh.Name, "state", why)
+	return guardState{bucket: bucket, storm: storm}
 }
 
 // saveGuard writes the state after a decision into the policy's status,
 // before the decision takes effect: a token is spent in the API before the
-// fence it allows starts.
-func (c *Controller) saveGuard(ctx context.Context, p *fencingv1alpha1.FencePolicy, st guardState, now time.Time) error {
+// fence it allows starts. It starts from cur, the policy as just read, and
+// reads it again only on a conflict.
+func (c *Controller) saveGuard(ctx context.Context, cur *fencingv1alpha1.FencePolicy, st guardState, now time.Time) error {
 	policies := c.cfg.Client.FencingV1alpha1().FencePolicies()
 	status := GuardStatus(stormguard.Save(st.bucket, st.storm, now))
+	next := cur.DeepCopy()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := policies.Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		if next == nil {
+			var err error
+			if next, err = policies.Get(ctx, cur.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
-		cur.Status.StormGuard = status
-		_, err = policies.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		next.Status.StormGuard = status
+		_, err := policies.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		if err != nil {
+			next = nil
+		}
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("saving the storm-guard state of FencePolicy %s: %w", p.Name, err)
+		return fmt.Errorf("saving the storm-guard state of FencePolicy %s: %w", cur.Name, err)
 	}
 	return nil
 }

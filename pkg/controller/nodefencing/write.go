@@ -1,7 +1,6 @@
 package nodefencing
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -217,9 +216,35 @@ func unfencedConditions(msg string) []v1.NodeCondition {
 // again on the fresh node, the request and the node's Lease as the API
 // server has them, and (freshVAs) the node's VolumeAttachments listed from
 // the API server rather than the cache.
+//
+// The reads besides the node start at once, beside the actuator's read of
+// the node, so that a write costs two round trips to the API server, not
+// three (a slow API server multiplies each); every one still starts after
+// the decision being re-checked and ends before the write. The first check
+// uses them; a second one (a retry after a conflict, a second write with
+// the same check) reads everything again.
 func (c *Controller) recheck(ctx context.Context, r *fencingv1alpha1.FencingRequest, step Step, freshVAs bool) actuator.NodeCheck {
+	var early <-chan freshResult
+	if r != nil {
+		ch := make(chan freshResult, 1)
+		go func() {
+			reads, err := c.readFresh(ctx, r.Spec.NodeName, false, r, freshVAs)
+			ch <- freshResult{reads, err}
+		}()
+		early = ch
+	}
 	return func(node *v1.Node) (bool, string) {
-		in, err := c.freshInput(ctx, node.Name, node, r, freshVAs)
+		var res freshResult
+		if early != nil && r.Spec.NodeName == node.Name {
+			res, early = <-early, nil
+		} else {
+			res.reads, res.err = c.readFresh(ctx, node.Name, false, r, freshVAs)
+		}
+		if res.err != nil {
+			return false, res.err.Error()
+		}
+		res.reads.node = node
+		in, err := c.inputOf(node.Name, res.reads)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -231,53 +256,93 @@ func (c *Controller) recheck(ctx context.Context, r *fencingv1alpha1.FencingRequ
 	}
 }
 
+// freshReads are a node's decision inputs as the API server has them.
+type freshReads struct {
+	node   *v1.Node // nil when it does not exist
+	lease  *coordinationv1.Lease
+	target *fencingv1alpha1.FenceTarget
+	// vas is set when the VolumeAttachments were listed.
+	vas     []*storagev1.VolumeAttachment
+	vasRead bool
+	// request is r as the API server has it (nil when deleted); requests,
+	// when r was nil, the node's requests.
+	request  *fencingv1alpha1.FencingRequest
+	requests []*fencingv1alpha1.FencingRequest
+	listed   bool
+}
+
+type freshResult struct {
+	reads freshReads
+	err   error
+}
+
 // freshInput is gather with the node (unless given), its Lease, the request
 // (or, with none, the node's requests) and optionally its VolumeAttachments
 // read from the API server.
 func (c *Controller) freshInput(ctx context.Context, nodeName string, node *v1.Node, r *fencingv1alpha1.FencingRequest, freshVAs bool) (Input, error) {
-	if node == nil {
-		n, err := c.cfg.Actuator.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return Input{}, fmt.Errorf("reading node %s: %w", nodeName, err)
-		default:
-			node = n
-		}
-	}
-	in, err := c.gather(nodeName, node)
+	reads, err := c.readFresh(ctx, nodeName, node == nil, r, freshVAs)
 	if err != nil {
-		return in, err
+		return Input{}, err
 	}
-	if node == nil {
-		in.Node = nil
+	if node != nil {
+		reads.node = node
 	}
-	// The reads are independent: made at once, they cost one round trip
-	// to the API server, not four (a slow API server multiplies each).
-	// Every read still starts after this re-check began.
+	return c.inputOf(nodeName, reads)
+}
+
+// readFresh reads the node (readNode), its Lease, FenceTarget, request (or,
+// with none, its requests) and optionally its VolumeAttachments from the
+// API server. The reads are independent: made at once, they cost one round
+// trip, not five.
+func (c *Controller) readFresh(ctx context.Context, nodeName string, readNode bool, r *fencingv1alpha1.FencingRequest, freshVAs bool) (freshReads, error) {
 	var (
-		g      errgroup.Group
-		lease  *coordinationv1.Lease
-		target *fencingv1alpha1.FenceTarget
-		vas    []*storagev1.VolumeAttachment
+		g     errgroup.Group
+		reads freshReads
 	)
-	g.Go(func() (err error) { lease, err = c.freshLease(ctx, nodeName); return err })
-	g.Go(func() (err error) { target, err = c.freshTarget(ctx, nodeName); return err })
+	if readNode {
+		g.Go(func() error {
+			n, err := c.cfg.Actuator.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return fmt.Errorf("reading node %s: %w", nodeName, err)
+			default:
+				reads.node = n
+			}
+			return nil
+		})
+	}
+	g.Go(func() (err error) { reads.lease, err = c.freshLease(ctx, nodeName); return err })
+	g.Go(func() (err error) { reads.target, err = c.freshTarget(ctx, nodeName); return err })
 	if freshVAs {
 		g.Go(func() (err error) {
-			vas, err = view.API{Client: c.cfg.Actuator.Client}.VolumeAttachmentsOnNode(ctx, nodeName)
+			reads.vas, err = view.API{Client: c.cfg.Actuator.Client}.VolumeAttachmentsOnNode(ctx, nodeName)
+			reads.vasRead = true
 			return err
 		})
 	}
-	// The request is read here meanwhile; only it writes to in.
-	reqErr := c.freshRequest(ctx, &in, nodeName, r)
-	if err := cmp.Or(g.Wait(), reqErr); err != nil {
+	g.Go(func() error { return c.freshRequest(ctx, &reads, nodeName, r) })
+	return reads, g.Wait()
+}
+
+// inputOf is gather with the fresh reads in place of the caches'.
+func (c *Controller) inputOf(nodeName string, reads freshReads) (Input, error) {
+	in, err := c.gather(nodeName, reads.node)
+	if err != nil {
 		return in, err
 	}
-	in.Lease, in.Target = lease, target
+	if reads.node == nil {
+		in.Node = nil
+	}
+	if reads.listed {
+		in.SetRequests(reads.requests)
+	} else {
+		in.Request = reads.request
+	}
+	in.Lease, in.Target = reads.lease, reads.target
 	in.LeaseObserved, in.LeaseRenewed = c.observation(in.Lease)
-	if freshVAs {
-		in.VolumeAttachments = len(vas)
+	if reads.vasRead {
+		in.VolumeAttachments = len(reads.vas)
 	}
 	return in, c.resolve(&in)
 }
@@ -298,20 +363,21 @@ func (c *Controller) freshLease(ctx context.Context, name string) (*coordination
 	return nodeutil.ReadLease(ctx, c.cfg.Actuator.Client, name)
 }
 
-// freshRequest replaces the input's request: r as the API server has it,
-// or, when r is nil, the node's open request listed from the API server.
-func (c *Controller) freshRequest(ctx context.Context, in *Input, nodeName string, r *fencingv1alpha1.FencingRequest) error {
+// freshRequest reads r as the API server has it, or, when r is nil, the
+// node's requests listed from the API server (and those only the cache
+// knows).
+func (c *Controller) freshRequest(ctx context.Context, reads *freshReads, nodeName string, r *fencingv1alpha1.FencingRequest) error {
 	client := c.cfg.Client.FencingV1alpha1().FencingRequests()
 	if r != nil {
 		cur, err := client.Get(ctx, r.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			in.Request = nil
+			reads.request = nil
 			return nil
 		case err != nil:
 			return fmt.Errorf("reading FencingRequest %s: %w", r.Name, err)
 		}
-		in.Request = cur
+		reads.request = cur
 		return nil
 	}
 	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{names.FencingRequestNodeLabel: fencingreq.NodeLabelValue(nodeName)}).String()})
@@ -334,6 +400,6 @@ func (c *Controller) freshRequest(ctx context.Context, in *Input, nodeName strin
 			reqs = append(reqs, cr)
 		}
 	}
-	in.SetRequests(reqs)
+	reads.requests, reads.listed = reqs, true
 	return nil
 }
