@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
