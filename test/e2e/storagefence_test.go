@@ -29,7 +29,7 @@ import (
 // StorageFence is gone too.
 func TestStorageFencePublishedAndLifted(t *testing.T) {
 	t.Parallel()
-	s := newScenario(t, world.Options{Fencing: true})
+	s := newScenario(t, world.Options{Fencing: true, ZombieWrites: true})
 	pod := s.startDB()
 	nodeA := pod.Spec.NodeName
 	s.powerOff(nodeA)

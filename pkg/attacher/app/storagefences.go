@@ -16,6 +16,7 @@ import (
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/attacher/storagefence"
 	"fenceline.io/fenceline/pkg/component/events"
+	"fenceline.io/fenceline/pkg/component/kubeclient"
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 	"fenceline.io/fenceline/pkg/kube/access"
@@ -95,7 +96,7 @@ func newStorageFences(ctx context.Context, opts Options, config *rest.Config, cl
 		logger.Error(err, "Storage fences are not published: RBAC does not allow them; restart the attacher after granting them", "missing", access.Join(missing))
 		return nil, nil
 	}
-	fencing, err := versioned.NewForConfig(config)
+	fencing, err := versioned.NewForConfig(kubeclient.JSON(config))
 	if err != nil {
 		return nil, fmt.Errorf("create the StorageFence client: %w", err)
 	}
