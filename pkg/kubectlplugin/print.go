@@ -101,7 +101,11 @@ func (p *Printer) PrintStatus(st Status) error {
 	for _, f := range st.StorageFences {
 		rows = append(rows, row(f.Driver, orUnknown(f.Node), f.NodeID, f.Fenced, p.age(f.Listed), f.Lift))
 	}
-	if err := p.table("STORAGE FENCES", "DRIVER\tNODE\tNODE-ID\tFENCED-OFF\tLISTED\tLIFT", rows, "none reported (drivers that list their fences publish them)"); err != nil {
+	empty = "none reported (drivers that list their fences publish them)"
+	if st.StorageFencesNote != "" {
+		empty = st.StorageFencesNote
+	}
+	if err := p.table("STORAGE FENCES", "DRIVER\tNODE\tNODE-ID\tFENCED-OFF\tLISTED\tLIFT", rows, empty); err != nil {
 		return err
 	}
 	rows = nil

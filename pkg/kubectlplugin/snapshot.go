@@ -56,6 +56,9 @@ type Snapshot struct {
 	// StorageFences are the storage fences the drivers' attachers
 	// published; empty when their CRD is not installed (an older one).
 	StorageFences []*fencingv1alpha1.StorageFence
+	// StorageFencesNote says why StorageFences were not read, "" when they
+	// were.
+	StorageFencesNote string
 	// Events are the Events of Fenceline's components, oldest first.
 	Events []v1.Event
 }
@@ -100,6 +103,11 @@ func ReadSnapshot(ctx context.Context, c Clients, now time.Time) (*Snapshot, err
 	}
 	s.Heartbeats = pointers(leases.Items)
 	if err := s.readFencing(ctx, c.Fencing); err != nil {
+		return nil, err
+	}
+	if !s.FencingAPI {
+		s.StorageFencesNote = "the fencing API (fenceline.io) is not installed"
+	} else if err := s.readStorageFences(ctx, c.Fencing); err != nil {
 		return nil, err
 	}
 	if s.Events, err = readEvents(ctx, c.Kube); err != nil {
@@ -153,11 +161,23 @@ func (s *Snapshot) readFencing(ctx context.Context, c fencingclient.Interface) e
 		return permissionHint(err, "list", "fenceclasses.fenceline.io")
 	}
 	s.Classes = pointers(classes.Items)
-	sfs, err := api.StorageFences().List(ctx, metav1.ListOptions{})
-	if isNoAPI(err) {
+	return nil
+}
+
+// readStorageFences reads the StorageFences for status: none where their
+// CRD is not installed (an older one), and a note instead of a failure
+// where the user may not list them (the operators' role of
+// docs/kubectl-plugin.md has no such rule).
+func (s *Snapshot) readStorageFences(ctx context.Context, c fencingclient.Interface) error {
+	sfs, err := c.FencingV1alpha1().StorageFences().List(ctx, metav1.ListOptions{})
+	switch {
+	case isNoAPI(err):
+		s.StorageFencesNote = "the StorageFence API is not installed"
 		return nil
-	}
-	if err != nil {
+	case apierrors.IsForbidden(err):
+		s.StorageFencesNote = "not allowed to list storagefences.fenceline.io"
+		return nil
+	case err != nil:
 		return permissionHint(err, "list", "storagefences.fenceline.io")
 	}
 	s.StorageFences = pointers(sfs.Items)

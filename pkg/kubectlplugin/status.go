@@ -32,7 +32,9 @@ type Status struct {
 	Detaches []DetachStatus   `json:"pendingDetaches"`
 	// StorageFences are the fences the drivers' storage reports.
 	StorageFences []StorageFenceStatus `json:"storageFences"`
-	Events        []EventStatus        `json:"events"`
+	// StorageFencesNote says why the StorageFences are not shown.
+	StorageFencesNote string        `json:"storageFencesNote,omitempty"`
+	Events            []EventStatus `json:"events"`
 }
 
 // StorageFenceStatus is a StorageFence: what one driver's storage fences
@@ -173,6 +175,7 @@ func BuildStatus(s *Snapshot, maxEvents int) Status {
 			st.Detaches = append(st.Detaches, d)
 		}
 	}
+	st.StorageFencesNote = s.StorageFencesNote
 	for _, sf := range s.StorageFences {
 		st.StorageFences = append(st.StorageFences, storageFenceStatus(sf))
 	}

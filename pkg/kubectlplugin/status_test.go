@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/testobj"
@@ -133,6 +134,41 @@ func TestStatusWithoutFencingAPI(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "the fencing API (fenceline.io FencingRequests) is not installed") {
 		t.Errorf("status without the CRDs does not say so:\n%s", out.String())
+	}
+}
+
+// A user who may not list StorageFences (the operators' role of the docs)
+// still gets the status, with a note where they would be; an older
+// fencing API without the StorageFence kind shows none.
+func TestStatusStorageFencesNotReadable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		reactor k8stesting.ReactionFunc
+		want    string
+	}{
+		{"forbidden", forbidden, "not allowed to list storagefences.fenceline.io"},
+		{"no such kind", notFound, "the StorageFence API is not installed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube, fenceObjs := world()
+			c, _, f := fakeClients(kube, fenceObjs)
+			f.PrependReactor("list", "storagefences", tc.reactor)
+			s, err := ReadSnapshot(context.Background(), c, now)
+			if err != nil {
+				t.Fatalf("ReadSnapshot: %v", err)
+			}
+			st := BuildStatus(s, 20)
+			if len(st.FencingRequests) == 0 || len(st.StorageFences) != 0 {
+				t.Fatalf("requests %d, storage fences %d: want the rest of the status and no storage fence", len(st.FencingRequests), len(st.StorageFences))
+			}
+			var out bytes.Buffer
+			if err := (&Printer{Out: &out, Now: now}).PrintStatus(st); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "STORAGE FENCES\n  "+tc.want) {
+				t.Errorf("status does not say %q under STORAGE FENCES:\n%s", tc.want, out.String())
+			}
+		})
 	}
 }
 

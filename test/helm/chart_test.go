@@ -265,13 +265,16 @@ func TestChartValues(t *testing.T) {
 }
 
 // checkDriverRBAC: the drivers' ServiceAccounts are bound to exactly the
-// three fencing rules, which are also in fenceline-attacher's ClusterRole.
+// three fencing rules and the two of the StorageFences, which are also in
+// fenceline-attacher's ClusterRole.
 func checkDriverRBAC(t *testing.T, objs []unstructured.Unstructured) {
 	role := decode[rbacv1.ClusterRole](t, get(t, objs, "ClusterRole", "fenceline-attacher-fencing"))
 	want := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"fenceline.io"}, Resources: []string{"storagefences"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{"fenceline.io"}, Resources: []string{"storagefences/status"}, Verbs: []string{"update"}},
 	}
 	if !equalRules(role.Rules, want) {
 		t.Errorf("rules %+v, want %+v", role.Rules, want)
