@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -56,6 +57,9 @@ func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Durati
 			return d.RecheckAfter, c.noteMarksStay(ctx, in, d)
 		}
 		c.notePaused(ctx, in, d)
+		if wait := agentNoteDelay(in.Request, d, c.now()); wait > 0 {
+			return wait, nil
+		}
 		return d.RecheckAfter, c.noteWaiting(ctx, in.Request, d)
 	case StepCreate:
 		return c.create(ctx, in, d)
@@ -147,7 +151,9 @@ func (c *Controller) triage(ctx context.Context, in Input, d Decision) error {
 		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why))); err != nil {
 			return err
 		}
-		if err := c.cfg.Actuator.AddTaint(ctx, node, triagedTaint, "FencingRequest "+r.Name+" triaged the node", check); err != nil {
+		// A check of its own: its reads start beside the taint's read of
+		// the node, after the condition is written.
+		if err := c.cfg.Actuator.AddTaint(ctx, node, triagedTaint, "FencingRequest "+r.Name+" triaged the node", c.recheck(ctx, r, StepTriage, false)); err != nil {
 			return err
 		}
 	}
@@ -337,6 +343,45 @@ func stripFencingTaints(n *v1.Node, r *fencingv1alpha1.FencingRequest) bool {
 		delete(n.Annotations, ownerAnnotation)
 	}
 	return changed
+}
+
+// agentNoteGrace is how long a request admitted to Fencing may go without
+// a fence attempt before node-fencing notes that it waits for the fence
+// agent. The agent starts a round the moment it sees the request admitted,
+// with a write to the request's status: a note written meanwhile would make
+// that write conflict and cost the fence two more round trips to the API
+// server.
+const agentNoteGrace = 10 * time.Second
+
+// agentNoteDelay is how long to wait before noting that the request waits
+// for the fence agent: the rest of agentNoteGrace since the agent's last
+// sign of work (the admission, condition Required, or an attempt's start
+// or end), so that the note does not race the agent's writes; 0 to note
+// now, and for any other decision. The times only pace a note, never a
+// decision; one more than agentNoteGrace ahead (a clock far off) is
+// ignored.
+func agentNoteDelay(r *fencingv1alpha1.FencingRequest, d Decision, now time.Time) time.Duration {
+	if r == nil || d.Reason != ReasonAwaitingAgent {
+		return 0
+	}
+	admitted := meta.FindStatusCondition(r.Status.Conditions, fencingv1alpha1.FencingRequestRequired)
+	if admitted == nil || admitted.Status != metav1.ConditionTrue {
+		return 0
+	}
+	var wait time.Duration
+	last := func(t time.Time) {
+		if left := t.Add(agentNoteGrace).Sub(now); left > wait && left <= agentNoteGrace {
+			wait = left
+		}
+	}
+	last(admitted.LastTransitionTime.Time)
+	for _, a := range r.Status.Attempts {
+		last(a.StartTime.Time)
+		if a.EndTime != nil {
+			last(a.EndTime.Time)
+		}
+	}
+	return wait
 }
 
 // noteWaiting records, on the request, why it waits (once per reason).

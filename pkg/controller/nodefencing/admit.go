@@ -63,7 +63,9 @@ func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Dura
 		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, r.Spec.Reason, msg)); err != nil {
 			return 0, err
 		}
-		if err := c.cfg.Actuator.AddTaint(ctx, node, requiredTaint, "FencingRequest "+r.Name+" admitted: the node is about to be fenced", check); err != nil {
+		// A check of its own: its reads start beside the taint's read of
+		// the node, after the condition is written.
+		if err := c.cfg.Actuator.AddTaint(ctx, node, requiredTaint, "FencingRequest "+r.Name+" admitted: the node is about to be fenced", c.recheck(ctx, r, StepAdmit, false)); err != nil {
 			return 0, err
 		}
 		bootID = node.Status.NodeInfo.BootID

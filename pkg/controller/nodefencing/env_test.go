@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
@@ -257,12 +258,21 @@ func (e *env) fenceToFenced(taints ...string) *fencingv1alpha1.FencingRequest {
 	}
 	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: v1.ConditionTrue, completeCond: ""}, append(taints, names.FencingTriagedTaint, names.FencingRequiredTaint)...)
 
-	// Without an attempt read back Off, the request waits for the agent.
+	// Without an attempt read back Off, the request waits for the agent;
+	// the note says so once the agent showed no sign of work for
+	// agentNoteGrace (a note sooner would race its writes).
 	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
 		s.Attempts = []fencingv1alpha1.FenceAttempt{testobj.FenceAttempt(1, "bmc", succeeded, "")}
 	})
-	e.sync("n1")
+	if after := e.sync("n1"); after <= 0 || after > agentNoteGrace {
+		e.t.Fatalf("a request the agent just worked on: sync asks to come back after %v, want within %v", after, agentNoteGrace)
+	}
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	if c := meta.FindStatusCondition(e.request("n1").Status.Conditions, fencingv1alpha1.FencingRequestComplete); c != nil {
+		e.t.Fatalf("condition Complete %s/%s written while the agent works", c.Status, c.Reason)
+	}
+	e.Clock.Step(agentNoteGrace)
+	e.sync("n1")
 	e.wantRequestCondition("n1", fencingv1alpha1.FencingRequestComplete, metav1.ConditionFalse, ReasonAwaitingAgent)
 
 	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {
