@@ -229,7 +229,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer stopEvents()
-	if fences, err = newStorageFences(ctx, opts, config, client, d, blind, factory); err != nil {
+	if fences, err = newStorageFences(ctx, opts, config, client, d, blind, factory, cmm.GetRegistry()); err != nil {
 		return err
 	}
 	defer fences.close()

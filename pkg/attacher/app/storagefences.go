@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	k8smetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
@@ -71,7 +72,7 @@ func (s *storageFences) close() {
 // and RBAC allows it; otherwise it says at default verbosity why there is
 // none and returns nil. It must run before factory starts (it adds the
 // Node and CSINode informers' indexes).
-func newStorageFences(ctx context.Context, opts Options, config *rest.Config, client kubernetes.Interface, d *driver, blind bool, factory informers.SharedInformerFactory) (*storageFences, error) {
+func newStorageFences(ctx context.Context, opts Options, config *rest.Config, client kubernetes.Interface, d *driver, blind bool, factory informers.SharedInformerFactory, registry k8smetrics.KubeRegistry) (*storageFences, error) {
 	logger := klog.FromContext(ctx)
 	switch {
 	case !d.caps.Fence.ListFences:
@@ -108,7 +109,7 @@ func newStorageFences(ctx context.Context, opts Options, config *rest.Config, cl
 	ff := fencinginformers.NewSharedInformerFactory(fencing, opts.Resync)
 	ctrl, err := storagefence.New(storagefence.Config{
 		Driver: d.name, Conn: d.conn, Caps: d.caps.Fence, Fencing: fencing, Kube: client, Recorder: recorder,
-		Interval: opts.StorageFenceInterval, Timeout: max(opts.Timeout, time.Second),
+		Interval: opts.StorageFenceInterval, Timeout: max(opts.Timeout, time.Second), Metrics: storagefence.NewMetrics(registry),
 	}, ff.Fencing().V1alpha1().StorageFences(), factory.Core().V1().Nodes(), factory.Storage().V1().CSINodes())
 	if err != nil {
 		stop()

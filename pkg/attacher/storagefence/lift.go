@@ -61,6 +61,7 @@ func (c *Controller) syncLift(ctx context.Context, name string) error {
 	defer cancel()
 	why := fmt.Sprintf("requested by %s: %s; %s", sf.Spec.Lift.RequestedBy, sf.Spec.Lift.Reason, d.Message)
 	lifted, err := fence.LiftFence(callCtx, c.cfg.Conn, c.cfg.Caps, &fencev1.LiftFenceRequest{NodeId: sf.Spec.NodeID, Reason: why})
+	c.cfg.Metrics.lifted(err == nil)
 	if err != nil {
 		c.cfg.Recorder.Eventf(sf, v1.EventTypeWarning, EventLiftFailed, "Lifting the fences of node ID %q failed: %v", sf.Spec.NodeID, err)
 		return err

@@ -48,7 +48,8 @@ const (
 	EventFenceLifted    = "FenceLifted"
 	EventLiftWaiting    = "LiftWaiting"
 	EventLiftFailed     = "LiftFailed"
-	EventListFailed     = "ListFencesFailed"
+	EventReported       = "StorageFenceReported"
+	EventGone           = "StorageFenceGone"
 	reasonLifting       = "Lifting"
 	nodeNameIndex       = "fenceline-attacher/storagefence-node"
 	csiNodeNodeIDIndex  = "fenceline-attacher/csinode-nodeid"
@@ -75,6 +76,8 @@ type Config struct {
 	// Now is the clock of the listTime and condition times; nil is
 	// time.Now.
 	Now func() time.Time
+	// Metrics records the fenced nodes and the lifts; nil records nothing.
+	Metrics *Metrics
 }
 
 // Controller is the publisher.
@@ -225,6 +228,7 @@ func (c *Controller) syncList(ctx context.Context) error {
 	for _, sf := range mine {
 		errs = append(errs, c.retire(ctx, sf))
 	}
+	c.cfg.Metrics.setFenced(len(byID))
 	return errors.Join(errs...)
 }
 
@@ -244,6 +248,8 @@ func (c *Controller) publish(ctx context.Context, name, nodeID string, report fe
 			return fmt.Errorf("create StorageFence %s for node ID %q: %w", name, nodeID, err)
 		}
 		klog.FromContext(ctx).Info("Storage reports a fence", "storageFence", name, "nodeID", nodeID, "node", report.NodeName)
+		c.cfg.Recorder.Eventf(created, v1.EventTypeNormal, EventReported, "The storage of driver %s fences node ID %q (node %s) off %s",
+			c.cfg.Driver, nodeID, orNone(report.NodeName), reportSummary(report))
 		cur = created
 	}
 	was := cur.Status
@@ -269,5 +275,21 @@ func (c *Controller) retire(ctx context.Context, sf *fencingv1alpha1.StorageFenc
 		return fmt.Errorf("delete StorageFence %s: %w", sf.Name, err)
 	}
 	klog.FromContext(ctx).Info("Storage reports no fence any more", "storageFence", sf.Name, "nodeID", sf.Spec.NodeID, "node", sf.Status.NodeName)
+	c.cfg.Recorder.Eventf(sf, v1.EventTypeNormal, EventGone, "The storage of driver %s no longer fences node ID %q (node %s)", c.cfg.Driver, sf.Spec.NodeID, orNone(sf.Status.NodeName))
 	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// reportSummary says what a report's fences cut the node off from.
+func reportSummary(r fencingv1alpha1.StorageFenceReport) string {
+	if r.AllVolumes {
+		return "every volume"
+	}
+	return fmt.Sprintf("%d volume(s)", r.VolumeCount)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
@@ -23,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	k8smetrics "k8s.io/component-base/metrics"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/internal/testobj"
@@ -67,6 +69,7 @@ func (s *store) LiftFences(_ context.Context, req *fencev1.LiftFenceRequest) ([]
 }
 
 type env struct {
+	metrics *Metrics
 	t       *testing.T
 	ctx     context.Context
 	c       *Controller
@@ -79,7 +82,7 @@ type env struct {
 
 func newEnv(t *testing.T, caps fence.Capabilities, kubeObjs ...runtime.Object) *env {
 	t.Helper()
-	e := &env{t: t, ctx: context.Background(), kube: kubefake.NewClientset(kubeObjs...), fencing: fencingfake.NewSimpleClientset(), events: record.NewFakeRecorder(100), stop: make(chan struct{})}
+	e := &env{metrics: NewMetrics(k8smetrics.NewKubeRegistry()), t: t, ctx: context.Background(), kube: kubefake.NewClientset(kubeObjs...), fencing: fencingfake.NewSimpleClientset(), events: record.NewFakeRecorder(100), stop: make(chan struct{})}
 	t.Cleanup(func() { close(e.stop) })
 	e.store = &store{fences: map[string][]*fencev1.Fence{}, seen: func(id string) string {
 		sf, err := e.fencing.FencingV1alpha1().StorageFences().Get(e.ctx, ObjectName(driver, id), metav1.GetOptions{})
@@ -110,7 +113,7 @@ func newEnv(t *testing.T, caps fence.Capabilities, kubeObjs ...runtime.Object) *
 
 	kf := informers.NewSharedInformerFactory(e.kube, 0)
 	ff := fencinginformers.NewSharedInformerFactory(e.fencing, 0)
-	e.c, err = New(Config{Driver: driver, Conn: conn, Caps: caps, Fencing: e.fencing, Kube: e.kube, Recorder: e.events, Interval: time.Minute, Timeout: 5 * time.Second, Now: func() time.Time { return t0 }},
+	e.c, err = New(Config{Driver: driver, Conn: conn, Caps: caps, Fencing: e.fencing, Kube: e.kube, Recorder: e.events, Interval: time.Minute, Timeout: 5 * time.Second, Now: func() time.Time { return t0 }, Metrics: e.metrics},
 		ff.Fencing().V1alpha1().StorageFences(), kf.Core().V1().Nodes(), kf.Storage().V1().CSINodes())
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +215,12 @@ func TestListingPublishesAndRetires(t *testing.T) {
 	if a == nil || b == nil {
 		t.Fatalf("objects a=%v b=%v, want one per fenced node ID", a, b)
 	}
+	if got := testutil.ToFloat64(e.metrics.fenced); got != 2 {
+		t.Errorf("fenceline_attacher_storage_fenced_nodes = %v, want 2", got)
+	}
+	if evs := drain(e.events); len(evs) != 2 || !strings.Contains(evs[0], EventReported) {
+		t.Errorf("events %q, want one %s per new StorageFence", evs, EventReported)
+	}
 	if a.Spec.Driver != driver || a.Spec.NodeID != "id-a" || a.Status.NodeName != "node-a" || a.Status.VolumeCount != 1 || a.Status.ListTime == nil {
 		t.Errorf("id-a's object: spec %+v status %+v", a.Spec, a.Status)
 	}
@@ -234,6 +243,12 @@ func TestListingPublishesAndRetires(t *testing.T) {
 	if b := e.object("id-b"); b != nil {
 		t.Errorf("id-b's object kept after the storage lifted its fence: %+v", b.Status)
 	}
+	if got := testutil.ToFloat64(e.metrics.fenced); got != 1 {
+		t.Errorf("fenceline_attacher_storage_fenced_nodes = %v, want 1", got)
+	}
+	if evs := drain(e.events); !slices.ContainsFunc(evs, func(ev string) bool { return strings.Contains(ev, EventGone) }) {
+		t.Errorf("events %q, want %s for id-b", evs, EventGone)
+	}
 }
 
 func TestLiftWaitsForEvidenceThenLifts(t *testing.T) {
@@ -249,8 +264,8 @@ func TestLiftWaitsForEvidenceThenLifts(t *testing.T) {
 	if len(e.lifted()) != 0 {
 		t.Fatalf("lifted %v on a node that is not Ready", e.lifted())
 	}
-	if ev := <-e.events.Events; !strings.Contains(ev, EventLiftWaiting) {
-		t.Errorf("event %q, want %s", ev, EventLiftWaiting)
+	if evs := drain(e.events); !slices.ContainsFunc(evs, func(ev string) bool { return strings.Contains(ev, "Warning "+EventLiftWaiting) }) {
+		t.Errorf("events %q, want a Warning %s", evs, EventLiftWaiting)
 	}
 
 	// The node comes back, its kubelet using none of the fenced volumes.
@@ -268,6 +283,9 @@ func TestLiftWaitsForEvidenceThenLifts(t *testing.T) {
 	}
 	if got := liftedReason(e.object("id-a")); got != "True/"+ReasonNodeSafe {
 		t.Errorf("Lifted condition %q, want True/%s", got, ReasonNodeSafe)
+	}
+	if got := testutil.ToFloat64(e.metrics.lifts); got != 1 {
+		t.Errorf("lifts_total{result=success} = %v, want 1", got)
 	}
 
 	// Done once: a fence set later is not lifted on the old request.
@@ -356,4 +374,17 @@ func sameVersions(api []fencingv1alpha1.StorageFence, cached []*fencingv1alpha1.
 		}
 	}
 	return true
+}
+
+// drain returns the Events recorded so far.
+func drain(r *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case ev := <-r.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
 }
