@@ -55,6 +55,11 @@ func TestStorageFencePublishedAndLifted(t *testing.T) {
 		t.Fatalf("StorageFence %s shows no fenced volume: %+v", sf.Name, sf.Status)
 	}
 	s.timeline.Add(s.t0, "StorageFence %s of %s published (%d volumes)", sf.Name, nodeA, sf.Status.VolumeCount)
+	must(t, world.WaitFor(s.ctx, failoverTimeout, "Event StorageFenceReported on "+sf.Name, func(ctx context.Context) (bool, error) {
+		evs, err := s.w.Cluster.Client().CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=StorageFence,involvedObject.name=" + sf.Name + ",reason=" + storagefence.EventReported})
+		return err == nil && len(evs.Items) > 0, nil
+	}))
 
 	clients := kubectlplugin.Clients{Kube: s.w.Cluster.Client(), Fencing: fencing}
 	lift := func(node string, confirmedGone bool) {

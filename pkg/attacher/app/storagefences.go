@@ -8,8 +8,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	k8smetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
@@ -19,9 +21,16 @@ import (
 	"fenceline.io/fenceline/pkg/component/events"
 	"fenceline.io/fenceline/pkg/component/kubeclient"
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	fencingscheme "fenceline.io/fenceline/pkg/generated/clientset/versioned/scheme"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 	"fenceline.io/fenceline/pkg/kube/access"
 )
+
+func init() {
+	// Events name StorageFences by kind: the recorder's scheme must know
+	// the fencing types.
+	utilruntime.Must(fencingscheme.AddToScheme(scheme.Scheme))
+}
 
 // storageFenceRules are what publishing the storage's fences needs beyond
 // the attacher's other rules (docs/attacher.md, "Storage fences").

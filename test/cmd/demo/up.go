@@ -133,13 +133,18 @@ func runUp() error {
 // printUp tells an explorer what runs and how to make a node fail.
 func printUp(s *upState) {
 	fmt.Printf("\nFenceline is running: 3 KWOK nodes with a simulated Redfish BMC each, the mock driver,\n")
-	fmt.Printf("fenceline-attacher, fenceline-controller and fenceline-fence-agent.\n\n")
+	fmt.Printf("fenceline-attacher, fenceline-controller and fenceline-fence-agent, and a sample StatefulSet db\n")
+	fmt.Printf("in namespace %s: 3 pods, a ReadWriteOnce volume each.\n\n", demoNamespace)
 	fmt.Printf("  export KUBECONFIG=%s\n", s.Kubeconfig)
 	fmt.Printf("  kubectl get nodes,pods -A -o wide        # kubectl is in .cache/tools/bin\n")
-	fmt.Printf("  kubectl get fencetargets,fencepolicies,fencingrequests\n\n")
-	fmt.Printf("Make node-a stop heartbeating (KWOK lets it go) and watch it fenced with no human:\n\n")
+	fmt.Printf("  kubectl -n %s get pods,pvc -o wide\n", demoNamespace)
+	fmt.Printf("  kubectl get fencetargets,fencepolicies,fencingrequests,storagefences\n")
+	fmt.Printf("  bin/kubectl-fenceline status               # the kubectl plugin\n\n")
+	fmt.Printf("Make node-a stop heartbeating (KWOK lets it go) and watch it fenced with no human, its pods\n")
+	fmt.Printf("moved with their volumes fenced off node-a first, and the storage's fence shown as a StorageFence:\n\n")
 	fmt.Printf("  kubectl label node node-a %s-\n", cluster.PoweredLabel)
-	fmt.Printf("  kubectl get fencingrequests -w\n\n")
+	fmt.Printf("  kubectl get fencingrequests -w\n")
+	fmt.Printf("  kubectl -n %s get pods -o wide -w\n\n", demoNamespace)
 	if b, ok := s.BMCs["node-a"]; ok {
 		fmt.Printf("Once it is Fenced, power it on through its BMC; it comes back with a new boot ID and is unfenced:\n\n")
 		for _, key := range []string{"username", "password"} {
@@ -167,6 +172,10 @@ func runServe(ctx context.Context) error {
 		w.teardown()
 		_ = os.Remove(filepath.Join(dir, "state.json"))
 	}()
+	// A workload to watch fail over: one pod per node, a volume each.
+	if _, _, err := deployDB(ctx, st, w.World, &world.Timeline{}, 3, "", ctx.Done()); err != nil {
+		return fmt.Errorf("deploying the sample StatefulSet: %w", err)
+	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	data, err := os.ReadFile(w.Cluster.AdminKubeconfig())
 	if err != nil {
