@@ -55,7 +55,7 @@ func LiftFence(ctx context.Context, c Clients, o LiftFenceOptions) ([]string, er
 	}
 	var lines []string
 	for _, sf := range match {
-		lines = append(lines, fmt.Sprintf("  %s: driver %s, node ID %s, %s", sf.Name, sf.Spec.Driver, sf.Spec.NodeID, fenceSummary(&sf)))
+		lines = append(lines, fmt.Sprintf("  %s: driver %s, node ID %s, %s", sf.Name, sf.Spec.Driver, sf.Spec.NodeID, sf.Status.FencedOff()))
 	}
 	prompt := fmt.Sprintf("Lift the storage fences of %s?\n%s\nThe storage will accept this node's I/O again: do it only once the node uses none of the fenced volumes.", o.Node, strings.Join(lines, "\n"))
 	if ok, err := o.Confirm(prompt); err != nil || !ok {
@@ -70,17 +70,6 @@ func LiftFence(ctx context.Context, c Clients, o LiftFenceOptions) ([]string, er
 		names = append(names, sf.Name)
 	}
 	return names, nil
-}
-
-// fenceSummary says what a StorageFence's fences cut the node off from.
-func fenceSummary(sf *fencingv1alpha1.StorageFence) string {
-	switch {
-	case sf.Status.AllVolumes:
-		return "every volume of the driver"
-	case sf.Status.VolumeCount == 1:
-		return "1 volume"
-	}
-	return fmt.Sprintf("%d volumes", sf.Status.VolumeCount)
 }
 
 // WaitLifted waits until every named StorageFence is gone (the storage

@@ -418,7 +418,7 @@ func joinNonEmpty(sep string, parts ...string) string {
 }
 
 func storageFenceStatus(sf *fencingv1alpha1.StorageFence) StorageFenceStatus {
-	out := StorageFenceStatus{Name: sf.Name, Driver: sf.Spec.Driver, Node: sf.Status.NodeName, NodeID: sf.Spec.NodeID, Fenced: fenceSummary(sf), Listed: sf.Status.ListTime}
+	out := StorageFenceStatus{Name: sf.Name, Driver: sf.Spec.Driver, Node: sf.Status.NodeName, NodeID: sf.Spec.NodeID, Fenced: sf.Status.FencedOff(), Listed: sf.Status.ListTime}
 	if l := sf.Spec.Lift; l != nil {
 		out.Lift = "asked by " + l.RequestedBy
 		if c := meta.FindStatusCondition(sf.Status.Conditions, fencingv1alpha1.StorageFenceLifted); c != nil {

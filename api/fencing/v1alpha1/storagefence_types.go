@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -125,6 +127,18 @@ const (
 	MaxReportedFences  = 64
 	MaxReportedVolumes = 256
 )
+
+// FencedOff says what the report's fences cut the node off from: "every
+// volume", "1 volume" or "N volumes".
+func (r StorageFenceReport) FencedOff() string {
+	switch {
+	case r.AllVolumes:
+		return "every volume"
+	case r.VolumeCount == 1:
+		return "1 volume"
+	}
+	return fmt.Sprintf("%d volumes", r.VolumeCount)
+}
 
 // StorageFenceLifted is the condition type of a lift request's outcome.
 const StorageFenceLifted = "Lifted"

@@ -249,7 +249,7 @@ func (c *Controller) publish(ctx context.Context, name, nodeID string, report fe
 		}
 		klog.FromContext(ctx).Info("Storage reports a fence", "storageFence", name, "nodeID", nodeID, "node", report.NodeName)
 		c.cfg.Recorder.Eventf(created, v1.EventTypeNormal, EventReported, "The storage of driver %s fences node ID %q (node %s) off %s",
-			c.cfg.Driver, nodeID, orNone(report.NodeName), reportSummary(report))
+			c.cfg.Driver, nodeID, orNone(report.NodeName), report.FencedOff())
 		cur = created
 	}
 	was := cur.Status
@@ -284,12 +284,4 @@ func orNone(s string) string {
 		return "unknown"
 	}
 	return s
-}
-
-// reportSummary says what a report's fences cut the node off from.
-func reportSummary(r fencingv1alpha1.StorageFenceReport) string {
-	if r.AllVolumes {
-		return "every volume"
-	}
-	return fmt.Sprintf("%d volume(s)", r.VolumeCount)
 }
