@@ -68,6 +68,16 @@ func updateRequest(name string, approved bool, mutate func(*fencingv1alpha1.Fenc
 
 var rejections = []rejection{
 	{
+		name: "StorageFence driver is immutable",
+		do:   changeStorageFence("sf-driver", func(sf *fencingv1alpha1.StorageFence) { sf.Spec.Driver = "other.example.com" }),
+		want: "driver is immutable",
+	},
+	{
+		name: "StorageFence nodeID is immutable",
+		do:   changeStorageFence("sf-node", func(sf *fencingv1alpha1.StorageFence) { sf.Spec.NodeID = "node-9" }),
+		want: "nodeID is immutable",
+	},
+	{
 		name: "FencingRequest attempt Succeeded without a read-back Off",
 		do: func(ctx context.Context, api fencingv1alpha1Client) error {
 			fr, err := api.FencingRequests().Create(ctx, fencingRequest("unverified", "worker-7"), create)
@@ -280,5 +290,21 @@ func testLevelOrder(t *testing.T, cs versioned.Interface) {
 				t.Fatalf("levels %v refused with %v, want the order rule's message", tt.indexes, err)
 			}
 		})
+	}
+}
+
+// changeStorageFence creates a StorageFence, then updates it with change.
+func changeStorageFence(name string, change func(*fencingv1alpha1.StorageFence)) func(context.Context, fencingv1alpha1Client) error {
+	return func(ctx context.Context, api fencingv1alpha1Client) error {
+		sf, err := api.StorageFences().Create(ctx, &fencingv1alpha1.StorageFence{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       fencingv1alpha1.StorageFenceSpec{Driver: "block.csi.example.com", NodeID: "node-7"},
+		}, create)
+		if err != nil {
+			return err
+		}
+		change(sf)
+		_, err = api.StorageFences().Update(ctx, sf, metav1.UpdateOptions{})
+		return err
 	}
 }

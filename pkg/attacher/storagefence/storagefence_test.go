@@ -27,7 +27,6 @@ import (
 	k8smetrics "k8s.io/component-base/metrics"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
-	"fenceline.io/fenceline/internal/ctrltest"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/fence"
 	"fenceline.io/fenceline/pkg/fence/fencev1"
@@ -219,7 +218,7 @@ func TestListingPublishesAndRetires(t *testing.T) {
 	if got := testutil.ToFloat64(e.metrics.fenced); got != 2 {
 		t.Errorf("fenceline_attacher_storage_fenced_nodes = %v, want 2", got)
 	}
-	if evs := ctrltest.Drain(e.events); len(evs) != 2 || !strings.Contains(evs[0], EventReported) {
+	if evs := drain(e.events); len(evs) != 2 || !strings.Contains(evs[0], EventReported) {
 		t.Errorf("events %q, want one %s per new StorageFence", evs, EventReported)
 	}
 	if a.Spec.Driver != driver || a.Spec.NodeID != "id-a" || a.Status.NodeName != "node-a" || a.Status.VolumeCount != 1 || a.Status.ListTime == nil {
@@ -247,7 +246,7 @@ func TestListingPublishesAndRetires(t *testing.T) {
 	if got := testutil.ToFloat64(e.metrics.fenced); got != 1 {
 		t.Errorf("fenceline_attacher_storage_fenced_nodes = %v, want 1", got)
 	}
-	if evs := ctrltest.Drain(e.events); !slices.ContainsFunc(evs, func(ev string) bool { return strings.Contains(ev, EventGone) }) {
+	if evs := drain(e.events); !slices.ContainsFunc(evs, func(ev string) bool { return strings.Contains(ev, EventGone) }) {
 		t.Errorf("events %q, want %s for id-b", evs, EventGone)
 	}
 }
@@ -265,7 +264,7 @@ func TestLiftWaitsForEvidenceThenLifts(t *testing.T) {
 	if len(e.lifted()) != 0 {
 		t.Fatalf("lifted %v on a node that is not Ready", e.lifted())
 	}
-	if evs := ctrltest.Drain(e.events); !slices.ContainsFunc(evs, func(ev string) bool { return strings.Contains(ev, "Warning "+EventLiftWaiting) }) {
+	if evs := drain(e.events); !slices.ContainsFunc(evs, func(ev string) bool { return strings.Contains(ev, "Warning "+EventLiftWaiting) }) {
 		t.Errorf("events %q, want a Warning %s", evs, EventLiftWaiting)
 	}
 
@@ -375,4 +374,18 @@ func sameVersions(api []fencingv1alpha1.StorageFence, cached []*fencingv1alpha1.
 		}
 	}
 	return true
+}
+
+// drain returns the Events recorded so far (pkg/attacher may not use
+// internal/ctrltest, the controllers' fixture).
+func drain(r *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case ev := <-r.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
 }
