@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -104,13 +105,7 @@ func WaitLifted(ctx context.Context, c Clients, objects []string, timeout time.D
 		return err
 	}
 	var why []string
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range waiting {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(waiting)) {
 		why = append(why, name+": "+waiting[name])
 	}
 	return fmt.Errorf("%w after %s; the requests stay and the attacher lifts when the evidence allows: %s", ErrTimeout, timeout, strings.Join(why, "; "))

@@ -2,6 +2,7 @@ package storagefence
 
 import (
 	"context"
+	"maps"
 	"net"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -47,13 +49,7 @@ func (s *store) Fences(context.Context, *fencev1.ListFencesRequest) ([]*fencev1.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*fencev1.Fence
-	for _, id := range slices.Sorted(func(yield func(string) bool) {
-		for id := range s.fences {
-			if !yield(id) {
-				return
-			}
-		}
-	}) {
+	for _, id := range slices.Sorted(maps.Keys(s.fences)) {
 		out = append(out, s.fences[id]...)
 	}
 	return out, nil
@@ -147,18 +143,11 @@ func (e *env) sync(key string) {
 
 func (e *env) waitCaches() {
 	e.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitFor(e.t, func() bool {
 		list, _ := e.fencing.FencingV1alpha1().StorageFences().List(e.ctx, metav1.ListOptions{})
 		cached, _ := e.c.fences.List(labels.Everything())
-		if sameVersions(list.Items, cached) {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatal("the StorageFence cache did not catch up")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return list != nil && sameVersions(list.Items, cached)
+	})
 }
 
 func (e *env) object(id string) *fencingv1alpha1.StorageFence {
@@ -347,14 +336,12 @@ func TestLiftUnsupported(t *testing.T) {
 	}
 }
 
+// waitFor polls cond until it holds, and fails the test after 5 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("condition not met in 5s: %v", err)
 	}
 }
 
