@@ -3,6 +3,7 @@ package storagefence
 import (
 	"context"
 	"fmt"
+	"golang.org/x/sync/errgroup"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -91,33 +92,40 @@ func (c *Controller) cachedInput(sf *fencingv1alpha1.StorageFence) LiftInput {
 // names the node ID, its Node and the VolumeAttachments being detached.
 func (c *Controller) freshInput(ctx context.Context, sf *fencingv1alpha1.StorageFence) (LiftInput, error) {
 	in := LiftInput{Request: sf.Spec.Lift, CanLift: c.cfg.Caps.LiftFence, Driver: c.cfg.Driver}
-	fences, err := c.list(ctx, sf.Spec.NodeID)
-	if err != nil {
-		return in, fmt.Errorf("read the fences of node ID %q: %w", sf.Spec.NodeID, err)
-	}
-	in.Fences = fences
-	csiNodes, err := c.cfg.Kube.StorageV1().CSINodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return in, fmt.Errorf("read CSINodes: %w", err)
-	}
-	for _, n := range csiNodes.Items {
-		if slices.ContainsFunc(n.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == c.cfg.Driver && d.NodeID == sf.Spec.NodeID }) {
-			in.NodeName = n.Name
+	// The reads are independent (the Node follows its CSINode): made at
+	// once, they cost two round trips, not four.
+	var (
+		g   errgroup.Group
+		vas *storagev1.VolumeAttachmentList
+	)
+	g.Go(func() (err error) {
+		if in.Fences, err = c.list(ctx, sf.Spec.NodeID); err != nil {
+			return fmt.Errorf("read the fences of node ID %q: %w", sf.Spec.NodeID, err)
 		}
-	}
-	if in.NodeName != "" {
+		return nil
+	})
+	g.Go(func() (err error) {
+		if vas, err = c.cfg.Kube.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{}); err != nil {
+			return fmt.Errorf("read VolumeAttachments: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		if in.NodeName, err = c.freshNodeName(ctx, sf); err != nil || in.NodeName == "" {
+			return err
+		}
 		node, err := c.cfg.Kube.CoreV1().Nodes().Get(ctx, in.NodeName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return in, fmt.Errorf("read node %s: %w", in.NodeName, err)
+			return fmt.Errorf("read node %s: %w", in.NodeName, err)
 		default:
 			in.Node = node
 		}
-	}
-	vas, err := c.cfg.Kube.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return in, fmt.Errorf("read VolumeAttachments: %w", err)
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return in, err
 	}
 	for _, va := range vas.Items {
 		// Without a node name, any detach of the driver may be from it.
@@ -126,6 +134,34 @@ func (c *Controller) freshInput(ctx context.Context, sf *fencingv1alpha1.Storage
 		}
 	}
 	return in, nil
+}
+
+// freshNodeName returns the node whose CSINode, as the API server has it,
+// names the driver's node ID ("" for none): the CSINode the object names
+// when it still does, else the one a List finds.
+func (c *Controller) freshNodeName(ctx context.Context, sf *fencingv1alpha1.StorageFence) (string, error) {
+	names := func(n *storagev1.CSINode) bool {
+		return slices.ContainsFunc(n.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == c.cfg.Driver && d.NodeID == sf.Spec.NodeID })
+	}
+	if sf.Status.NodeName != "" {
+		n, err := c.cfg.Kube.StorageV1().CSINodes().Get(ctx, sf.Status.NodeName, metav1.GetOptions{})
+		if err == nil && names(n) {
+			return n.Name, nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("read CSINode %s: %w", sf.Status.NodeName, err)
+		}
+	}
+	list, err := c.cfg.Kube.StorageV1().CSINodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("read CSINodes: %w", err)
+	}
+	for i := range list.Items {
+		if names(&list.Items[i]) {
+			return list.Items[i].Name, nil
+		}
+	}
+	return "", nil
 }
 
 // reported turns the fences an object shows back into fences, for the
