@@ -2,6 +2,7 @@ package monitoring
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,4 +104,107 @@ func renderKinds(t *testing.T, dir string) map[string]map[string]any {
 func stringOf(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// The overlay docs/runbooks.md shows for pointing the runbook links
+// elsewhere does: every alert of the PrometheusRule links to the new base
+// plus its own section, and the ConfigMap that carries the base is not
+// applied.
+func TestKustomizeRunbookBase(t *testing.T) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snippet, base := runbookOverlaySnippet(t, string(doc))
+	overlay := t.TempDir()
+	kust := fmt.Sprintf("resources:\n  - %s\ncomponents:\n  - %s\n%s",
+		relTo(t, overlay, filepath.Join(root, "deploy")), relTo(t, overlay, filepath.Join(root, "deploy", "monitoring")), snippet)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := renderKinds(t, overlay)
+	for key := range objs {
+		if strings.HasPrefix(key, "ConfigMap ") && strings.HasSuffix(key, "/fenceline-runbooks") {
+			t.Errorf("the overlay applies %s; it should only feed the replacement", key)
+		}
+	}
+	var pr struct {
+		Spec ruleFile `json:"spec"`
+	}
+	b, err := yaml.Marshal(objs["PrometheusRule fenceline-system/fenceline"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &pr); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if want := base + "#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("the overlay's PrometheusRule has no alerts")
+	}
+}
+
+// runbookOverlaySnippet returns the YAML block of docs/runbooks.md that
+// sets the runbook base with a replacement, and the base it sets.
+func runbookOverlaySnippet(t *testing.T, doc string) (snippet, base string) {
+	t.Helper()
+	for _, block := range strings.Split(doc, "```yaml\n")[1:] {
+		body, _, _ := strings.Cut(block, "```")
+		if !strings.Contains(body, "replacements:") {
+			continue
+		}
+		var k struct {
+			ConfigMapGenerator []struct {
+				Literals []string `json:"literals"`
+			} `json:"configMapGenerator"`
+		}
+		if err := yaml.Unmarshal([]byte(dedent(body)), &k); err != nil {
+			t.Fatalf("docs/runbooks.md's replacement overlay: %v", err)
+		}
+		for _, g := range k.ConfigMapGenerator {
+			for _, l := range g.Literals {
+				if v, ok := strings.CutPrefix(l, "base="); ok {
+					return dedent(body), v
+				}
+			}
+		}
+	}
+	t.Fatal("docs/runbooks.md shows no overlay with replacements and a base= literal")
+	return "", ""
+}
+
+// dedent removes the indentation of a block's first line from every line
+// (a code block inside a list item is indented).
+func dedent(s string) string {
+	first := strings.SplitN(s, "\n", 2)[0]
+	indent := first[:len(first)-len(strings.TrimLeft(first, " "))]
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		out = append(out, strings.TrimPrefix(l, indent))
+	}
+	return strings.Join(out, "\n")
+}
+
+func relTo(t *testing.T, from, to string) string {
+	t.Helper()
+	p, err := filepath.Rel(from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.ToSlash(p)
 }

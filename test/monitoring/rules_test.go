@@ -13,9 +13,9 @@ import (
 	"fenceline.io/fenceline/test/cluster"
 )
 
-// runbookBase is where docs/runbooks.md is published; every alert's
+// runbookBase is docs/runbooks.md in the repository; every alert's
 // runbook_url is this plus the anchor of its section.
-const runbookBase = "https://fenceline.io/docs/runbooks#"
+const runbookBase = "https://fenceline.io/fenceline/blob/main/docs/runbooks.md#"
 
 func TestPromtoolCheckRules(t *testing.T) {
 	dir, err := monitoringDir()

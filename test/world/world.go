@@ -138,6 +138,10 @@ type Options struct {
 	// Cluster is passed on to cluster.Start; ControllerManager, Scheduler
 	// and KWOK are always on.
 	Cluster cluster.Options
+	// Metrics serves every Fenceline component's metrics and health
+	// checks on a loopback port of its own (--http-endpoint), listed by
+	// World.MetricsEndpoints, for a scraper to reach as it reaches pods.
+	Metrics bool
 	// Installer, when set, installs the product as a user does (the Helm
 	// chart) once the driver and the nodes are up, before any Fenceline
 	// component starts: no deploy manifest RBAC is applied,
@@ -210,6 +214,9 @@ type World struct {
 	heldOpen      bool
 	realLease     int
 	realStatus    time.Duration
+	// metrics is Options.Metrics; endpoints what the components serve.
+	metrics   bool
+	endpoints endpoints
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -256,6 +263,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		heldOpen:      opts.HeldOpen,
 		realLease:     opts.RealKubeletLeaseSeconds,
 		realStatus:    opts.RealKubeletStatusUpdate,
+		metrics:       opts.Metrics,
 		Ledgers:       &iscsi.Book{},
 		NodeSockets:   map[string]string{},
 		StateDir:      filepath.Join(c.Dir(), "mock"),
@@ -464,6 +472,9 @@ func (w *World) startComponentAs(ctx context.Context, name, binary, component, s
 	}
 	if name == "" {
 		name = binary
+	}
+	if args, err = w.withMetricsEndpoint(name, binary, args); err != nil {
+		return nil, err
 	}
 	p, err := cluster.StartProcess(name, w.Cluster.LogDir(), bin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
 	if err != nil {

@@ -81,3 +81,11 @@ and the StorageFences a driver that lists its fences publishes them in.
   resources: ["storagefences/status"]
   verbs: ["update"]
 {{- end -}}
+
+{{/*
+The project's repository, whose docs/runbooks.md the alerts link to (the
+images' org.opencontainers.image.source too).
+*/}}
+{{- define "fenceline.repository" -}}
+https://fenceline.io/fenceline
+{{- end -}}
