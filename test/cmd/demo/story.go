@@ -34,6 +34,9 @@ type worldConfig struct {
 	// realKubelet runs node-c as a real-kubelet node (package realkubelet)
 	// and places db-0 on it, so that the story's node is a real kubelet.
 	realKubelet bool
+	// metrics serves every component's metrics on a loopback port of its
+	// own (world.Options.Metrics).
+	metrics bool
 }
 
 // realNode is the real-kubelet node of a world with worldConfig.realKubelet.
@@ -90,7 +93,7 @@ func startWorld(ctx context.Context, st stepper, cfg worldConfig) (*demoWorld, e
 	}
 	st.printf("control plane ready at %s; starting %s, 3 nodes with kubelet stand-ins, %s", c.ServerURL(), backend, components)
 	opts := world.Options{ZombieWrites: cfg.zombie, WriteInterval: 250 * time.Millisecond, Fencing: cfg.fencing,
-		Driver: cfg.storage.driver()}
+		Driver: cfg.storage.driver(), Metrics: cfg.metrics}
 	if cfg.realKubelet {
 		st.printf("%s is a real kubelet on a fake container runtime; node-a and node-b are KWOK nodes with kubelet stand-ins", realNode)
 		opts.Nodes, opts.RealKubelets = []string{"node-a", "node-b"}, []string{realNode}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +33,8 @@ type upState struct {
 	Started    time.Time      `json:"started"`
 	// BMCs are the nodes' simulated Redfish BMCs by node name.
 	BMCs map[string]upBMC `json:"bmcs,omitempty"`
+	// Metrics are the components' metrics URLs by process name.
+	Metrics map[string]string `json:"metrics,omitempty"`
 }
 
 // upBMC is one node's simulated BMC, as an explorer reaches it.
@@ -152,6 +156,13 @@ func printUp(s *upState) {
 		}
 		fmt.Printf("  curl -sk -u \"$BMC_USER:$BMC_PASS\" -H 'Content-Type: application/json' -d '{\"ResetType\":\"On\"}' \\\n      %s/Actions/ComputerSystem.Reset\n\n", b.URL)
 	}
+	if len(s.Metrics) > 0 {
+		fmt.Printf("Every component's metrics (the series the alerts of deploy/monitoring read):\n\n")
+		for _, name := range slices.Sorted(maps.Keys(s.Metrics)) {
+			fmt.Printf("  curl -s %s    # %s\n", s.Metrics[name], name)
+		}
+		fmt.Println()
+	}
 	fmt.Printf("Component logs: %s\nStop it with `make down`.\n", s.LogDir)
 }
 
@@ -163,7 +174,7 @@ func runServe(ctx context.Context) error {
 		return err
 	}
 	st := stepper{start: time.Now()}
-	w, err := startWorld(ctx, st, worldConfig{name: "up", fencing: true})
+	w, err := startWorld(ctx, st, worldConfig{name: "up", fencing: true, metrics: true})
 	if err != nil {
 		return err
 	}
@@ -192,7 +203,11 @@ func runServe(ctx context.Context) error {
 	for node, b := range w.Fencing.BMCs {
 		bmcs[node] = upBMC{URL: b.Address + "/redfish/v1/Systems/" + b.SystemID, Secret: b.SecretName}
 	}
-	state, err := json.Marshal(upState{PID: os.Getpid(), Components: comps, Kubeconfig: kubeconfig, LogDir: w.Cluster.LogDir(), Started: time.Now(), BMCs: bmcs})
+	metrics := map[string]string{}
+	for _, ep := range w.MetricsEndpoints() {
+		metrics[ep.Process] = "http://" + ep.Address + "/metrics"
+	}
+	state, err := json.Marshal(upState{PID: os.Getpid(), Components: comps, Kubeconfig: kubeconfig, LogDir: w.Cluster.LogDir(), Started: time.Now(), BMCs: bmcs, Metrics: metrics})
 	if err != nil {
 		return err
 	}
