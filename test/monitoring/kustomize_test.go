@@ -22,22 +22,10 @@ func TestKustomizeComponent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	overlay := t.TempDir()
-	rel := func(dir string) string {
-		p, err := filepath.Rel(overlay, filepath.Join(root, dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return filepath.ToSlash(p)
-	}
-	kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel("deploy") +
-		"\ncomponents:\n  - " + rel("deploy/monitoring") + "\n"
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	with := renderKinds(t, overlay)
+	with := renderKinds(t, componentOverlay(t, ""))
 	without := renderKinds(t, filepath.Join(root, "deploy"))
-	for _, key := range []string{"PrometheusRule fenceline-system/fenceline", "ConfigMap fenceline-system/fenceline-grafana-dashboard"} {
+	for _, key := range []string{"PrometheusRule fenceline-system/fenceline", "ConfigMap fenceline-system/fenceline-grafana-dashboard",
+		"PodMonitor fenceline-system/fenceline-controller", "PodMonitor fenceline-system/fenceline-fence-agent", "PodMonitor fenceline-system/fenceline-attacher"} {
 		if _, ok := with[key]; !ok {
 			t.Errorf("the overlay with the component lacks %s", key)
 		}
@@ -120,13 +108,7 @@ func TestKustomizeRunbookBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	snippet, base := runbookOverlaySnippet(t, string(doc))
-	overlay := t.TempDir()
-	kust := fmt.Sprintf("resources:\n  - %s\ncomponents:\n  - %s\n%s",
-		relTo(t, overlay, filepath.Join(root, "deploy")), relTo(t, overlay, filepath.Join(root, "deploy", "monitoring")), snippet)
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	objs := renderKinds(t, overlay)
+	objs := renderKinds(t, componentOverlay(t, snippet))
 	for key := range objs {
 		if strings.HasPrefix(key, "ConfigMap ") && strings.HasSuffix(key, "/fenceline-runbooks") {
 			t.Errorf("the overlay applies %s; it should only feed the replacement", key)
@@ -135,13 +117,7 @@ func TestKustomizeRunbookBase(t *testing.T) {
 	var pr struct {
 		Spec ruleFile `json:"spec"`
 	}
-	b, err := yaml.Marshal(objs["PrometheusRule fenceline-system/fenceline"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, &pr); err != nil {
-		t.Fatal(err)
-	}
+	convert(t, "PrometheusRule", objs["PrometheusRule fenceline-system/fenceline"], &pr)
 	n := 0
 	for _, g := range pr.Spec.Groups {
 		for _, r := range g.Rules {
@@ -200,11 +176,27 @@ func dedent(s string) string {
 	return strings.Join(out, "\n")
 }
 
-func relTo(t *testing.T, from, to string) string {
+// componentOverlay writes an overlay as docs/runbooks.md tells users to
+// write one, deploy/ with the monitoring component, plus extra (more of
+// the kustomization), and returns its directory.
+func componentOverlay(t *testing.T, extra string) string {
 	t.Helper()
-	p, err := filepath.Rel(from, to)
+	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.ToSlash(p)
+	overlay := t.TempDir()
+	rel := func(dir string) string {
+		p, err := filepath.Rel(overlay, filepath.Join(root, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.ToSlash(p)
+	}
+	kust := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n  - %s\n%s",
+		rel("deploy"), rel("deploy/monitoring"), extra)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return overlay
 }
