@@ -57,6 +57,9 @@ FENCE_MODULE := pkg/fence
 # The release tool (make release) is one too, so that its image and SBOM
 # libraries stay out of this module's go.mod; the same targets run it.
 RELEASE_MODULE := hack/release
+# So are the Helm chart's tests and its end-to-end story (test/helm/e2e),
+# so that the Helm library stays out of this module's go.mod.
+HELM_MODULE := test/helm
 
 .PHONY: help
 help: ## Show this help.
@@ -187,12 +190,15 @@ $(TOOLS_OLDEST_BIN)/etcd $(TOOLS_OLDEST_BIN)/kwok $(TOOLS_OLDEST_BIN)/csi-attach
 # E2E_RUN picks end-to-end tests by name (go test -run) for e2e-oldest.
 E2E_RUN ?= .
 # The subset CI runs on the oldest minor (.ci/run): the fencing API, and the
-# stories that lean on behaviour that changed between minors.
+# stories that lean on behaviour that changed between minors
+# (TestHelmInstallFailover is the Helm module's: e2e-oldest runs its e2e
+# package with the same regexp).
 E2E_OLDEST_CI_RUN := ^(TestFencingAPI|TestNonGracefulShutdown|TestUpstreamContrast|TestTaintEvictionMatchesUpstream|TestTaintEvictionKEP2268|TestTaintEvictionStandsDownBesideUpstream|TestHelmInstallFailover|TestSafeDetachWithoutHuman|TestAttacherDownAcrossHeal|TestStrictDriverWaitsForTaint)$$
 
 .PHONY: e2e-oldest
 e2e-oldest: build tools-oldest ## Run the end-to-end suite and the fencing API's validation tests on the oldest supported minor's control plane (E2E_RUN=regexp picks tests).
 	FENCELINE_TOOLS_DIR=$(TOOLS_OLDEST_BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_RUN)' ./test/fencingapi ./test/e2e
+	cd $(HELM_MODULE) && FENCELINE_TOOLS_DIR=$(TOOLS_OLDEST_BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(E2E_RUN)' ./e2e
 
 .PHONY: e2e-oldest-ci
 e2e-oldest-ci: ## e2e-oldest with CI's subset (E2E_OLDEST_CI_RUN).
@@ -210,15 +216,17 @@ $(TOOLS_BIN)/e2e-node.test: test/tools/e2e/go.mod test/tools/e2e/go.sum test/too
 
 .PHONY: test
 test: tools-notice build control-plane promtool upstream-attacher upstream-e2e node-tools ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
-	@echo ">> go test: compiling and running the fence extension's tests, the release tool's (a release for this machine's architecture built for a test version; make release builds every one), then every package's (compiling takes minutes on a cold build cache)"
+	@echo ">> go test: compiling and running the fence extension's tests, the release tool's (a release for this machine's architecture built for a test version; make release builds every one), the Helm chart's, then every package's (compiling takes minutes on a cold build cache)"
 	cd $(FENCE_MODULE) && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd $(RELEASE_MODULE) && FENCELINE_RELEASE_ARCHES=$$($(GO) env GOARCH) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd $(HELM_MODULE) && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
 test-unit: tools-notice promtool ## Fast loop: unit tests only (tests needing a control plane are skipped with -short; promtool is built).
 	cd $(FENCE_MODULE) && $(GO) test -short -count=1 ./...
 	cd $(RELEASE_MODULE) && $(GO) test -short -count=1 ./...
+	cd $(HELM_MODULE) && $(GO) test -short -count=1 ./...
 	$(GO) test -short -count=1 ./...
 
 # Which taint eviction `make conformance` holds to upstream's specs:
@@ -313,10 +321,12 @@ lint: ## gofmt, go vet and staticcheck.
 	$(GO) vet ./...
 	cd $(FENCE_MODULE) && $(GO) vet ./...
 	cd $(RELEASE_MODULE) && $(GO) vet ./...
+	cd $(HELM_MODULE) && $(GO) vet ./...
 	@test -x $(TOOLS_BIN)/staticcheck || GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(TOOLS_BIN)/staticcheck ./...
 	cd $(FENCE_MODULE) && $(TOOLS_BIN)/staticcheck ./...
 	cd $(RELEASE_MODULE) && $(TOOLS_BIN)/staticcheck ./...
+	cd $(HELM_MODULE) && $(TOOLS_BIN)/staticcheck ./...
 
 .PHONY: generate-tools
 generate-tools:

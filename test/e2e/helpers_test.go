@@ -11,7 +11,6 @@ import (
 
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/test/invariant"
-	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -96,10 +95,7 @@ func (s *scenario) startDB() *corev1.Pod {
 // after t.
 func (s *scenario) waitAcceptedWrite(node string, after time.Time) {
 	s.t.Helper()
-	must(s.t, world.WaitFor(s.ctx, startTimeout, "an accepted write from "+node, func(context.Context) (bool, error) {
-		acc, _ := kubelet.Accepted(s.w.NodeWrites(node), after)
-		return acc > 0, nil
-	}))
+	must(s.t, s.w.WaitAcceptedWrite(s.ctx, node, after, startTimeout))
 }
 
 // powerOff cuts node's power and waits for the control plane to notice.
@@ -143,12 +139,7 @@ func (s *scenario) audit() []audit.Record {
 // fenceIndex returns the index of the first successful fenced unpublish of
 // the db volume from node since it was last published there, or -1.
 func (s *scenario) fenceIndex(recs []audit.Record, node string) int {
-	from := audit.LastIndex(recs, audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(node), audit.OK()) + 1
-	i := audit.FirstIndex(recs[from:], audit.Method("ControllerUnpublishVolume"), audit.Volume(s.handle), audit.Node(node), audit.Fenced(), audit.OK())
-	if i < 0 {
-		return -1
-	}
-	return from + i
+	return world.FenceIndex(recs, s.handle, node)
 }
 
 // assertFencedBeforePublish checks the driver's audit log for the latest
@@ -190,12 +181,7 @@ func (s *scenario) assertFencedBeforePublish(oldNode, newNode string) {
 // power-off, moved to newNode with every rule kept.
 func (s *scenario) assertInvariant(oldNode, newNode string) {
 	s.t.Helper()
-	res, err := s.w.CheckFailover(invariant.Failover{Volume: s.handle, From: oldNode, CutOff: s.t0})
-	must(s.t, err)
-	must(s.t, res.Err())
-	if res.NewNode != newNode {
-		s.t.Fatalf("audit log shows the volume published to %q after the cut-off of %s, want %s", res.NewNode, oldNode, newNode)
-	}
+	must(s.t, s.w.CheckFailoverTo(invariant.Failover{Volume: s.handle, From: oldNode, CutOff: s.t0}, newNode))
 }
 
 // waitNodeCleanedUp waits until node ran node-side clean-up of the db

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -10,9 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
-	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/pkg/names"
-	"fenceline.io/fenceline/test/kubelet"
 	"fenceline.io/fenceline/test/world"
 )
 
@@ -124,20 +121,7 @@ func (s *fencingScenario) assertMovedFenced(oldNode string, fenced time.Time) *c
 // BMC, which did receive a power-off.
 func checkProof(t *testing.T, req *fencingv1alpha1.FencingRequest, bmc *world.BMC) {
 	t.Helper()
-	if !slices.ContainsFunc(req.Status.Attempts, func(a fencingv1alpha1.FenceAttempt) bool {
-		return a.Result == fencingv1alpha1.FenceAttemptSucceeded && a.VerifiedPowerState == string(fencingv1alpha1.PowerStateOff)
-	}) {
-		t.Fatalf("Fenced request %s has no Succeeded attempt read back Off: %+v", req.Name, req.Status.Attempts)
-	}
-	if req.Status.BootIDAtFence == "" {
-		t.Fatalf("Fenced request %s recorded no boot ID", req.Name)
-	}
-	if !bmc.ReadsOff() {
-		t.Fatalf("request %s Fenced but the BMC of %s reads On", req.Name, bmc.Node)
-	}
-	if !slices.ContainsFunc(bmc.PowerCommands(), func(c world.PowerCommand) bool { return c.OK && c.Action == "ForceOff" }) {
-		t.Fatalf("the BMC of %s accepted no ForceOff: %+v", bmc.Node, bmc.PowerCommands())
-	}
+	must(t, world.CheckFenceProof(req, bmc))
 }
 
 // assertNoWriteAfterFence checks the driver's audit log: the volume was
@@ -146,43 +130,14 @@ func checkProof(t *testing.T, req *fencingv1alpha1.FencingRequest, bmc *world.BM
 // power-off.
 func (s *fencingScenario) assertNoWriteAfterFence(oldNode, newNode string, fencedAt time.Time) {
 	s.t.Helper()
-	recs := s.audit()
-	since := audit.LastIndex(recs, audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(oldNode), audit.OK()) + 1
-	fence := s.fenceIndex(recs, oldNode)
-	publish := audit.FirstIndex(recs[since:], audit.Method("ControllerPublishVolume"), audit.Volume(s.handle), audit.Node(newNode), audit.OK())
-	if fence < 0 || publish < 0 || since+publish < fence {
-		s.t.Fatalf("audit log: fenced unpublish from %s at %d, publish to %s at %d (from %d): want a fenced unpublish first", oldNode, fence, newNode, publish, since)
-	}
-	if n := audit.Count(recs[fence+1:], audit.Method("Write"), audit.Node(oldNode), audit.Volume(s.handle), audit.OK()); n != 0 {
-		s.t.Fatalf("%d writes from %s accepted after the storage fence", n, oldNode)
-	}
-	acc, _ := kubelet.Accepted(s.w.NodeWrites(oldNode), fencedAt)
-	if acc != 0 {
-		s.t.Fatalf("%d writes from %s accepted after its verified power-off", acc, oldNode)
-	}
+	must(s.t, s.w.CheckNoWriteAfterFence(s.handle, oldNode, newNode, fencedAt))
 }
 
 // assertUnfenced waits until node carries none of node-fencing's taints
 // and its fencing conditions are False.
 func (s *fencingScenario) assertUnfenced(node string) {
 	s.t.Helper()
-	must(s.t, world.WaitFor(s.ctx, nodeLostTimeout, node+" unfenced", func(ctx context.Context) (bool, error) {
-		n, err := s.w.Cluster.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, nil //nolint:nilerr // keep polling until the deadline
-		}
-		for _, t := range n.Spec.Taints {
-			if slices.Contains(world.FencingTaints, t.Key) {
-				return false, nil
-			}
-		}
-		for _, c := range n.Status.Conditions {
-			if slices.Contains([]string{names.FencingTriagedCondition, names.FencingRequiredCondition, names.FencingCompleteCondition}, string(c.Type)) && c.Status != corev1.ConditionFalse {
-				return false, nil
-			}
-		}
-		return n.Annotations[names.OutOfServiceOwnerAnnotation] == "" && !n.Spec.Unschedulable, nil
-	}))
+	must(s.t, s.w.WaitUnfenced(s.ctx, node, nodeLostTimeout))
 }
 
 // TestNodeFencingLyingBMC: the BMC accepts every power-off and leaves the
