@@ -67,10 +67,6 @@ func (o *Options) snapshot(ctx context.Context) (Clients, *Snapshot, error) {
 	return c, snap, err
 }
 
-func (o *Options) printer() *Printer {
-	return &Printer{Out: o.Streams.Out, Now: o.now()}
-}
-
 // NewCommand returns the kubectl-fenceline command tree.
 func NewCommand(o *Options) *cobra.Command {
 	root := &cobra.Command{
@@ -96,30 +92,24 @@ func NewCommand(o *Options) *cobra.Command {
 	return root
 }
 
-func addOutputFlag(cmd *cobra.Command, out *string) {
-	cmd.Flags().StringVarP(out, "output", "o", "", "Output format: json or yaml (tables when empty)")
-}
-
 func statusCommand(o *Options) *cobra.Command {
-	var output string
+	out := newOutputFlags()
 	var events int
 	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "CSI drivers and their fence capability, fenced and out-of-service nodes, FencingRequests, pending detaches, recent Events",
-		Args:  cobra.NoArgs,
+		Use:     "status",
+		Short:   "CSI drivers and their fence capability, fenced and out-of-service nodes, FencingRequests, pending detaches, recent Events",
+		Args:    cobra.NoArgs,
+		PreRunE: out.complete,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, snap, err := o.snapshot(cmd.Context())
 			if err != nil {
 				return err
 			}
 			st := BuildStatus(snap, events)
-			if output != "" {
-				return WriteStructured(o.Streams.Out, output, st)
-			}
-			return o.printer().PrintStatus(st)
+			return out.print(o, st, func(p *Printer) error { return p.PrintStatus(st) })
 		},
 	}
-	addOutputFlag(cmd, &output)
+	out.addFlags(cmd)
 	cmd.Flags().IntVar(&events, "events", 20, "How many of the most recent Events of Fenceline's components to show")
 	return cmd
 }
@@ -150,12 +140,13 @@ func versionCommand(o *Options) *cobra.Command {
 }
 
 func explainCommand(o *Options) *cobra.Command {
-	var output string
+	out := newOutputFlags()
 	cfg := DefaultExplainConfig()
 	cmd := &cobra.Command{
-		Use:   "explain NODE",
-		Short: "The decision each controller would take now for the node, its pods and its VolumeAttachments",
-		Args:  cobra.ExactArgs(1),
+		Use:     "explain NODE",
+		Short:   "The decision each controller would take now for the node, its pods and its VolumeAttachments",
+		Args:    cobra.ExactArgs(1),
+		PreRunE: out.complete,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, snap, err := o.snapshot(cmd.Context())
 			if err != nil {
@@ -169,13 +160,10 @@ func explainCommand(o *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output != "" {
-				return WriteStructured(o.Streams.Out, output, e)
-			}
-			return o.printer().PrintExplanation(e)
+			return out.print(o, e, func(p *Printer) error { return p.PrintExplanation(e) })
 		},
 	}
-	addOutputFlag(cmd, &output)
+	out.addFlags(cmd)
 	// fenceline-controller's own flags for its controllers' settings, to
 	// pass when the controller does not run with the defaults.
 	settings := flag.NewFlagSet("explain", flag.ContinueOnError)

@@ -67,7 +67,21 @@ func TestCommands(t *testing.T) {
 				t.Errorf("version = %q, want the attacher's version too", out)
 			}
 		}},
-		{name: "bad output format", args: []string{"status", "-o", "wide"}, wantFRs: 1, wantErr: `unknown output format "wide"`},
+		{name: "status -o wide", args: []string{"status", "-o", "wide"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
+			if !strings.Contains(out, "BOOT-ID") || !strings.Contains(out, "10.0.0.7") {
+				t.Errorf("status -o wide = %s, want the nodes' wide columns", out)
+			}
+		}},
+		{name: "status -o jsonpath", args: []string{"status", "-o", "jsonpath={.nodes[*].name} {.fencingRequests[*].uid}"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
+			if out != "dead uid-req-dead" {
+				t.Errorf("status -o jsonpath = %q, want the node and the request's UID", out)
+			}
+		}},
+		{name: "explain --template", args: []string{"explain", "dead", "--template", "{{.node}} at {{.now}}"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
+			if out != "dead at 2026-01-02T03:09:05Z" {
+				t.Errorf("explain --template = %q, want a go-template of the report, as -o go-template", out)
+			}
+		}},
 		{name: "fence --yes --wait=false", args: []string{"fence", "live", "--yes", "--requester", "alice", "--wait=false"}, wantFRs: 2, check: func(t *testing.T, out, errOut string) {
 			if !strings.Contains(out, "created: node-fencing fences node live") || !strings.Contains(out, "not waiting: follow it with kubectl get fencingrequest") || errOut != "" {
 				t.Errorf("fence --yes printed %q, asked %q; want the created request, how to follow it and no question", out, errOut)
@@ -107,6 +121,30 @@ func TestCommands(t *testing.T) {
 			}
 			if len(reqs.Items) != tc.wantFRs {
 				t.Errorf("%d FencingRequests after %v, want %d", len(reqs.Items), tc.args, tc.wantFRs)
+			}
+		})
+	}
+}
+
+// A bad -o fails before the plugin reads anything, with the formats it
+// takes; -o name is not one: a report has no name.
+func TestBadOutputFormat(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"status", "-o", "xml"}, `unknown output format "xml": -o takes one of go-template, go-template-file, json, jsonpath, jsonpath-as-json, jsonpath-file, kyaml, template, templatefile, wide, yaml, or nothing for tables`},
+		{[]string{"explain", "dead", "-o", "name"}, `unknown output format "name"`},
+		{[]string{"status", "-o", "jsonpath"}, `output format "jsonpath": template format specified but no template given`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c, k, f := fakeClients(world())
+			_, _, err := run(t, c, "", tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+			if reads := len(k.Actions()) + len(f.Actions()); reads != 0 {
+				t.Errorf("%d requests before the error, want none", reads)
 			}
 		})
 	}

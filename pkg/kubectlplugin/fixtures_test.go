@@ -70,18 +70,26 @@ func fencedVA(name, pv, node string) *storagev1.VolumeAttachment {
 	return va
 }
 
-// world is a cluster with a fenced node "dead" (its pod web-0 stuck
-// terminating, its volume being detached fenced), a healthy node "live",
+// withInternalIP gives the node the address.
+func withInternalIP(ip string) testobj.NodeOption {
+	return func(n *v1.Node) {
+		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
+	}
+}
+
+// world is a cluster with a fenced node "dead" at 10.0.0.7 (its pod web-0
+// stuck terminating, its volume being detached fenced), a healthy node "live",
 // a safe-detach driver served by a fence-capable attacher, and one Event.
 func world() (kube []runtime.Object, fenceObjs []runtime.Object) {
-	dead := fencedNode("dead")
+	dead := fencedNode("dead", withInternalIP("10.0.0.7"))
 	live := testobj.Node("live", testobj.ReadySince(t0.Add(-time.Hour)))
 	pod := testobj.Pod("db", "web-0", testobj.OnNode("dead"), testobj.Terminating(t0.Add(40*time.Second)), testobj.Claim("data", "data-web-0"))
 	ev := &v1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: "default", Name: "dead.1"},
 		InvolvedObject: v1.ObjectReference{Kind: "Node", Name: "dead"},
 		Reason:         "NodeFenced", Message: "FencingRequest dead-abcde: every fence class of level 1 read the power back Off",
-		Type: v1.EventTypeNormal, Source: v1.EventSource{Component: "fenceline-controller"}, LastTimestamp: metav1.NewTime(t0.Add(30 * time.Second)),
+		Type: v1.EventTypeNormal, Source: v1.EventSource{Component: "fenceline-controller"}, Count: 1,
+		FirstTimestamp: metav1.NewTime(t0.Add(30 * time.Second)), LastTimestamp: metav1.NewTime(t0.Add(30 * time.Second)),
 	}
 	other := ev.DeepCopy()
 	other.Name, other.Source.Component, other.Reason = "dead.2", "kubelet", "Starting"

@@ -1,23 +1,28 @@
 package kubectlplugin
 
 import (
-	"encoding/json"
+	"bytes"
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
+	"k8s.io/cli-runtime/pkg/printers"
 )
 
-// Printer writes reports as aligned tables, in kubectl's style.
+// Printer writes reports as titled tables with cli-runtime's table printer,
+// kubectl's: a table's wide columns show only with -o wide.
 type Printer struct {
 	Out io.Writer
 	// Now is what ages are counted from.
 	Now time.Time
+	// Wide shows the wide columns too (priority 1), as kubectl's -o wide.
+	Wide bool
 }
 
 // age is how long ago t was, as kubectl prints ages ("5m2s"), or "<none>".
@@ -28,130 +33,186 @@ func (p *Printer) age(t *metav1.Time) string {
 	return duration.HumanDuration(p.Now.Sub(t.Time))
 }
 
-// table writes a titled table; rows are tab-separated.
-func (p *Printer) table(title, header string, rows []string, empty string) error {
-	if _, err := fmt.Fprintln(p.Out, title); err != nil {
-		return err
+// columns are columns every table output shows (priority 0).
+func columns(names ...string) []metav1.TableColumnDefinition { return definitions(0, names) }
+
+// wideColumns are columns only -o wide shows (priority 1, as kubectl's).
+func wideColumns(names ...string) []metav1.TableColumnDefinition { return definitions(1, names) }
+
+func definitions(priority int32, names []string) []metav1.TableColumnDefinition {
+	defs := make([]metav1.TableColumnDefinition, len(names))
+	for i, n := range names {
+		defs[i] = metav1.TableColumnDefinition{Name: n, Type: "string", Priority: priority}
 	}
-	if len(rows) == 0 {
-		_, err := fmt.Fprintf(p.Out, "  %s\n\n", empty)
-		return err
-	}
-	w := tabwriter.NewWriter(p.Out, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(w, "  "+header)
-	for _, r := range rows {
-		fmt.Fprintln(w, "  "+r)
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintln(p.Out)
-	return err
+	return defs
 }
 
-func row(cells ...string) string {
+// table is a metav1.Table of text cells, the form cli-runtime prints.
+type table struct{ metav1.Table }
+
+// newTable returns an empty table of the column groups, in order. A
+// table's wide columns come before its last one, a free text, so that
+// they stay aligned.
+func newTable(groups ...[]metav1.TableColumnDefinition) *table {
+	return &table{metav1.Table{ColumnDefinitions: slices.Concat(groups...)}}
+}
+
+// add appends a row, one cell per column; an empty cell reads "-".
+func (t *table) add(cells ...string) {
+	row := metav1.TableRow{Cells: make([]any, len(cells))}
 	for i, c := range cells {
-		if c == "" {
-			cells[i] = "-"
-		}
+		row.Cells[i] = cmp.Or(c, "-")
 	}
-	return strings.Join(cells, "\t")
+	t.Rows = append(t.Rows, row)
+}
+
+// section is a titled table, and what its title says when it has no row.
+type section struct {
+	title string
+	table *table
+	empty string
+}
+
+// print writes the section: its title, then its table indented under it
+// so that titles and headers, both capitals, are told apart, then a blank
+// line.
+func (p *Printer) print(s section) error {
+	if _, err := fmt.Fprintln(p.Out, s.title); err != nil {
+		return err
+	}
+	if len(s.table.Rows) == 0 {
+		_, err := fmt.Fprintf(p.Out, "  %s\n\n", s.empty)
+		return err
+	}
+	var buf bytes.Buffer
+	if err := printers.NewTablePrinter(printers.PrintOptions{Wide: p.Wide}).PrintObj(&s.table.Table, &buf); err != nil {
+		return fmt.Errorf("printing %s: %w", s.title, err)
+	}
+	var out strings.Builder
+	for line := range strings.Lines(buf.String()) {
+		out.WriteString("  " + line)
+	}
+	out.WriteString("\n")
+	_, err := io.WriteString(p.Out, out.String())
+	return err
 }
 
 // PrintStatus writes the status report as tables.
 func (p *Printer) PrintStatus(st Status) error {
-	var rows []string
-	for _, d := range st.Drivers {
-		rows = append(rows, row(d.Name, yesNo(d.AttachRequired), yesNo(d.SafeDetach), d.UnpublishFence, d.AttacherVersion, yesNo(d.Serving), d.Missing))
+	notInstalled := "the fencing API (fenceline.io FencingRequests) is not installed"
+	requestsEmpty, coverageEmpty := notInstalled, notInstalled
+	if st.FencingAPI {
+		requestsEmpty, coverageEmpty = "none", "no FencePolicy"
 	}
-	if err := p.table("CSI DRIVERS", "NAME\tATTACH\tSAFE-DETACH\tUNPUBLISH-FENCE\tATTACHER\tFENCE-SERVED\tMISSING", rows, "no CSIDriver objects"); err != nil {
-		return err
-	}
-	rows = nil
-	for _, n := range st.Nodes {
-		for _, m := range n.Marks {
-			rows = append(rows, row(n.Name, n.Ready, n.CutOff, m.Name, p.age(m.Since), m.Detail))
+	fencesEmpty := cmp.Or(st.StorageFencesNote, "none reported (drivers that list their fences publish them)")
+	for _, s := range []section{
+		{"CSI DRIVERS", p.driversTable(st.Drivers), "no CSIDriver objects"},
+		{"NODES", p.nodesTable(st.Nodes), "no node is quarantined, fenced or out of service"},
+		{"FENCING REQUESTS", p.requestsTable(st.FencingRequests), requestsEmpty},
+		{"FENCE COVERAGE", coverageTable(st.Coverage), coverageEmpty},
+		{"PENDING DETACHES", p.detachesTable(st.Detaches), "none"},
+		{"STORAGE FENCES", p.storageFencesTable(st.StorageFences), fencesEmpty},
+		{"RECENT EVENTS", p.eventsTable(st.Events), "none"},
+	} {
+		if err := p.print(s); err != nil {
+			return err
 		}
 	}
-	if err := p.table("NODES", "NODE\tREADY\tCUT-OFF\tMARK\tSINCE\tDETAIL", rows, "no node is quarantined, fenced or out of service"); err != nil {
-		return err
-	}
-	rows = nil
-	for _, r := range st.FencingRequests {
-		rows = append(rows, row(r.Name, r.Node, r.Phase, r.Reason, r.Requester, p.age(&r.Created), joinNonEmpty("; ", r.Message, r.Ask)))
-	}
-	empty := "none"
-	if !st.FencingAPI {
-		empty = "the fencing API (fenceline.io FencingRequests) is not installed"
-	}
-	if err := p.table("FENCING REQUESTS", "NAME\tNODE\tPHASE\tREASON\tREQUESTER\tAGE\tMESSAGE", rows, empty); err != nil {
-		return err
-	}
-	if err := p.printCoverage(st, empty); err != nil {
-		return err
-	}
-	rows = nil
-	for _, d := range st.Detaches {
-		rows = append(rows, row(d.Name, d.Driver, d.Node, d.PV, p.age(d.Since), d.Mode, d.Detail))
-	}
-	if err := p.table("PENDING DETACHES", "VOLUMEATTACHMENT\tDRIVER\tNODE\tPV\tAGE\tMODE\tDETAIL", rows, "none"); err != nil {
-		return err
-	}
-	rows = nil
-	for _, f := range st.StorageFences {
-		rows = append(rows, row(f.Driver, orUnknown(f.Node), f.NodeID, f.Fenced, p.age(f.Listed), f.Lift))
-	}
-	empty = "none reported (drivers that list their fences publish them)"
-	if st.StorageFencesNote != "" {
-		empty = st.StorageFencesNote
-	}
-	if err := p.table("STORAGE FENCES", "DRIVER\tNODE\tNODE-ID\tFENCED-OFF\tLISTED\tLIFT", rows, empty); err != nil {
-		return err
-	}
-	rows = nil
-	for _, e := range st.Events {
-		rows = append(rows, row(p.age(&e.Last), e.Type, e.Reason, e.Object, e.Component, e.Message))
-	}
-	return p.table("RECENT EVENTS", "LAST\tTYPE\tREASON\tOBJECT\tCOMPONENT\tMESSAGE", rows, "none")
+	return nil
 }
 
-// printCoverage writes a row per node a policy cannot fence now, and one
-// per policy that covers every node it selects (or whose coverage nobody
+func (p *Printer) driversTable(drivers []DriverStatus) *table {
+	t := newTable(columns("Name", "Attach", "Safe-Detach", "Unpublish-Fence", "Attacher", "Fence-Served"),
+		wideColumns("Heartbeat", "Renewed", "Attachments"), columns("Missing"))
+	for _, d := range drivers {
+		renewed := ""
+		if d.Heartbeat != "" {
+			renewed = p.age(d.Renewed)
+		}
+		t.add(d.Name, yesNo(d.AttachRequired), yesNo(d.SafeDetach), d.UnpublishFence, d.AttacherVersion, yesNo(d.Serving),
+			d.Heartbeat, renewed, strconv.Itoa(d.VolumeAttachments), d.Missing)
+	}
+	return t
+}
+
+func (p *Printer) nodesTable(nodes []NodeStatus) *table {
+	t := newTable(columns("Node", "Ready", "Cut-Off"), wideColumns("Internal-IP", "Boot-ID", "Kind"), columns("Mark", "Since", "Detail"))
+	for _, n := range nodes {
+		for _, m := range n.Marks {
+			t.add(n.Name, n.Ready, n.CutOff, n.InternalIP, n.BootID, m.Kind, m.Name, p.age(m.Since), m.Detail)
+		}
+	}
+	return t
+}
+
+func (p *Printer) requestsTable(requests []RequestStatus) *table {
+	t := newTable(columns("Name", "Node", "Phase", "Reason", "Requester", "Age"), wideColumns("Policy", "Action", "UID"), columns("Message"))
+	for _, r := range requests {
+		t.add(r.Name, r.Node, r.Phase, r.Reason, r.Requester, p.age(&r.Created), r.Policy, r.Action, string(r.UID), joinNonEmpty("; ", r.Message, r.Ask))
+	}
+	return t
+}
+
+// coverageTable has a row per node a policy cannot fence now, and one per
+// policy that covers every node it selects (or whose coverage nobody
 // wrote: fence-coverage is not running).
-func (p *Printer) printCoverage(st Status, empty string) error {
-	var rows []string
-	for _, c := range st.Coverage {
+func coverageTable(coverage []CoverageStatus) *table {
+	t := newTable(columns("Policy", "Covered"), wideColumns("Up-To-Date"), columns("Node", "Reason", "Message"))
+	for _, c := range coverage {
 		counts := fmt.Sprintf("%d/%d", c.Selected-c.Uncovered, c.Selected)
+		upToDate := yesNo(c.UpToDate)
 		if c.Paused {
 			c.Policy += " (paused: no automatic fence)"
 		}
 		switch {
 		case !c.Known:
-			rows = append(rows, row(c.Policy, "unknown", "", "", "no coverage written: is fenceline-controller's fence-coverage running?"))
+			t.add(c.Policy, "unknown", "", "", "", "no coverage written: is fenceline-controller's fence-coverage running?")
 		case len(c.Nodes) == 0:
-			rows = append(rows, row(c.Policy, counts, "", "", "every selected node can be fenced"))
+			t.add(c.Policy, counts, upToDate, "", "", "every selected node can be fenced")
 		}
 		for _, n := range c.Nodes {
-			rows = append(rows, row(c.Policy, counts, n.Node, n.Reason, n.Message))
+			t.add(c.Policy, counts, upToDate, n.Node, n.Reason, n.Message)
 		}
 		if listed := int32(len(c.Nodes)); c.Uncovered > listed {
-			rows = append(rows, row(c.Policy, counts, fmt.Sprintf("(%d more)", c.Uncovered-listed), "", "kubectl get fencepolicy "+c.Policy+" -o yaml lists the first 50"))
+			t.add(c.Policy, counts, upToDate, fmt.Sprintf("(%d more)", c.Uncovered-listed), "", "kubectl get fencepolicy "+c.Policy+" -o yaml lists the first 50")
 		}
 	}
-	if !st.FencingAPI {
-		return p.table("FENCE COVERAGE", "POLICY	COVERED	NODE	REASON	MESSAGE", nil, empty)
-	}
-	return p.table("FENCE COVERAGE", "POLICY	COVERED	NODE	REASON	MESSAGE", rows, "no FencePolicy")
+	return t
 }
 
-// PrintExplanation writes explain's verdicts as a table.
-func (p *Printer) PrintExplanation(e Explanation) error {
-	rows := make([]string, 0, len(e.Verdicts))
-	for _, v := range e.Verdicts {
-		rows = append(rows, row(v.Controller, v.Object, v.Decision, v.Why))
+func (p *Printer) detachesTable(detaches []DetachStatus) *table {
+	t := newTable(columns("VolumeAttachment", "Driver", "Node", "PV", "Age", "Mode"), wideColumns("Attached"), columns("Detail"))
+	for _, d := range detaches {
+		t.add(d.Name, d.Driver, d.Node, d.PV, p.age(d.Since), d.Mode, yesNo(d.Attached), d.Detail)
 	}
-	title := fmt.Sprintf("NODE %s: what each controller would decide now", e.Node)
-	return p.table(title, "CONTROLLER\tOBJECT\tDECISION\tWHY", rows, "nothing to decide")
+	return t
+}
+
+func (p *Printer) storageFencesTable(fences []StorageFenceStatus) *table {
+	t := newTable(wideColumns("Name"), columns("Driver", "Node", "Node-ID", "Fenced-Off", "Listed", "Lift"))
+	for _, f := range fences {
+		t.add(f.Name, f.Driver, orUnknown(f.Node), f.NodeID, f.Fenced, p.age(f.Listed), f.Lift)
+	}
+	return t
+}
+
+func (p *Printer) eventsTable(events []EventStatus) *table {
+	t := newTable(columns("Last", "Type", "Reason"), wideColumns("Namespace"), columns("Object", "Component"),
+		wideColumns("Count", "First"), columns("Message"))
+	for _, e := range events {
+		t.add(p.age(&e.Last), e.Type, e.Reason, e.Namespace, e.Object, e.Component, strconv.Itoa(int(e.Count)), p.age(e.First), e.Message)
+	}
+	return t
+}
+
+// PrintExplanation writes explain's verdicts as a table. It has no wide
+// column: a verdict is its four columns.
+func (p *Printer) PrintExplanation(e Explanation) error {
+	t := newTable(columns("Controller", "Object", "Decision", "Why"))
+	for _, v := range e.Verdicts {
+		t.add(v.Controller, v.Object, v.Decision, v.Why)
+	}
+	return p.print(section{fmt.Sprintf("NODE %s: what each controller would decide now", e.Node), t, "nothing to decide"})
 }
 
 func yesNo(b bool) string {
@@ -159,22 +220,4 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-// WriteStructured writes v as "json" or "yaml".
-func WriteStructured(out io.Writer, format string, v any) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("encoding YAML: %w", err)
-		}
-		_, err = out.Write(b)
-		return err
-	}
-	return fmt.Errorf("unknown output format %q: want json or yaml (or none for tables)", format)
 }

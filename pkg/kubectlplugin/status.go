@@ -11,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/attacher/fencing"
@@ -66,6 +67,12 @@ type DriverStatus struct {
 	// serves the driver now; Missing says what is missing when not.
 	Serving bool   `json:"serving"`
 	Missing string `json:"missing,omitempty"`
+	// Heartbeat is the newest heartbeat Lease (namespace/name), Renewed
+	// its renewTime.
+	Heartbeat string       `json:"heartbeat,omitempty"`
+	Renewed   *metav1.Time `json:"heartbeatRenewed,omitempty"`
+	// VolumeAttachments counts the driver's VolumeAttachments.
+	VolumeAttachments int `json:"volumeAttachments"`
 }
 
 // NodeStatus is a node that carries one of Fenceline's marks or the
@@ -76,7 +83,11 @@ type NodeStatus struct {
 	// CutOff is cutoff.NodeReason for a safe-detach driver: why the
 	// attacher counts the node as cut off from storage ("" if it does not).
 	CutOff string `json:"cutOff,omitempty"`
-	Marks  []Mark `json:"marks"`
+	// InternalIP is the node's first InternalIP address, to find the
+	// machine; BootID tells whether it rebooted since its fence.
+	InternalIP string `json:"internalIP,omitempty"`
+	BootID     string `json:"bootID,omitempty"`
+	Marks      []Mark `json:"marks"`
 }
 
 // Mark is a taint or condition that says the node is quarantined, fenced or
@@ -100,6 +111,11 @@ type RequestStatus struct {
 	Reason    string      `json:"reason"`
 	Requester string      `json:"requester,omitempty"`
 	Created   metav1.Time `json:"created"`
+	// UID is what a node's out-of-service owner annotation names;
+	// Policy and Action are spec.policyName and spec.action.
+	UID    types.UID `json:"uid,omitempty"`
+	Policy string    `json:"policy,omitempty"`
+	Action string    `json:"action,omitempty"`
 	// Message is the message of the latest condition, or errorMessage.
 	Message string `json:"message,omitempty"`
 	// Ask is an operator's unfence ask that node-fencing has not carried
@@ -115,7 +131,11 @@ type CoverageStatus struct {
 	Paused bool `json:"paused"`
 	// Known is false until fence-coverage wrote the policy's coverage (it
 	// is not running, or not yet).
-	Known     bool                            `json:"known"`
+	Known bool `json:"known"`
+	// UpToDate is true when the coverage was computed for the policy's
+	// current generation; false when fence-coverage has not caught up
+	// with its last change, or wrote none.
+	UpToDate  bool                            `json:"upToDate"`
 	Selected  int32                           `json:"selectedNodes"`
 	Uncovered int32                           `json:"uncoveredNodes"`
 	Nodes     []fencingv1alpha1.UncoveredNode `json:"uncovered,omitempty"`
@@ -133,18 +153,11 @@ type DetachStatus struct {
 	// Mode is "fenced" when the attacher recorded a fenced detach on the
 	// VolumeAttachment, else "plain".
 	Mode string `json:"mode"`
+	// Attached is status.attached: the volume is still attached as far
+	// as the attacher knows.
+	Attached bool `json:"attached"`
 	// Detail is the fence record's reason and time, and the detach error.
 	Detail string `json:"detail,omitempty"`
-}
-
-// EventStatus is an Event of one of Fenceline's components.
-type EventStatus struct {
-	Last      metav1.Time `json:"last"`
-	Type      string      `json:"type"`
-	Reason    string      `json:"reason"`
-	Object    string      `json:"object"`
-	Component string      `json:"component"`
-	Message   string      `json:"message"`
 }
 
 // BuildStatus turns a snapshot into the status report; maxEvents bounds the
@@ -157,7 +170,8 @@ func BuildStatus(s *Snapshot, maxEvents int) Status {
 	}
 	for _, n := range s.Nodes {
 		if marks := nodeMarks(n); len(marks) > 0 {
-			st.Nodes = append(st.Nodes, NodeStatus{Name: n.Name, Ready: readyStatus(n), CutOff: string(cutoff.NodeReason(n, true)), Marks: marks})
+			st.Nodes = append(st.Nodes, NodeStatus{Name: n.Name, Ready: readyStatus(n), CutOff: string(cutoff.NodeReason(n, true)),
+				InternalIP: internalIP(n), BootID: n.Status.NodeInfo.BootID, Marks: marks})
 		}
 	}
 	for _, r := range s.Requests {
@@ -197,6 +211,15 @@ func driverStatus(d *storagev1.CSIDriver, s *Snapshot) DriverStatus {
 	if l := newestHeartbeat(s.Heartbeats, d.Name); l != nil {
 		ds.UnpublishFence = l.Annotations[names.HeartbeatUnpublishFenceAnnotation]
 		ds.AttacherVersion = l.Annotations[names.HeartbeatVersionAnnotation]
+		ds.Heartbeat = l.Namespace + "/" + l.Name
+		if r := renewed(l); !r.IsZero() {
+			ds.Renewed = &r
+		}
+	}
+	for _, va := range s.VolumeAttachments {
+		if va.Spec.Attacher == d.Name {
+			ds.VolumeAttachments++
+		}
 	}
 	ev := cutoff.AttacherServes(d.Name, cutoff.Snapshot(s.Heartbeats, s.Now), d, s.Now)
 	ds.Serving, ds.Missing = ev.Serving, ev.Missing
@@ -274,6 +297,16 @@ func nodeMarks(n *v1.Node) []Mark {
 	return marks
 }
 
+// internalIP is the node's first InternalIP address, "" when it has none.
+func internalIP(n *v1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == v1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
 func readyStatus(n *v1.Node) string {
 	if c := nodeutil.ReadyCondition(n); c != nil {
 		return string(c.Status)
@@ -283,7 +316,8 @@ func readyStatus(n *v1.Node) string {
 
 func requestStatus(r *fencingv1alpha1.FencingRequest) RequestStatus {
 	rs := RequestStatus{Name: r.Name, Node: r.Spec.NodeName, Phase: string(r.Status.Phase), Reason: r.Spec.Reason,
-		Requester: r.Spec.Requester, Created: r.CreationTimestamp, Message: r.Status.ErrorMessage}
+		Requester: r.Spec.Requester, Created: r.CreationTimestamp, Message: r.Status.ErrorMessage,
+		UID: r.UID, Policy: r.Spec.PolicyName, Action: string(r.Spec.Action)}
 	if rs.Phase == "" {
 		rs.Phase = string(fencingv1alpha1.FencingPhasePending)
 	}
@@ -331,7 +365,8 @@ func detachStatus(va *storagev1.VolumeAttachment) (DetachStatus, bool) {
 	if va.DeletionTimestamp == nil && va.Status.DetachError == nil {
 		return DetachStatus{}, false
 	}
-	d := DetachStatus{Name: va.Name, Driver: va.Spec.Attacher, Node: va.Spec.NodeName, Since: va.DeletionTimestamp, Mode: string(fencing.ActionPlain)}
+	d := DetachStatus{Name: va.Name, Driver: va.Spec.Attacher, Node: va.Spec.NodeName, Since: va.DeletionTimestamp,
+		Mode: string(fencing.ActionPlain), Attached: va.Status.Attached}
 	if pv := va.Spec.Source.PersistentVolumeName; pv != nil {
 		d.PV = *pv
 	}
@@ -361,6 +396,7 @@ func coverageStatus(p *fencingv1alpha1.FencePolicy) CoverageStatus {
 	c := CoverageStatus{Policy: p.Name, Paused: p.Spec.Paused}
 	if cov := p.Status.Coverage; cov != nil {
 		c.Known, c.Selected, c.Uncovered, c.Nodes = true, cov.SelectedNodes, cov.UncoveredNodes, cov.Uncovered
+		c.UpToDate = cov.ObservedGeneration == p.Generation
 	}
 	return c
 }
@@ -370,41 +406,6 @@ func orUnknown(s string) string {
 		return "not known to the writer"
 	}
 	return s
-}
-
-func eventStatus(e v1.Event) EventStatus {
-	return EventStatus{Last: eventTime(e), Type: e.Type, Reason: e.Reason, Component: eventComponent(e), Message: e.Message,
-		Object: strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name}
-}
-
-// fencelineEvents keeps the Events of Fenceline's components, oldest first.
-func fencelineEvents(all []v1.Event) []v1.Event {
-	var out []v1.Event
-	for _, e := range all {
-		if strings.HasPrefix(eventComponent(e), "fenceline-") {
-			out = append(out, e)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b v1.Event) int {
-		return cmp.Or(eventTime(a).Compare(eventTime(b).Time), strings.Compare(a.Name, b.Name))
-	})
-	return out
-}
-
-func eventComponent(e v1.Event) string {
-	return cmp.Or(e.Source.Component, e.ReportingController)
-}
-
-// eventTime is when the Event last happened: lastTimestamp, else eventTime,
-// else its creation.
-func eventTime(e v1.Event) metav1.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp
-	case !e.EventTime.IsZero():
-		return metav1.Time{Time: e.EventTime.Time}
-	}
-	return e.CreationTimestamp
 }
 
 func joinNonEmpty(sep string, parts ...string) string {

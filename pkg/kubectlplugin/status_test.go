@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -112,12 +113,19 @@ func TestBuildStatusEventLimit(t *testing.T) {
 }
 
 func TestPrintStatusGolden(t *testing.T) {
-	var out bytes.Buffer
-	p := &Printer{Out: &out, Now: now}
-	if err := p.PrintStatus(BuildStatus(readWorld(t), 20)); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		golden string
+		wide   bool
+	}{{"status.golden", false}, {"status-wide.golden", true}} {
+		t.Run(tc.golden, func(t *testing.T) {
+			var out bytes.Buffer
+			p := &Printer{Out: &out, Now: now, Wide: tc.wide}
+			if err := p.PrintStatus(BuildStatus(readWorld(t), 20)); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tc.golden, out.Bytes())
+		})
 	}
-	golden(t, "status.golden", out.Bytes())
 }
 
 func TestStatusWithoutFencingAPI(t *testing.T) {
@@ -265,7 +273,7 @@ func TestPrintCoveragePaused(t *testing.T) {
 	if err := (&Printer{Out: &out}).PrintStatus(st); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "workers (paused: no automatic fence)  3/3") {
+	if !regexp.MustCompile(`workers \(paused: no automatic fence\) +3/3`).MatchString(out.String()) {
 		t.Errorf("coverage table lacks the paused policy:\n%s", out.String())
 	}
 }

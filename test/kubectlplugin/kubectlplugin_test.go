@@ -67,11 +67,12 @@ func TestPluginGolden(t *testing.T) {
 	runSteps := func(steps ...step) {
 		for _, st := range steps {
 			out := runPlugin(t, ctx, bin, st.kubeconfig, st.args...)
-			compare(t, st.golden, normalize(out, !slices.Contains(st.args, "-o")))
+			compare(t, st.golden, normalize(out, tables(st.args)))
 		}
 	}
 	runSteps(
 		step{"status.golden", admin, []string{"status"}},
+		step{"status-wide.golden", admin, []string{"status", "-o", "wide"}},
 		step{"explain-dead.golden", admin, []string{"explain", "dead"}},
 		step{"explain-quarantined.golden", admin, []string{"explain", "quarantined"}},
 		step{"fence-live.golden", admin, []string{"fence", "live", "--yes", "--requester", "alice", "--wait=false"}},
@@ -119,6 +120,13 @@ func TestPluginGolden(t *testing.T) {
 		step{"fence-no-create.golden", reader, []string{"fence", "live", "--yes"}},
 	)
 	checkWrites(t, ctx, c.Client(), fences)
+}
+
+// tables reports whether the plugin prints tables for args: with no -o,
+// or -o wide.
+func tables(args []string) bool {
+	i := slices.Index(args, "-o")
+	return i < 0 || (i+1 < len(args) && args[i+1] == "wide")
 }
 
 // runPlugin runs the binary and returns its output and exit status as one
