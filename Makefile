@@ -123,7 +123,7 @@ tools: tools-notice control-plane promtool ## Build the local control plane (etc
 # The demo, the benchmarks and chaos need only the control plane.
 control-plane: tools-notice $(addprefix $(TOOLS_BIN)/,$(CONTROL_PLANE))
 
-promtool: tools-notice $(TOOLS_BIN)/promtool
+promtool: tools-notice $(TOOLS_BIN)/promtool $(TOOLS_BIN)/prometheus
 
 # One go build per binary, so that progress shows; the first one compiles
 # most of Kubernetes, the others reuse the build cache.
@@ -157,14 +157,15 @@ $(TOOLS_BIN)/kwok: test/tools/kwok/go.mod test/tools/kwok/go.sum
 
 # promtool checks and unit-tests deploy/monitoring's alerting rules and the
 # dashboard's queries; promql-metrics (from the same module, so Prometheus
-# stays out of the main go.mod) lists the metrics an expression selects.
-# remove_all_sd leaves out the service-discovery plugins (cloud SDKs), which
-# checking rules never needs.
-$(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics &: test/tools/promtool/go.mod test/tools/promtool/go.sum test/tools/promtool/promql-metrics/main.go
+# stays out of the main go.mod) lists the metrics an expression selects; the
+# Prometheus server scrapes a local world and evaluates the rules on its real
+# metrics. remove_all_sd leaves out the service-discovery plugins (cloud
+# SDKs), which neither checking rules nor static scrape targets need.
+$(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics $(TOOLS_BIN)/prometheus &: test/tools/promtool/go.mod test/tools/promtool/go.sum test/tools/promtool/promql-metrics/main.go
 	@mkdir -p $(TOOLS_BIN)
-	@echo ">> $(call step,promtool)building promtool"
-	cd test/tools/promtool && $(GO) build -tags remove_all_sd -o $(TOOLS_BIN)/ github.com/prometheus/prometheus/cmd/promtool ./promql-metrics
-	@touch $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics
+	@echo ">> $(call step,promtool)building promtool and the Prometheus server"
+	cd test/tools/promtool && $(GO) build -tags remove_all_sd -o $(TOOLS_BIN)/ github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus/cmd/prometheus ./promql-metrics
+	@touch $(TOOLS_BIN)/promtool $(TOOLS_BIN)/promql-metrics $(TOOLS_BIN)/prometheus
 # The oldest supported minor's control plane, beside the newest one's.
 # etcd and KWOK are not per minor: the tools' etcd v3.6 serves every
 # supported kube-apiserver, and KWOK only drives the API; they are copied,

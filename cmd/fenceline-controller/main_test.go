@@ -133,4 +133,13 @@ func TestBinary(t *testing.T) {
 	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
 		t.Errorf("lease still held by %q after a clean exit, want it released", *h)
 	}
+	// The leader's renewals carried its version, for kubectl fenceline
+	// version to compare with the plugin's.
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatalf("%s --version: %v", bin, err)
+	}
+	if f := strings.Fields(string(out)); len(f) < 2 || l.Annotations[names.LeaderVersionAnnotation] != f[1] {
+		t.Errorf("the Lease's %s is %q, want the version the binary reports: %q", names.LeaderVersionAnnotation, l.Annotations[names.LeaderVersionAnnotation], out)
+	}
 }

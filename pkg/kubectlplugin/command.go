@@ -118,18 +118,22 @@ func versionCommand(o *Options) *cobra.Command {
 	var client bool
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "The plugin's version, commit and Go version, and the version of each driver's fenceline-attacher",
+		Short: "The plugin's version, commit and Go version, and the version of fenceline-controller, fenceline-fence-agent and each driver's fenceline-attacher",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(o.Streams.Out, "kubectl-fenceline", version.String())
 			if client {
 				return nil
 			}
-			_, snap, err := o.snapshot(cmd.Context())
+			c, snap, err := o.snapshot(cmd.Context())
 			if err != nil {
 				return err
 			}
-			for _, line := range attacherVersions(snap, version.Version) {
+			leases, err := readLeaderLeases(cmd.Context(), c.Kube)
+			if err != nil {
+				return err
+			}
+			for _, line := range append(leaderVersions(leases, version.Version), attacherVersions(snap, version.Version)...) {
 				fmt.Fprintln(o.Streams.Out, line)
 			}
 			return nil

@@ -63,8 +63,8 @@ func TestCommands(t *testing.T) {
 			}
 		}},
 		{name: "version", args: []string{"version"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {
-			if !strings.Contains(out, "fenceline-attacher of block.csi.example.com:") {
-				t.Errorf("version = %q, want the attacher's version too", out)
+			if !strings.Contains(out, "fenceline-attacher of block.csi.example.com:") || !strings.Contains(out, "fenceline-controller: no leader-election Lease found") {
+				t.Errorf("version = %q, want the attacher's version and the controller's (none here) too", out)
 			}
 		}},
 		{name: "status -o wide", args: []string{"status", "-o", "wide"}, wantFRs: 1, check: func(t *testing.T, out, _ string) {

@@ -1,6 +1,7 @@
 package kubectlplugin
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,5 +34,74 @@ func TestAttacherVersions(t *testing.T) {
 	}
 	if got := attacherVersions(&Snapshot{}, "v0.1.0"); len(got) != 1 || !strings.Contains(got[0], "no fenceline-attacher heartbeat") {
 		t.Errorf("no heartbeat: %q", got)
+	}
+}
+
+func TestLeaderVersions(t *testing.T) {
+	lease := func(name, version string) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{}
+		l.Namespace, l.Name = "fenceline-system", name
+		if version != "" {
+			l.Annotations = map[string]string{names.LeaderVersionAnnotation: version}
+		}
+		return l
+	}
+	for _, tc := range []struct {
+		name   string
+		leases []*coordinationv1.Lease
+		plugin string
+		want   []string
+	}{
+		{
+			name:   "same release",
+			leases: []*coordinationv1.Lease{lease("fenceline-controller", "v0.2.0"), lease("fenceline-fence-agent", "v0.2.0")},
+			plugin: "v0.2.0",
+			want: []string{
+				"fenceline-controller (Lease fenceline-system/fenceline-controller): v0.2.0",
+				"fenceline-fence-agent (Lease fenceline-system/fenceline-fence-agent): v0.2.0",
+			},
+		},
+		{
+			name:   "plugin older than the controller",
+			leases: []*coordinationv1.Lease{lease("fenceline-controller", "v0.3.0-rc.1")},
+			plugin: "v0.2.0",
+			want: []string{
+				"fenceline-controller (Lease fenceline-system/fenceline-controller): v0.3.0-rc.1 (warning: this plugin, v0.2.0, is older; it may not know what v0.3.0-rc.1 writes: use the plugin of the release you run)",
+				"fenceline-fence-agent: no leader-election Lease found (it runs without --leader-election, or is not installed)",
+			},
+		},
+		{
+			name:   "plugin newer",
+			leases: []*coordinationv1.Lease{lease("fenceline-controller", "v0.1.0"), lease("fenceline-fence-agent", "")},
+			plugin: "v0.2.0",
+			want: []string{
+				"fenceline-controller (Lease fenceline-system/fenceline-controller): v0.1.0 (warning: this plugin is v0.2.0; use the plugin of the release you run)",
+				"fenceline-fence-agent (Lease fenceline-system/fenceline-fence-agent): version not reported",
+			},
+		},
+		{
+			name:   "a development build warns about nothing",
+			leases: []*coordinationv1.Lease{lease("fenceline-controller", "v0.1.0"), lease("fenceline-fence-agent", "v9.9.9")},
+			plugin: "dev",
+			want: []string{
+				"fenceline-controller (Lease fenceline-system/fenceline-controller): v0.1.0",
+				"fenceline-fence-agent (Lease fenceline-system/fenceline-fence-agent): v9.9.9",
+			},
+		},
+		{
+			name:   "a version that is not semantic is compared as text",
+			leases: []*coordinationv1.Lease{lease("fenceline-controller", "1b22e38"), lease("fenceline-fence-agent", "v0.2.0")},
+			plugin: "v0.2.0",
+			want: []string{
+				"fenceline-controller (Lease fenceline-system/fenceline-controller): 1b22e38 (warning: this plugin is v0.2.0; use the plugin of the release you run)",
+				"fenceline-fence-agent (Lease fenceline-system/fenceline-fence-agent): v0.2.0",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := leaderVersions(tc.leases, tc.plugin); !slices.Equal(got, tc.want) {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
 	}
 }

@@ -171,6 +171,12 @@ const (
 	// HeartbeatVersionAnnotation records, on a heartbeat Lease, the
 	// fenceline-attacher version that writes it.
 	HeartbeatVersionAnnotation = Domain + "/attacher-version"
+
+	// LeaderVersionAnnotation records, on the leader-election Lease of
+	// fenceline-controller and of fenceline-fence-agent, the version of
+	// the replica that holds it (written with every renewal), for kubectl
+	// fenceline to compare with its own.
+	LeaderVersionAnnotation = Domain + "/version"
 )
 
 // SanitizeDriverName turns a CSI driver name into the form the upstream

@@ -84,6 +84,10 @@ type Config struct {
 	Identity string
 	// Labels are set on the Lease when this replica creates it.
 	Labels map[string]string
+	// Annotations are written with every acquisition and renewal by this
+	// replica, so that while it leads the Lease carries them: what a
+	// reader should know about the leader (its version).
+	Annotations map[string]string
 	// Core and Coordination are the clients of the election. They should
 	// have a rate limiter of their own, so that a busy, throttled
 	// component cannot starve its renewals.

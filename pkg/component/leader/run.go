@@ -26,7 +26,7 @@ func (e *Elector) Run(ctx context.Context, work func(context.Context) error) err
 	}
 	logger := klog.FromContext(ctx)
 	lock, err := resourcelock.NewWithLabels(resourcelock.LeasesResourceLock, e.cfg.Namespace, e.cfg.Name,
-		e.cfg.Core, e.cfg.Coordination, resourcelock.ResourceLockConfig{Identity: e.cfg.Identity, EventRecorder: e.cfg.Events}, e.cfg.Labels)
+		e.cfg.Core, annotating(e.cfg.Coordination, e.cfg.Annotations), resourcelock.ResourceLockConfig{Identity: e.cfg.Identity, EventRecorder: e.cfg.Events}, e.cfg.Labels)
 	if err != nil {
 		return fmt.Errorf("create leader election lock: %w", err)
 	}

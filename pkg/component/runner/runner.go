@@ -19,6 +19,8 @@ import (
 	"fenceline.io/fenceline/pkg/component/httpserver"
 	"fenceline.io/fenceline/pkg/component/kubeclient"
 	"fenceline.io/fenceline/pkg/component/leader"
+	"fenceline.io/fenceline/pkg/names"
+	"fenceline.io/fenceline/pkg/version"
 )
 
 // Config says how one component process runs.
@@ -98,5 +100,6 @@ func newElector(cfg Config) (*leader.Elector, error) {
 		Identity:     id,
 		Core:         client.CoreV1(),
 		Coordination: client.CoordinationV1(),
+		Annotations:  map[string]string{names.LeaderVersionAnnotation: version.Version},
 	})
 }
