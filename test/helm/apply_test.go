@@ -24,10 +24,11 @@ import (
 
 // monitoringCRDs stand in for the Prometheus Operator's CRDs, which the
 // harness does not install: they make the API server serve the
-// ServiceMonitor and PrometheusRule kinds (group, version, scope), so that
+// ServiceMonitor, PodMonitor and PrometheusRule kinds (group, version, scope), so that
 // their apiVersion and kind are checked; their schemas accept any fields.
 var monitoringCRDs = []struct{ kind, plural string }{
 	{"ServiceMonitor", "servicemonitors"},
+	{"PodMonitor", "podmonitors"},
 	{"PrometheusRule", "prometheusrules"},
 }
 
@@ -89,7 +90,7 @@ func TestChartServerDryRun(t *testing.T) {
 	sets := map[string]string{
 		"defaults": "",
 		"everything": `driverServiceAccounts: [{name: csi-driver, namespace: kube-system}]
-metrics: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}}
+metrics: {serviceMonitor: {enabled: true}, attacherPodMonitor: {enabled: true}, prometheusRule: {enabled: true}}
 image: {registry: registry.example.com/storage, tag: v9.8.7, pullPolicy: Always}
 imagePullSecrets: [registry-credentials]
 controller: {extraArgs: [--feature-gates=TaintEviction=true], nodeSelector: {kubernetes.io/os: linux}}`,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -122,7 +123,7 @@ func TestChartDefaults(t *testing.T) {
 			}
 		})
 	}
-	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule"} {
 		if got := find(objs, kind); len(got) != 0 {
 			t.Errorf("%d %s rendered by default, want none (off by default)", len(got), kind)
 		}
@@ -255,12 +256,45 @@ func TestChartValues(t *testing.T) {
 				}
 			}
 		},
+	}, {
+		name:   "attacher PodMonitor, every namespace",
+		values: "metrics: {attacherPodMonitor: {enabled: true, labels: {release: prom}}}",
+		check:  checkAttacherPodMonitor(map[string]any{"any": true}, map[string]any{"fenceline.io/attacher-metrics": "true"}, "attacher-http"),
+	}, {
+		name:   "attacher PodMonitor, the drivers' namespaces and pods",
+		values: "metrics: {attacherPodMonitor: {enabled: true, namespaces: [kube-system, storage], podSelector: {app: ebs-csi-controller}, port: http, labels: {release: prom}}}",
+		check:  checkAttacherPodMonitor(map[string]any{"matchNames": []any{"kube-system", "storage"}}, map[string]any{"app": "ebs-csi-controller"}, "http"),
 	}}
 	c := loadChart(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.check(t, mustRender(t, c, values(t, tc.values)))
 		})
+	}
+}
+
+// checkAttacherPodMonitor: one PodMonitor for the attacher sidecars, in the
+// release's namespace, selecting pods by labels in namespaces and scraping
+// the named port.
+func checkAttacherPodMonitor(namespaces, labels map[string]any, port string) func(*testing.T, []unstructured.Unstructured) {
+	return func(t *testing.T, objs []unstructured.Unstructured) {
+		pms := find(objs, "PodMonitor")
+		if len(pms) != 1 {
+			t.Fatalf("%d PodMonitors, want one for the attacher sidecars", len(pms))
+		}
+		pm := pms[0]
+		if pm.GetName() != "fenceline-attacher" || pm.GetNamespace() != namespace || pm.GetAPIVersion() != "monitoring.coreos.com/v1" || pm.GetLabels()["release"] != "prom" {
+			t.Errorf("PodMonitor %s/%s apiVersion %s labels %v", pm.GetNamespace(), pm.GetName(), pm.GetAPIVersion(), pm.GetLabels())
+		}
+		ns, _, _ := unstructured.NestedMap(pm.Object, "spec", "namespaceSelector")
+		sel, _, _ := unstructured.NestedMap(pm.Object, "spec", "selector", "matchLabels")
+		eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+		if !reflect.DeepEqual(ns, namespaces) || !reflect.DeepEqual(sel, labels) {
+			t.Errorf("namespaceSelector %v selector %v, want %v and %v", ns, sel, namespaces, labels)
+		}
+		if len(eps) != 1 || eps[0].(map[string]any)["port"] != port || eps[0].(map[string]any)["path"] != "/metrics" {
+			t.Errorf("endpoints %v, want port %s, /metrics", eps, port)
+		}
 	}
 }
 
@@ -323,6 +357,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"duration without a unit", "controller: {quarantineDelay: 40}", "/controller/quarantineDelay", false},
 		{"no replicas", "fenceAgent: {replicas: 0}", "/fenceAgent/replicas", false},
 		{"ServiceMonitor without Service", "metrics: {service: {enabled: false}, serviceMonitor: {enabled: true}}", "needs metrics.service.enabled", false},
+		{"attacher PodMonitor port not a port name", "metrics: {attacherPodMonitor: {enabled: true, port: Attacher_HTTP}}", "/metrics/attacherPodMonitor/port", false},
+		{"runbook base with a fragment", "metrics: {prometheusRule: {runbookBaseURL: 'https://x.example/runbooks#top'}}", "/metrics/prometheusRule/runbookBaseURL", false},
 	}
 	c := withAlerts(loadChart(t), nil)
 	for _, tc := range cases {

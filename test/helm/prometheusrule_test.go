@@ -76,20 +76,36 @@ func TestPrometheusRule(t *testing.T) {
 	}
 }
 
-// TestShippedAlertsRender: once the chart ships files/alerts.yaml, enabling
-// the PrometheusRule renders it.
+// TestShippedAlertsRender: enabling the PrometheusRule renders the chart's
+// files/alerts.yaml, every alert linking to its own section of the
+// runbooks: those of the chart's appVersion by default, else under
+// metrics.prometheusRule.runbookBaseURL.
 func TestShippedAlertsRender(t *testing.T) {
 	c := loadChart(t)
-	shipped := false
-	for _, f := range c.Files {
-		shipped = shipped || f.Name == alertsFile
-	}
-	if !shipped {
-		t.Skipf("the chart has no %s yet", alertsFile)
-	}
-	objs := mustRender(t, c, values(t, "metrics: {prometheusRule: {enabled: true}}"))
-	r := get(t, objs, "PrometheusRule", "fenceline")
-	if groups, _, _ := unstructured.NestedSlice(r.Object, "spec", "groups"); len(groups) == 0 {
-		t.Errorf("PrometheusRule from %s has no rule groups", alertsFile)
+	for _, tc := range []struct{ name, values, base string }{
+		{"default: the runbooks of the chart's release", "metrics: {prometheusRule: {enabled: true}}",
+			"https://fenceline.io/fenceline/blob/" + c.Metadata.AppVersion + "/docs/runbooks.md"},
+		{"a base of the operator's", "metrics: {prometheusRule: {enabled: true, runbookBaseURL: 'https://docs.example.com/ops/runbooks.html'}}",
+			"https://docs.example.com/ops/runbooks.html"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := get(t, mustRender(t, c, values(t, tc.values)), "PrometheusRule", "fenceline")
+			groups, _, _ := unstructured.NestedSlice(r.Object, "spec", "groups")
+			n := 0
+			for _, g := range groups {
+				rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+				for _, rule := range rules {
+					alert, _, _ := unstructured.NestedString(rule.(map[string]any), "alert")
+					url, _, _ := unstructured.NestedString(rule.(map[string]any), "annotations", "runbook_url")
+					if want := tc.base + "#" + strings.ToLower(alert); url != want {
+						t.Errorf("%s: runbook_url %q, want %q", alert, url, want)
+					}
+					n++
+				}
+			}
+			if n == 0 {
+				t.Errorf("PrometheusRule from %s has no alerts", alertsFile)
+			}
+		})
 	}
 }
