@@ -70,6 +70,7 @@ func parseFlags(args []string) (driver.Config, bool, error) {
 	fs.StringVar(&cfg.Endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint serving Identity, Controller (and Node for --node-id): unix:///path or tcp://host:port.")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "Node identity of --endpoint; empty serves no Node service there.")
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/mock-driver", "Directory for state.json and audit.jsonl.")
+	fs.BoolVar(&cfg.MemoryState, "memory-state", false, "Keep the array's state in memory only, not in state.json (a restart forgets every volume): for runs of tens of thousands of volumes, where saving the state on every change would dominate.")
 	fs.StringVar(&cfg.Name, "name", cfg.Name, "CSI driver name.")
 	fs.BoolVar(&cfg.Fence, "fence", cfg.Fence, "Advertise and honour UNPUBLISH_FENCE.")
 	fs.BoolVar(&cfg.FakeFence, "fake-fence", false, "Advertise UNPUBLISH_FENCE but treat fence=true as a plain unpublish (with --fence=false): a lying driver, to test conformance suites.")

@@ -75,6 +75,11 @@ func TestParseFlags(t *testing.T) {
 			want: base(func(c *driver.Config) { c.Backend, c.FenceMethod = driver.BackendTgt, "acl" }),
 		},
 		{
+			name: "state in memory only",
+			args: []string{"--memory-state"},
+			want: base(func(c *driver.Config) { c.MemoryState = true }),
+		},
+		{
 			name: "faults",
 			args: []string{"--fault=ControllerUnpublishVolume:Unavailable:3", "--latency=ControllerPublishVolume:50ms"},
 			want: base(func(c *driver.Config) {

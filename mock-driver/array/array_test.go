@@ -98,6 +98,42 @@ func TestFencedFailover(t *testing.T) {
 	}
 }
 
+// TestMemoryOnlyArray: an array without a Store changes its state in place
+// instead of on a copy. It answers as a persisted one does, and what it
+// hands out (snapshots, volumes) stays a copy that its later changes leave
+// alone.
+func TestMemoryOnlyArray(t *testing.T) {
+	a, err := New(Options{Nodes: []string{"a", "b"}, Semantics: strict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := mustCreate(t, a, "pvc")
+	useOn(t, a, id, "a")
+	before := a.Snapshot()
+	vol, err := a.Volume(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Publish(id, "b", rwo, false)
+	wantCode(t, err, codes.FailedPrecondition)
+	if err := a.Unpublish(id, "a", true); err != nil {
+		t.Fatalf("fenced unpublish: %v", err)
+	}
+	wantCode(t, a.Write("a", id), codes.PermissionDenied)
+	useOn(t, a, id, "b")
+	if got, want := a.Snapshot().Volumes[id].PublishedNodes(), []string{"b"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("published nodes = %v, want %v", got, want)
+	}
+	for what, v := range map[string]*Volume{"snapshot": before.Volumes[id], "volume": vol} {
+		if got, want := v.PublishedNodes(), []string{"a"}; !reflect.DeepEqual(got, want) || len(v.Fenced) != 0 {
+			t.Errorf("%s taken before the fence changed with the array: published %v, fenced %v", what, got, v.Fenced)
+		}
+	}
+	if err := a.DeleteVolume(id); err == nil {
+		t.Fatal("deleted a volume still in use")
+	}
+}
+
 // TestFenceAfterCleanupLeavesNoQuarantine: a node that already ran its
 // node-side clean-up (it holds nothing of the volume) is detached by a fenced
 // unpublish without a quarantine. The real kubelet never cleans up a volume

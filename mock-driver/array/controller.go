@@ -55,7 +55,7 @@ func (a *Array) CreateVolume(name string, required, limit int64, params map[stri
 			return nil, err
 		}
 	}
-	if err := a.update(func(s *State) error { s.Volumes[id] = v; return nil }); err != nil {
+	if err := a.update(func(s *State) { s.Volumes[id] = v }); err != nil {
 		if st := a.opts.Storage; st != nil {
 			// Nobody learns this ID, so nobody could delete it later.
 			_ = st.DeleteVolume(id)
@@ -87,7 +87,7 @@ func (a *Array) DeleteVolume(id string) error {
 			return err
 		}
 	}
-	return a.update(func(s *State) error { delete(s.Volumes, id); return nil })
+	return a.update(func(s *State) { delete(s.Volumes, id) })
 }
 
 // Volume returns a copy of one volume.
@@ -153,7 +153,12 @@ func (a *Array) Publish(volID, node string, mode Mode, readOnly bool) (map[strin
 	if !a.nodes[node] {
 		return nil, status.Errorf(codes.NotFound, "node %s is not known to the array", node)
 	}
-	already, err := checkPublish(v, node, mode, readOnly, a.opts.MaxVolumesPerNode, attachedOn(a.state, node))
+	// Counting walks every volume: only a limit needs the count.
+	onNode := 0
+	if a.opts.MaxVolumesPerNode > 0 {
+		onNode = attachedOn(a.state, node)
+	}
+	already, err := checkPublish(v, node, mode, readOnly, a.opts.MaxVolumesPerNode, onNode)
 	if err != nil {
 		return nil, err
 	}
@@ -169,13 +174,12 @@ func (a *Array) Publish(volID, node string, mode Mode, readOnly bool) (map[strin
 	if already {
 		return pc, nil
 	}
-	err = a.update(func(s *State) error {
+	err = a.update(func(s *State) {
 		nv := s.Volumes[volID]
 		if nv.Attachments == nil {
 			nv.Attachments = map[string]*Attachment{}
 		}
 		nv.Attachments[node] = &Attachment{AccessMode: mode, ReadOnly: readOnly, Since: a.opts.Now()}
-		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -214,7 +218,7 @@ func (a *Array) Unpublish(volID, node string, fence bool) error {
 		return nil
 	}
 	now := a.opts.Now()
-	return a.update(func(s *State) error {
+	return a.update(func(s *State) {
 		nv := s.Volumes[volID]
 		for n, act := range actions {
 			delete(nv.Attachments, n)
@@ -225,7 +229,6 @@ func (a *Array) Unpublish(volID, node string, fence bool) error {
 				nv.Fenced[n] = now
 			}
 		}
-		return nil
 	})
 }
 

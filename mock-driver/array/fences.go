@@ -73,11 +73,10 @@ func (a *Array) LiftFences(node string, volIDs []string) ([]FenceRecord, error) 
 	if len(lifted) == 0 {
 		return nil, nil
 	}
-	err := a.update(func(s *State) error {
+	err := a.update(func(s *State) {
 		for _, f := range lifted {
 			liftFence(s.Volumes[f.Volume], node)
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -34,11 +34,10 @@ func (a *Array) NodeStage(node, volID, path string, mode Mode, mount func() erro
 	if err := mount(); err != nil {
 		return err
 	}
-	return a.update(func(s *State) error {
+	return a.update(func(s *State) {
 		u := nodeUse(s.Volumes[volID], node)
 		u.StagingPath = path
 		u.AccessMode = mode
-		return nil
 	})
 }
 
@@ -70,13 +69,12 @@ func (a *Array) NodeUnstage(node, volID, path string, force bool, unmount func(t
 	if !staged && !(fenced && !u.InUse()) {
 		return nil
 	}
-	return a.update(func(s *State) error {
+	return a.update(func(s *State) {
 		nv := s.Volumes[volID]
 		if staged {
 			delete(nv.Nodes, node)
 		}
 		liftQuarantine(nv, node)
-		return nil
 	})
 }
 
@@ -101,13 +99,12 @@ func (a *Array) NodePublish(node, volID, target, staging string, mode Mode, read
 	if already {
 		return nil
 	}
-	return a.update(func(s *State) error {
+	return a.update(func(s *State) {
 		u := nodeUse(s.Volumes[volID], node)
 		if u.Targets == nil {
 			u.Targets = map[string]*Target{}
 		}
 		u.Targets[target] = &Target{ReadOnly: readOnly}
-		return nil
 	})
 }
 
@@ -131,7 +128,7 @@ func (a *Array) NodeUnpublish(node, volID, target string, _ bool, unmount func()
 	if !published && !fenced {
 		return nil
 	}
-	return a.update(func(s *State) error {
+	return a.update(func(s *State) {
 		nv := s.Volumes[volID]
 		if nu := nv.Nodes[node]; nu != nil {
 			delete(nu.Targets, target)
@@ -140,7 +137,6 @@ func (a *Array) NodeUnpublish(node, volID, target string, _ bool, unmount func()
 			}
 		}
 		liftQuarantine(nv, node)
-		return nil
 	})
 }
 

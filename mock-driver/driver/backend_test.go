@@ -28,6 +28,8 @@ func TestValidateBackend(t *testing.T) {
 			wantErr: `node ID "Node_B" cannot name an iSCSI initiator`,
 		},
 		{name: "tgt without an attach step", mutate: func(c *Config) { c.Backend, c.NoAttach = BackendTgt, true }, wantErr: "never gets"},
+		{name: "memory state", mutate: func(c *Config) { c.MemoryState = true }},
+		{name: "tgt with memory state", mutate: func(c *Config) { c.Backend, c.MemoryState = BackendTgt, true }, wantErr: "needs the state on disk"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,9 +75,13 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	var store *persist.Store
+	if !cfg.MemoryState {
+		store = persist.New(filepath.Join(cfg.StateDir, StateFile))
+	}
 	arr, err := array.New(array.Options{
 		Storage:           storage,
-		Store:             persist.New(filepath.Join(cfg.StateDir, StateFile)),
+		Store:             store,
 		Nodes:             nodes,
 		Capacity:          cfg.Capacity,
 		MaxVolumesPerNode: cfg.MaxVolumesPerNode,

@@ -2,7 +2,9 @@ package driver_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +51,30 @@ func TestRestartKeepsVolumesAttachmentsAndFences(t *testing.T) {
 		t.Fatalf("write from node-b after restart: %v", err)
 	}
 	// The audit log is appended to, not replaced, across restarts.
+	if n := audit.Count(w.audit(), audit.Method("CreateVolume")); n != 1 {
+		t.Fatalf("CreateVolume records after restart: %d, want 1", n)
+	}
+}
+
+// TestMemoryStateIsNotSaved: with MemoryState the driver writes no
+// state.json, and a restart forgets its volumes; the audit log is still
+// kept.
+func TestMemoryStateIsNotSaved(t *testing.T) {
+	w := newWorld(t, func(c *driver.Config) { c.MemoryState = true })
+	vol := w.createVolume("pvc-1")
+	w.attachAndMount(vol, "node-a")
+	if _, err := os.Stat(w.d.StatePath()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("state file with memory state: %v, want none", err)
+	}
+	w.d.Stop()
+	w.start()
+	list, err := w.ctrl.ListVolumes(w.ctx, &csi.ListVolumesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.GetEntries()) != 0 {
+		t.Fatalf("volumes after a restart with memory state: %v, want none", list.GetEntries())
+	}
 	if n := audit.Count(w.audit(), audit.Method("CreateVolume")); n != 1 {
 		t.Fatalf("CreateVolume records after restart: %d, want 1", n)
 	}
