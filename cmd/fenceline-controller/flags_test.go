@@ -48,6 +48,7 @@ func TestFlagConventions(t *testing.T) {
 		{"lease shorter than renew deadline", []string{"--leader-election", "--leader-election-lease-duration=5s"}, cli.ExitUsage, "--leader-election-lease-duration"},
 		{"bad value with --version", []string{"--workers=0", "--version"}, cli.ExitUsage, "--workers"},
 		{"taint-eviction on", []string{"--feature-gates=TaintEviction=true", "--taint-eviction-rate=0.5", "--taint-eviction-zone-label=example.com/rack"}, cli.ExitOK, ""},
+		{"node lifecycle conditions on", []string{"--feature-gates=NodeLifecycleConditions=true"}, cli.ExitOK, ""},
 		{"taint-eviction named without its gate", []string{"--controllers=*,taint-eviction"}, cli.ExitUsage, "--feature-gates=TaintEviction=true"},
 		{"taint-eviction rate not positive", []string{"--taint-eviction-rate=0"}, cli.ExitUsage, "--taint-eviction-rate is 0, must be positive"},
 		{"taint-eviction zone threshold out of range", []string{"--taint-eviction-unhealthy-zone-threshold=1.5"}, cli.ExitUsage, "--taint-eviction-unhealthy-zone-threshold is 1.5"},

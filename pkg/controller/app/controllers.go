@@ -191,8 +191,15 @@ var Controllers = []Descriptor{
 // ones Descriptor.FeatureGate may name), registered on --feature-gates
 // next to the logging, metrics and client-go gates.
 var FeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{
-	TaintEviction: {Default: false, PreRelease: featuregate.Alpha},
+	TaintEviction:           {Default: false, PreRelease: featuregate.Alpha},
+	NodeLifecycleConditions: {Default: false, PreRelease: featuregate.Alpha},
 }
+
+// NodeLifecycleConditions makes node-fencing publish the fence state a node
+// is in as the Node lifecycle conditions of KEP-5683 (MaintenancePlanned,
+// MaintenanceInProgress), for clusters whose NodeLifecycleConditions gate
+// is on; the gate has the Kubernetes gate's name.
+const NodeLifecycleConditions featuregate.Feature = "NodeLifecycleConditions"
 
 // TaintEviction enables the taint-eviction controller, the storage-aware
 // replacement of kube-controller-manager's taint-eviction-controller
@@ -378,6 +385,7 @@ func newNodeFencing(c ControllerContext) (Controller, error) {
 	return nodefencing.New(nodefencing.Config{
 		Informers: c.Informers, NodeLeases: c.NodeLeases, Fencing: c.Fencing,
 		Client: c.FencingClient, Actuator: c.Actuator, Recorder: c.Actuator.Recorder, Metrics: metricsOf[*nodefencing.Metrics](c),
+		LifecycleConditions: c.Options.FeatureGate != nil && c.Options.FeatureGate.Enabled(NodeLifecycleConditions),
 	})
 }
 

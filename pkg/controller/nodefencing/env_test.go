@@ -44,13 +44,24 @@ func newEnv(t *testing.T, now time.Time, objs ...runtime.Object) *env {
 // no history of the Leases' renewals (a restart).
 func startEnv(t *testing.T, now time.Time, seeded bool, objs ...runtime.Object) *env {
 	t.Helper()
+	return startEnvWith(t, now, seeded, nil, objs...)
+}
+
+// startEnvWith is startEnv with the controller's Config changed by tweak
+// (nil: as is).
+func startEnvWith(t *testing.T, now time.Time, seeded bool, tweak func(*Config), objs ...runtime.Object) *env {
+	t.Helper()
 	f := ctrltest.New(t, now, objs...)
 	requests := record.NewFakeRecorder(100)
 	m := NewMetrics()
-	c, err := New(Config{
+	cfg := Config{
 		Informers: f.Informers, NodeLeases: f.NodeLeases, Fencing: f.FencingInformers, Client: f.Fencing,
 		Actuator: f.Actuator, Recorder: requests, Metrics: m,
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,10 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Metrics are node-fencing's own; nil records none.
 	Metrics *Metrics
+	// LifecycleConditions publishes the fence state as the Node lifecycle
+	// conditions of KEP-5683 (LifecycleConditions) with every write of
+	// the fencing conditions.
+	LifecycleConditions bool
 }
 
 // Controller runs the node-fencing lifecycle, one node per sync.

@@ -170,7 +170,14 @@ func (c *Controller) setNodeConditions(ctx context.Context, node *v1.Node, check
 		what += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
 	}
 	return c.cfg.Actuator.UpdateNodeStatus(ctx, node, what, check, func(n *v1.Node) bool {
-		return applyNodeConditions(n, metav1.NewTime(c.now()), conds...)
+		now := metav1.NewTime(c.now())
+		changed := applyNodeConditions(n, now, conds...)
+		if c.cfg.LifecycleConditions {
+			// Derived from the fresh node's fencing conditions as they
+			// are now, in the same write: no round trip of their own.
+			changed = applyNodeConditions(n, now, LifecycleConditions(n.Status.Conditions)...) || changed
+		}
+		return changed
 	})
 }
 
