@@ -13,6 +13,7 @@ import (
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/fence/fencev1"
+	"fenceline.io/fenceline/pkg/kube/apitext"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -39,7 +40,7 @@ func Report(nodeName string, fences []*fencev1.Fence) fencingv1alpha1.StorageFen
 			r.Truncated++
 			continue
 		}
-		rf := fencingv1alpha1.ReportedFence{AllVolumes: f.GetAllVolumes(), Details: truncate(f.GetDetails(), 1024)}
+		rf := fencingv1alpha1.ReportedFence{AllVolumes: f.GetAllVolumes(), Details: apitext.Truncate(f.GetDetails(), 1024)}
 		ids := f.GetVolumeIds()
 		if len(ids) > fencingv1alpha1.MaxReportedVolumes {
 			rf.MoreVolumes = int32(len(ids) - fencingv1alpha1.MaxReportedVolumes)
@@ -54,13 +55,6 @@ func Report(nodeName string, fences []*fencev1.Fence) fencingv1alpha1.StorageFen
 	}
 	r.VolumeCount = int32(len(volumes))
 	return r
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // LiftInput is what DecideLift looks at for one lift request, read fresh

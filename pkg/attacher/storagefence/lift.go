@@ -16,6 +16,7 @@ import (
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/fence"
 	"fenceline.io/fenceline/pkg/fence/fencev1"
+	"fenceline.io/fenceline/pkg/kube/apitext"
 )
 
 // syncLift decides a StorageFence's lift request on the caches and, when
@@ -183,7 +184,7 @@ func (c *Controller) setLifted(ctx context.Context, sf *fencingv1alpha1.StorageF
 	}
 	next := sf.DeepCopy()
 	meta.SetStatusCondition(&next.Status.Conditions, metav1.Condition{
-		Type: fencingv1alpha1.StorageFenceLifted, Status: status, Reason: reason, Message: truncate(msg, 1024),
+		Type: fencingv1alpha1.StorageFenceLifted, Status: status, Reason: reason, Message: apitext.Truncate(msg, 1024),
 		ObservedGeneration: sf.Generation, LastTransitionTime: metav1.NewTime(c.cfg.Now()),
 	})
 	out, err := c.cfg.Fencing.FencingV1alpha1().StorageFences().UpdateStatus(ctx, next, metav1.UpdateOptions{})

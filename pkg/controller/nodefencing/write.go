@@ -18,6 +18,7 @@ import (
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/actuator"
+	"fenceline.io/fenceline/pkg/kube/apitext"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/kube/view"
@@ -136,7 +137,7 @@ func phases(ps ...fencingv1alpha1.FencingPhase) []fencingv1alpha1.FencingPhase {
 // setCondition sets a request condition; it reports a change of status,
 // reason or message.
 func setCondition(s *fencingv1alpha1.FencingRequestStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) bool {
-	return meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: truncate(msg, 1024), LastTransitionTime: now})
+	return meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: apitext.Truncate(msg, 1024), LastTransitionTime: now})
 }
 
 // setConditionReason sets the condition only when its status or reason
@@ -149,16 +150,9 @@ func setConditionReason(s *fencingv1alpha1.FencingRequestStatus, typ string, sta
 	return setCondition(s, typ, status, reason, msg, now)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
-
 // nodeCondition is a Node condition to set (times are filled on write).
 func nodeCondition(typ string, status v1.ConditionStatus, reason, msg string) v1.NodeCondition {
-	return v1.NodeCondition{Type: v1.NodeConditionType(typ), Status: status, Reason: reason, Message: truncate(msg, 1024)}
+	return v1.NodeCondition{Type: v1.NodeConditionType(typ), Status: status, Reason: reason, Message: apitext.Truncate(msg, 1024)}
 }
 
 // setNodeConditions writes the conditions to the node's status after check

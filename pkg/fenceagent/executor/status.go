@@ -3,13 +3,13 @@ package executor
 import (
 	"context"
 	"fmt"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/kube/apitext"
 )
 
 // updateStatus applies change to the request read fresh from the API
@@ -68,7 +68,7 @@ func (c *Controller) startAttempt(ctx context.Context, req *fencingv1alpha1.Fenc
 // failedRounds in the same write.
 func (c *Controller) finishAttempt(ctx context.Context, started *fencingv1alpha1.FencingRequest, a fencingv1alpha1.FenceAttempt, o outcome, failRound bool) (*fencingv1alpha1.FencingRequest, error) {
 	end := metav1.NewTime(c.cfg.Now()).Rfc3339Copy()
-	a.EndTime, a.Result, a.VerifiedPowerState, a.Message = &end, o.result, string(o.state), truncate(o.message)
+	a.EndTime, a.Result, a.VerifiedPowerState, a.Message = &end, o.result, string(o.state), apitext.Truncate(o.message, maxMessage)
 	return c.updateStatus(ctx, started.Name, started, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
 		i := -1
 		for j, b := range r.Status.Attempts {
@@ -124,16 +124,4 @@ func appendAttempt(attempts []fencingv1alpha1.FenceAttempt, a fencingv1alpha1.Fe
 		attempts = attempts[n:]
 	}
 	return attempts
-}
-
-// truncate cuts s to the API's bound on a message, on a rune boundary.
-func truncate(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	cut := maxMessage - 3
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }
