@@ -91,7 +91,7 @@ TOOLS         := $(CONTROL_PLANE) promtool
 # its goals need). The goal lists name the targets whose prerequisites
 # include tools, upstream-attacher and upstream-e2e; test/deploy checks them
 # against the rules below.
-GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo demo-manual demo-iscsi demo-real-kubelet up bench bench-scale chaos
+GOALS_NEEDING_CONTROL_PLANE     := control-plane tools test conformance demo demo-manual demo-iscsi demo-real-kubelet up bench bench-scale bench-scale-attacher chaos
 GOALS_NEEDING_PROMTOOL          := promtool tools test test-unit
 GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench tools-oldest
 GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
@@ -294,6 +294,17 @@ SCALE_SIZES ?=
 bench-scale: tools-notice build control-plane ## Run the scale benchmark (1,000 to 50,000 pods on KWOK nodes).
 	@mkdir -p bench-results
 	FENCELINE_BENCH_SCALE_SIZES=$(SCALE_SIZES) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 3h ./test/bench/...
+
+# The attacher's scale benchmark (5,000 to 50,000 VolumeAttachments, 10 a
+# KWOK node): SCALE_VAS=N,... picks the counts; about 80 minutes for the
+# default three on 2 cores, most of it the attacher's 3 writes per attach at
+# --kube-api-qps=100.
+SCALE_VAS ?=
+
+.PHONY: bench-scale-attacher
+bench-scale-attacher: tools-notice build control-plane ## Run the attacher's scale benchmark (5,000 to 50,000 VolumeAttachments on KWOK nodes).
+	@mkdir -p bench-results
+	FENCELINE_BENCH_SCALE_VAS=$(SCALE_VAS) $(GO) test -run '^$$' -bench '^BenchmarkScaleAttacher$$' -benchtime 1x -timeout 4h ./test/bench/...
 
 # Randomized failover episodes (test/chaos): CHAOS_EPISODES seeds from
 # CHAOS_FIRST_SEED, CHAOS_PARALLEL at once; SEED=<n>[,<n>...] reruns those

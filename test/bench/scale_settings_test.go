@@ -17,6 +17,10 @@ var (
 	flagScaleIdle       = flag.Duration("scale-idle", 0, "the window over which the scale benchmark measures CPU and API requests at rest (env FENCELINE_BENCH_SCALE_IDLE, default 60s)")
 	flagScaleLease      = flag.Int("scale-lease-seconds", 0, "node Lease duration KWOK writes in the scale benchmark; renewed every quarter of it (env FENCELINE_BENCH_SCALE_LEASE_SECONDS, default 40, the kubelet's)")
 	flagScaleQPS        = flag.Int("scale-kube-api-qps", 0, "--kube-api-qps of fenceline-attacher in the scale benchmark, burst twice that; 0 keeps its default of 5 (env FENCELINE_BENCH_SCALE_QPS)")
+	// The attacher's scale benchmark (BenchmarkScaleAttacher).
+	flagScaleVAs         = flag.String("scale-vas", "", "VolumeAttachment counts of the attacher's scale benchmark, comma-separated (env FENCELINE_BENCH_SCALE_VAS, default "+defaultScaleVAs+")")
+	flagScaleVAsPerNode  = flag.Int("scale-vas-per-node", 0, "VolumeAttachments per node in the attacher's scale benchmark (env FENCELINE_BENCH_SCALE_VAS_PER_NODE, default 10)")
+	flagScaleAttacherQPS = flag.Int("scale-attacher-qps", 0, "--kube-api-qps of fenceline-attacher in the attacher's scale benchmark, burst twice that (env FENCELINE_BENCH_SCALE_ATTACHER_QPS, default 100)")
 )
 
 // defaultScaleSizes are the sizes BenchmarkScale runs unless told otherwise.
@@ -108,6 +112,98 @@ func loadScaleSettings() (scaleSettings, error) {
 			return s, fmt.Errorf("%s must be between %d and %d %s, got %d", i.env, i.low, i.high, i.rationale, v)
 		}
 		*i.dst = v
+	}
+	if s.Idle, err = durationSetting(*flagScaleIdle, "FENCELINE_BENCH_SCALE_IDLE", time.Minute); err != nil {
+		return s, err
+	}
+	if s.Idle < 10*time.Second {
+		return s, fmt.Errorf("FENCELINE_BENCH_SCALE_IDLE must be at least 10s, got %s", s.Idle)
+	}
+	return s, nil
+}
+
+// defaultScaleVAs are the VolumeAttachment counts BenchmarkScaleAttacher
+// runs unless told otherwise: at 10 a node, the node counts of
+// BenchmarkScale's sizes.
+const defaultScaleVAs = "5000,20000,50000"
+
+// vaScaleSettings are the resolved parameters of BenchmarkScaleAttacher.
+type vaScaleSettings struct {
+	// VAs are the VolumeAttachment counts, one fresh cluster each.
+	VAs []int `json:"vas"`
+	// VAsPerNode spreads them: a node per VAsPerNode VolumeAttachments.
+	VAsPerNode int `json:"vas_per_node"`
+	// VictimVAs of each count are on the node that loses power.
+	VictimVAs int           `json:"victim_vas"`
+	Idle      time.Duration `json:"idle_window_ns"`
+	// LeaseSeconds is the node Lease duration of every KWOK node.
+	LeaseSeconds int `json:"node_lease_seconds"`
+	// AttacherQPS is fenceline-attacher's --kube-api-qps, AttacherBurst
+	// its --kube-api-burst (twice that).
+	AttacherQPS   int `json:"attacher_kube_api_qps"`
+	AttacherBurst int `json:"attacher_kube_api_burst"`
+}
+
+// parseVACounts reads "5000,20000,50000"; each count must exceed victim,
+// so that some VolumeAttachments are on nodes that stay up.
+func parseVACounts(v string, victim int) ([]int, error) {
+	var out []int
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		n, err := strconv.Atoi(item)
+		if err != nil || n <= victim {
+			return nil, fmt.Errorf("count %q: want an integer above the %d on the lost node", item, victim)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no count in %q", v)
+	}
+	return out, nil
+}
+
+// loadVAScaleSettings resolves BenchmarkScaleAttacher's settings. The
+// victim's volumes, the idle window and the node Lease come from the same
+// variables as BenchmarkScale's.
+func loadVAScaleSettings() (vaScaleSettings, error) {
+	var s vaScaleSettings
+	ints := []struct {
+		dst       *int
+		flag      int
+		env       string
+		def, low  int
+		high      int
+		rationale string
+	}{
+		{&s.VictimVAs, *flagScaleVictimPods, "FENCELINE_BENCH_SCALE_VICTIM_PODS", 100, 1, 110, "volumes (a node holds at most 110 pods)"},
+		{&s.VAsPerNode, *flagScaleVAsPerNode, "FENCELINE_BENCH_SCALE_VAS_PER_NODE", 10, 1, 110, "VolumeAttachments per node"},
+		{&s.LeaseSeconds, *flagScaleLease, "FENCELINE_BENCH_SCALE_LEASE_SECONDS", prodLeaseSeconds, 4, 120, "seconds of node Lease"},
+		{&s.AttacherQPS, *flagScaleAttacherQPS, "FENCELINE_BENCH_SCALE_ATTACHER_QPS", 100, 1, 10000, "API QPS"},
+	}
+	for _, i := range ints {
+		v, err := intSetting(i.flag, i.env, i.def)
+		if err != nil {
+			return s, err
+		}
+		if v < i.low || v > i.high {
+			return s, fmt.Errorf("%s must be between %d and %d %s, got %d", i.env, i.low, i.high, i.rationale, v)
+		}
+		*i.dst = v
+	}
+	s.AttacherBurst = 2 * s.AttacherQPS
+	counts := *flagScaleVAs
+	if counts == "" {
+		counts = os.Getenv("FENCELINE_BENCH_SCALE_VAS")
+	}
+	if counts == "" {
+		counts = defaultScaleVAs
+	}
+	var err error
+	if s.VAs, err = parseVACounts(counts, s.VictimVAs); err != nil {
+		return s, fmt.Errorf("FENCELINE_BENCH_SCALE_VAS: %w", err)
 	}
 	if s.Idle, err = durationSetting(*flagScaleIdle, "FENCELINE_BENCH_SCALE_IDLE", time.Minute); err != nil {
 		return s, err
