@@ -111,6 +111,11 @@ func BenchmarkScaleAttacher(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	counts := make([]string, len(s.VAs))
+	for i, n := range s.VAs {
+		counts[i] = strconv.Itoa(n)
+	}
+	name := "scale-attacher-" + strings.Join(counts, "_") + "vas"
 	for range b.N {
 		var runs []vaScaleRun
 		for _, n := range s.VAs {
@@ -125,15 +130,16 @@ func BenchmarkScaleAttacher(b *testing.B) {
 			b.Logf("%d VolumeAttachments on %d nodes: attached in %s (%.1f/s); lost node's %d fenced %.2fs after the taint; attacher %.1f%% CPU, %.0f MB (peak %.0f); controller %.0f MB (wall %s)",
 				n, run.Nodes, run.Attach.Round(time.Second), run.AttachRate, run.VictimVAs, run.VAsFenced.Seconds(),
 				run.Attacher.CPUPercent, run.Attacher.RSSMB, run.Attacher.PeakRSSMB, run.Controller.RSSMB, time.Since(start).Round(time.Second))
+			// Written after every count, so that a failure at a larger
+			// one (an hour in) keeps the figures of the smaller ones.
+			if _, err := writeResult(name, newVAScaleReport(s, runs)); err != nil {
+				b.Fatal(err)
+			}
 		}
 		report := newVAScaleReport(s, runs)
 		fmt.Printf("\nAttacher scale, %d VolumeAttachments a node, %d on the lost node, fenceline-attacher --kube-api-qps=%d --kube-api-burst=%d, idle window %s; %s\n%s\n%s\n%s\n",
 			s.VAsPerNode, s.VictimVAs, s.AttacherQPS, s.AttacherBurst, s.Idle, report.Machine, report.Table, strings.Join(report.Verdicts, "\n"), report.Context)
-		counts := make([]string, len(s.VAs))
-		for i, n := range s.VAs {
-			counts[i] = strconv.Itoa(n)
-		}
-		path, err := writeResult("scale-attacher-"+strings.Join(counts, "_")+"vas", report)
+		path, err := writeResult(name, report)
 		if err != nil {
 			b.Fatal(err)
 		}
