@@ -192,7 +192,7 @@ func runVAScale(ctx context.Context, s vaScaleSettings, n int) (vaScaleRun, erro
 		}
 		run.NodesReady = time.Since(start)
 
-		w, err := world.Launch(ctx, c, vaScaleWorld(c, s, run.Nodes))
+		w, err := world.Launch(ctx, c, vaScaleWorld(c, s, n, run.Nodes))
 		if w != nil {
 			defer w.Stop()
 		}
@@ -310,9 +310,10 @@ func runVAScale(ctx context.Context, s vaScaleSettings, n int) (vaScaleRun, erro
 // world's one node. The mock driver keeps its state in memory (saving
 // 50,000 volumes on every change would make the driver the bottleneck)
 // and knows the filler nodes through a node socket each, which nothing
-// uses: the array attaches only to nodes it knows.
-func vaScaleWorld(c *cluster.Cluster, s vaScaleSettings, nodes int) world.Options {
-	driverArgs := []string{"--memory-state", "--v=1"}
+// uses: the array attaches only to nodes it knows. Its capacity holds the
+// n volumes.
+func vaScaleWorld(c *cluster.Cluster, s vaScaleSettings, n, nodes int) world.Options {
+	driverArgs := []string{"--memory-state", "--v=1", "--capacity=" + strconv.FormatInt(int64(n)*world.VolumeSize, 10)}
 	dir := filepath.Join(c.Dir(), "vsock")
 	for i := range nodes {
 		driverArgs = append(driverArgs, "--node-endpoint="+fillerNode(i)+"=unix://"+filepath.Join(dir, fillerNode(i)+".sock"))
