@@ -19,6 +19,9 @@
 // intact). Heal reports Ready and volumesInUse in one status update, as a
 // kubelet does, and then cleans up like any kubelet.
 //
+// Shutdown is a graceful node shutdown (KEP-2000) as the kubelet's node
+// shutdown manager runs it, ending in a power-off (see shutdown.go).
+//
 // Like the upstream kubelet, the stand-in never sends the fence extension's
 // force field; Config.ForceCleanup turns it on for the clean-up after a
 // reboot, for tests of a CO that knows the extension.
@@ -125,8 +128,10 @@ type Kubelet struct {
 	mu          sync.Mutex
 	powered     bool
 	partitioned bool               // cut off by Partition: running, writers intact
-	apiCancel   context.CancelFunc // ends the current powered-on period
+	apiCtx      context.Context    // the current powered-on period
+	apiCancel   context.CancelFunc // ends it
 	apiDone     chan struct{}
+	shutdown    *shutdownState     // a graceful shutdown, from its start to the next power-on
 	vols        map[volKey]*volume // by driver and volume handle
 	inUse       []string           // volumesInUse last reported
 	writes      []Write
@@ -236,6 +241,7 @@ func (k *Kubelet) PowerOn() error {
 	}
 	k.stopWritersLocked()
 	k.boot++
+	k.shutdown = nil // a new boot is not shutting down
 	// Others (the companion controller) may have edited volumesInUse while
 	// the node was away: report afresh.
 	k.inUse = nil
@@ -258,7 +264,7 @@ func (k *Kubelet) connectLocked() error {
 		cancel()
 		return err
 	}
-	k.powered, k.partitioned, k.apiCancel, k.apiDone = true, false, cancel, done
+	k.powered, k.partitioned, k.apiCtx, k.apiCancel, k.apiDone = true, false, ctx, cancel, done
 	return nil
 }
 

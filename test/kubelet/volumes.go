@@ -174,6 +174,9 @@ func (k *Kubelet) reconcile(ctx context.Context, c caches) error {
 	if err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
+	// A shutting-down kubelet admits no new pod: it neither reports nor
+	// mounts their volumes.
+	pods = k.admit(ctx, pods)
 	wanted, err := k.wantedVolumes(c, pods)
 	if err != nil {
 		return err
@@ -344,6 +347,14 @@ func (k *Kubelet) reportInUse(ctx context.Context, wanted map[volKey]*want) erro
 			if !k.drivers[key.driver].noAttach {
 				set[string(nodeutil.CSIUniqueVolumeName(key.driver, key.handle))] = true
 			}
+		}
+	}
+	// A shutting-down kubelet posts its node status no more (unless
+	// ReportReleased): what it reported stays, the volumes its shutdown
+	// cleaned up included.
+	if sd := k.shutdown; sd != nil && !sd.cfg.ReportReleased {
+		for _, n := range k.inUse {
+			set[n] = true
 		}
 	}
 	inUse := make([]string, 0, len(set))
