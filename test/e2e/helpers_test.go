@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -41,6 +42,8 @@ type scenario struct {
 	// pinTo, when set, is where startDB places db-0: every other node is
 	// cordoned until it runs there.
 	pinTo string
+	// editSTS, when set, changes the StatefulSet startDB creates.
+	editSTS func(*appsv1.StatefulSet)
 }
 
 func newScenario(t *testing.T, opts world.Options) *scenario {
@@ -80,7 +83,11 @@ func (s *scenario) startDB() *corev1.Pod {
 		must(s.t, err)
 		defer func() { must(s.t, uncordon(s.ctx)) }()
 	}
-	_, err := s.w.Cluster.Client().AppsV1().StatefulSets(s.ns).Create(s.ctx, world.StatefulSet(s.ns, "db", 1), metav1.CreateOptions{})
+	sts := world.StatefulSet(s.ns, "db", 1)
+	if s.editSTS != nil {
+		s.editSTS(sts)
+	}
+	_, err := s.w.Cluster.Client().AppsV1().StatefulSets(s.ns).Create(s.ctx, sts, metav1.CreateOptions{})
 	must(s.t, err)
 	pod, err := s.w.WaitRunning(s.ctx, s.ns, "db-0", "", startTimeout)
 	must(s.t, err)
