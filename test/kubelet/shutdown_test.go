@@ -207,7 +207,9 @@ func TestShutdown(t *testing.T) {
 		{name: "stops in time, last status update not made", cfg: ShutdownConfig{GracePeriod: 3 * time.Second, StopTime: 300 * time.Millisecond}, stopped: true},
 		{name: "stops in time, last status update made", cfg: ShutdownConfig{GracePeriod: 3 * time.Second, StopTime: 300 * time.Millisecond, ReportReleased: true},
 			stopped: true, reported: true},
-		{name: "grace too short: the kubelet gives up", cfg: ShutdownConfig{GracePeriod: 2 * time.Second, StopTime: 10 * time.Second}, lateArrival: true},
+		// A grace of seconds leaves a loaded machine time to bind the late
+		// pod and see it rejected before the power-off.
+		{name: "grace too short: the kubelet gives up", cfg: ShutdownConfig{GracePeriod: 5 * time.Second, StopTime: 30 * time.Second}, lateArrival: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
