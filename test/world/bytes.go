@@ -84,9 +84,15 @@ func (w *World) CheckBytes(ctx context.Context) ([]ByteVerdict, error) {
 	return out, nil
 }
 
-// importFences gives the ledger the volume's fences and clean-ups as the
-// driver recorded them (a fenced unpublish the array carried out, a
-// node-side unstage that succeeded), afresh, and counts the fences.
+// importFences gives the ledger the volume's fences and what lifts them
+// as the driver recorded them, afresh, and counts the fences. A fenced
+// unpublish the array carried out is a fence. A node-side unstage that
+// succeeded lifts it, and so does a publish of the volume to the node that
+// succeeded after it: the CO attached the volume to that node again, and a
+// writer that starts on the new attachment is a new, legitimate one. A
+// lift only spares writers whose first write came after it (Ledger.judge):
+// a writer of the old attachment stays judged by the fence, however the
+// volume was attached again.
 func importFences(l *iscsi.Ledger, recs []audit.Record, handle string) int {
 	l.ClearFences()
 	n := 0
@@ -95,7 +101,8 @@ func importFences(l *iscsi.Ledger, recs []audit.Record, handle string) int {
 		case r.Method == "ControllerUnpublishVolume" && r.Fence && (r.Code == "OK" || r.Applied):
 			l.FenceReturnedAt(r.NodeID, r.Time)
 			n++
-		case r.Method == "NodeUnstageVolume" && r.Code == "OK":
+		case r.Method == "NodeUnstageVolume" && r.Code == "OK",
+			r.Method == "ControllerPublishVolume" && r.Code == "OK":
 			l.LiftedAt(r.NodeID, r.Time)
 		}
 	}
