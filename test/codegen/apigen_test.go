@@ -26,6 +26,8 @@ var apiGenerated = []string{
 	"deploy/crds/fenceline.io_fencetargets.yaml",
 	"deploy/crds/fenceline.io_fencepolicies.yaml",
 	"deploy/crds/fenceline.io_storagefences.yaml",
+	"deploy/crds/fenceline.io_fencelineremediations.yaml",
+	"deploy/crds/fenceline.io_fencelineremediationtemplates.yaml",
 }
 
 // TestAPIGeneratedCodeIsUpToDate regenerates the deepcopy functions, the

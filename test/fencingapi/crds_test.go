@@ -36,8 +36,8 @@ func startAPI(t *testing.T) versioned.Interface {
 		t.Fatal(err)
 	}
 	crds := readCRDs(t)
-	if len(crds) != 5 {
-		t.Fatalf("deploy/crds holds %d CRDs, want 5 (one per kind)", len(crds))
+	if len(crds) != 7 {
+		t.Fatalf("deploy/crds holds %d CRDs, want 7 (one per kind)", len(crds))
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()

@@ -29,6 +29,7 @@ func TestFencingAPI(t *testing.T) {
 	t.Run("informer and lister", func(t *testing.T) { testLister(t, cs) })
 	t.Run("apply configuration", func(t *testing.T) { testApply(t, cs) })
 	t.Run("storm guard status", func(t *testing.T) { testStormGuardStatus(t, cs) })
+	t.Run("remediation contract shapes", func(t *testing.T) { testRemediationShapes(t, cs) })
 }
 
 // testValidObjects creates one object of each kind and checks the server

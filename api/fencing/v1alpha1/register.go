@@ -44,6 +44,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&FenceTarget{}, &FenceTargetList{},
 		&FencePolicy{}, &FencePolicyList{},
 		&StorageFence{}, &StorageFenceList{},
+		&FencelineRemediation{}, &FencelineRemediationList{},
+		&FencelineRemediationTemplate{}, &FencelineRemediationTemplateList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

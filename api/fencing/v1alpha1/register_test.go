@@ -23,7 +23,7 @@ func TestAddToScheme(t *testing.T) {
 	if err := AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"FencingRequest", "FenceClass", "FenceTarget", "FencePolicy"} {
+	for _, kind := range []string{"FencingRequest", "FenceClass", "FenceTarget", "FencePolicy", "StorageFence", "FencelineRemediation", "FencelineRemediationTemplate"} {
 		for _, k := range []string{kind, kind + "List"} {
 			if !s.Recognizes(SchemeGroupVersion.WithKind(k)) {
 				t.Errorf("scheme does not recognize %s", k)

@@ -34,6 +34,18 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.FenceLevelApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FenceLiftRequest"):
 		return &fencingv1alpha1.FenceLiftRequestApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FencelineRemediation"):
+		return &fencingv1alpha1.FencelineRemediationApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FencelineRemediationSpec"):
+		return &fencingv1alpha1.FencelineRemediationSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FencelineRemediationStatus"):
+		return &fencingv1alpha1.FencelineRemediationStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FencelineRemediationTemplate"):
+		return &fencingv1alpha1.FencelineRemediationTemplateApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FencelineRemediationTemplateResource"):
+		return &fencingv1alpha1.FencelineRemediationTemplateResourceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FencelineRemediationTemplateSpec"):
+		return &fencingv1alpha1.FencelineRemediationTemplateSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FencePolicy"):
 		return &fencingv1alpha1.FencePolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FencePolicySpec"):

@@ -43,6 +43,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FencePolicies().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("fencetargets"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FenceTargets().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("fencelineremediations"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FencelineRemediations().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("fencelineremediationtemplates"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FencelineRemediationTemplates().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("fencingrequests"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Fencing().V1alpha1().FencingRequests().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("storagefences"):

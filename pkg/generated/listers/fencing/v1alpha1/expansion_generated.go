@@ -14,6 +14,22 @@ type FencePolicyListerExpansion interface{}
 // FenceTargetLister.
 type FenceTargetListerExpansion interface{}
 
+// FencelineRemediationListerExpansion allows custom methods to be added to
+// FencelineRemediationLister.
+type FencelineRemediationListerExpansion interface{}
+
+// FencelineRemediationNamespaceListerExpansion allows custom methods to be added to
+// FencelineRemediationNamespaceLister.
+type FencelineRemediationNamespaceListerExpansion interface{}
+
+// FencelineRemediationTemplateListerExpansion allows custom methods to be added to
+// FencelineRemediationTemplateLister.
+type FencelineRemediationTemplateListerExpansion interface{}
+
+// FencelineRemediationTemplateNamespaceListerExpansion allows custom methods to be added to
+// FencelineRemediationTemplateNamespaceLister.
+type FencelineRemediationTemplateNamespaceListerExpansion interface{}
+
 // FencingRequestListerExpansion allows custom methods to be added to
 // FencingRequestLister.
 type FencingRequestListerExpansion interface{}

@@ -14,6 +14,10 @@ type Interface interface {
 	FencePolicies() TypedFencePolicyInformer
 	// FenceTargets returns a FenceTargetInformer.
 	FenceTargets() TypedFenceTargetInformer
+	// FencelineRemediations returns a FencelineRemediationInformer.
+	FencelineRemediations() TypedFencelineRemediationInformer
+	// FencelineRemediationTemplates returns a FencelineRemediationTemplateInformer.
+	FencelineRemediationTemplates() TypedFencelineRemediationTemplateInformer
 	// FencingRequests returns a FencingRequestInformer.
 	FencingRequests() TypedFencingRequestInformer
 	// StorageFences returns a StorageFenceInformer.
@@ -44,6 +48,16 @@ func (v *version) FencePolicies() TypedFencePolicyInformer {
 // FenceTargets returns a TypedFenceTargetInformer.
 func (v *version) FenceTargets() TypedFenceTargetInformer {
 	return &fenceTargetInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// FencelineRemediations returns a TypedFencelineRemediationInformer.
+func (v *version) FencelineRemediations() TypedFencelineRemediationInformer {
+	return &fencelineRemediationInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// FencelineRemediationTemplates returns a TypedFencelineRemediationTemplateInformer.
+func (v *version) FencelineRemediationTemplates() TypedFencelineRemediationTemplateInformer {
+	return &fencelineRemediationTemplateInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // FencingRequests returns a TypedFencingRequestInformer.

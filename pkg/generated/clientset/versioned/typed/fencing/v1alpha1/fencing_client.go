@@ -15,6 +15,8 @@ type FencingV1alpha1Interface interface {
 	FenceClassesGetter
 	FencePoliciesGetter
 	FenceTargetsGetter
+	FencelineRemediationsGetter
+	FencelineRemediationTemplatesGetter
 	FencingRequestsGetter
 	StorageFencesGetter
 }
@@ -34,6 +36,14 @@ func (c *FencingV1alpha1Client) FencePolicies() FencePolicyInterface {
 
 func (c *FencingV1alpha1Client) FenceTargets() FenceTargetInterface {
 	return newFenceTargets(c)
+}
+
+func (c *FencingV1alpha1Client) FencelineRemediations(namespace string) FencelineRemediationInterface {
+	return newFencelineRemediations(c, namespace)
+}
+
+func (c *FencingV1alpha1Client) FencelineRemediationTemplates(namespace string) FencelineRemediationTemplateInterface {
+	return newFencelineRemediationTemplates(c, namespace)
 }
 
 func (c *FencingV1alpha1Client) FencingRequests() FencingRequestInterface {

@@ -8,6 +8,10 @@ type FencePolicyExpansion interface{}
 
 type FenceTargetExpansion interface{}
 
+type FencelineRemediationExpansion interface{}
+
+type FencelineRemediationTemplateExpansion interface{}
+
 type FencingRequestExpansion interface{}
 
 type StorageFenceExpansion interface{}

@@ -24,6 +24,14 @@ func (c *FakeFencingV1alpha1) FenceTargets() v1alpha1.FenceTargetInterface {
 	return newFakeFenceTargets(c)
 }
 
+func (c *FakeFencingV1alpha1) FencelineRemediations(namespace string) v1alpha1.FencelineRemediationInterface {
+	return newFakeFencelineRemediations(c, namespace)
+}
+
+func (c *FakeFencingV1alpha1) FencelineRemediationTemplates(namespace string) v1alpha1.FencelineRemediationTemplateInterface {
+	return newFakeFencelineRemediationTemplates(c, namespace)
+}
+
 func (c *FakeFencingV1alpha1) FencingRequests() v1alpha1.FencingRequestInterface {
 	return newFakeFencingRequests(c)
 }
