@@ -249,7 +249,7 @@ func runVAScale(ctx context.Context, s vaScaleSettings, n int) (vaScaleRun, erro
 		run.Processes = rest.usage
 		procs := map[string]string{"attacher": w.Attacher.Name, "controller": w.Controller.Name, "fence-agent": w.FenceAgent.Name}
 		for name, dst := range map[string]*componentUsage{"attacher": &run.Attacher, "controller": &run.Controller, "fence-agent": &run.FenceAgent} {
-			*dst = componentUsage{usage: rest.usage[procs[name]], HeapMB: rest.heaps[name], RequestsPerMin: rest.rates[name] * 60}
+			*dst = componentUsage{usage: rest.usage[procs[name]], HeapMB: rest.heaps[name], HeapLiveMB: rest.live[name], RequestsPerMin: rest.rates[name] * 60}
 		}
 
 		// The node loses power; an operator adds the out-of-service taint
@@ -634,8 +634,8 @@ func fitLine(xs, ys []float64) (a, b float64) {
 func newVAScaleReport(s vaScaleSettings, runs []vaScaleRun) vaScaleReport {
 	r := vaScaleReport{Machine: thisMachine(), Settings: s, Runs: runs, Fits: map[string]rssFit{}, FencedRatio: math.NaN()}
 	t := Table{Header: []string{"VAs (nodes)", "attach all", "attach/s", "req/VA attached", "taint -> VAs fenced", "taint -> VAs gone", "req/VA moved",
-		"attacher CPU", "RSS", "peak RSS", "Go heap", "req/min"}}
-	ctxTable := Table{Header: []string{"VAs (nodes)", "controller CPU", "RSS", "Go heap", "req/min", "fence agent CPU", "RSS", "Go heap",
+		"attacher CPU", "RSS", "peak RSS", "Go heap", "live heap", "req/min"}}
+	ctxTable := Table{Header: []string{"VAs (nodes)", "controller CPU", "RSS", "peak RSS", "live heap", "req/min", "fence agent CPU", "RSS", "live heap",
 		"mock-driver CPU", "kube-apiserver CPU", "RSS", "etcd CPU", "kwok CPU", "nodes Ready", "volumes created", "VAs created"}}
 	bySize := slices.Clone(runs)
 	slices.SortStableFunc(bySize, func(a, b vaScaleRun) int { return a.VAs - b.VAs })
@@ -648,10 +648,10 @@ func newVAScaleReport(s vaScaleSettings, runs []vaScaleRun) vaScaleReport {
 		a := run.Attacher
 		t.AddRow(size, secs(run.Attach), fmt.Sprintf("%.1f", run.AttachRate), fmt.Sprintf("%.2f", run.AttachRequestsPerVA),
 			secs(run.VAsFenced), secs(run.VAsGone), perMoved,
-			pct(a.CPUPercent), mb(a.RSSMB), mb(a.PeakRSSMB), mb(a.HeapMB), fmt.Sprintf("%.0f", a.RequestsPerMin))
+			pct(a.CPUPercent), mb(a.RSSMB), mb(a.PeakRSSMB), mb(a.HeapMB), mb(a.HeapLiveMB), fmt.Sprintf("%.0f", a.RequestsPerMin))
 		p := run.Processes
-		ctxTable.AddRow(size, pct(run.Controller.CPUPercent), mb(run.Controller.RSSMB), mb(run.Controller.HeapMB), fmt.Sprintf("%.0f", run.Controller.RequestsPerMin),
-			pct(run.FenceAgent.CPUPercent), mb(run.FenceAgent.RSSMB), mb(run.FenceAgent.HeapMB),
+		ctxTable.AddRow(size, pct(run.Controller.CPUPercent), mb(run.Controller.RSSMB), mb(run.Controller.PeakRSSMB), mb(run.Controller.HeapLiveMB),
+			fmt.Sprintf("%.0f", run.Controller.RequestsPerMin), pct(run.FenceAgent.CPUPercent), mb(run.FenceAgent.RSSMB), mb(run.FenceAgent.HeapLiveMB),
 			pct(p["mock-driver"].CPUPercent), pct(p["kube-apiserver"].CPUPercent), mb(p["kube-apiserver"].RSSMB),
 			pct(p["etcd"].CPUPercent), pct(p["kwok"].CPUPercent), secs(run.NodesReady), secs(run.VolumesCreated), secs(run.VAsCreated))
 	}
@@ -663,8 +663,8 @@ func newVAScaleReport(s vaScaleSettings, runs []vaScaleRun) vaScaleReport {
 	small, large := bySize[0], bySize[len(bySize)-1]
 	r.FencedRatio = Ratio(large.VAsFenced.Seconds(), small.VAsFenced.Seconds())
 	a := large.Attacher
-	r.Verdicts = append(r.Verdicts, fmt.Sprintf("attacher at %d VolumeAttachments: RSS %.0f MB, peak %.0f MB, Go heap %.0f MB; %s CPU at rest; all attached in %s (%.1f/s at --kube-api-qps=%d)",
-		large.VAs, a.RSSMB, a.PeakRSSMB, a.HeapMB, pct(a.CPUPercent), secs(large.Attach), large.AttachRate, s.AttacherQPS))
+	r.Verdicts = append(r.Verdicts, fmt.Sprintf("attacher at %d VolumeAttachments: RSS %.0f MB, peak %.0f MB, Go heap %.0f MB (live %.0f MB); %s CPU at rest; all attached in %s (%.1f/s at --kube-api-qps=%d)",
+		large.VAs, a.RSSMB, a.PeakRSSMB, a.HeapMB, a.HeapLiveMB, pct(a.CPUPercent), secs(large.Attach), large.AttachRate, s.AttacherQPS))
 	if len(bySize) == 1 {
 		r.Verdicts = append(r.Verdicts, fmt.Sprintf("one count only (%d): no fit, no ratio", small.VAs))
 		return r

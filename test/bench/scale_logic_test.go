@@ -253,7 +253,7 @@ func TestNewVAScaleReport(t *testing.T) {
 	run := func(vas int, rss float64, fenced time.Duration) vaScaleRun {
 		return vaScaleRun{VAs: vas, Nodes: vas / 10, VictimVAs: 100, Attach: time.Duration(vas/40) * time.Second, AttachRate: 40,
 			AttachRequestsPerVA: 3, VAsFenced: fenced, VAsGone: fenced + 10*time.Millisecond,
-			Attacher:   componentUsage{usage: usage{CPUPercent: 2, RSSMB: rss, PeakRSSMB: rss + 40}, HeapMB: rss / 2, RequestsPerMin: 24, ReactionRequests: 330},
+			Attacher:   componentUsage{usage: usage{CPUPercent: 2, RSSMB: rss, PeakRSSMB: rss + 40}, HeapMB: rss / 2, HeapLiveMB: rss / 4, RequestsPerMin: 24, ReactionRequests: 330},
 			Controller: componentUsage{usage: usage{RSSMB: rss / 2}},
 			FenceAgent: componentUsage{usage: usage{RSSMB: 40}},
 			Processes:  map[string]usage{"kube-apiserver": {CPUPercent: 50, RSSMB: 2000}}}
@@ -271,7 +271,7 @@ func TestNewVAScaleReport(t *testing.T) {
 	if math.Abs(r.FencedRatio-1.2) > 1e-9 {
 		t.Fatalf("fenced ratio %v, want 1.2", r.FencedRatio)
 	}
-	for _, want := range []string{"attacher at 50000 VolumeAttachments: RSS 380 MB, peak 420 MB, Go heap 190 MB",
+	for _, want := range []string{"attacher at 50000 VolumeAttachments: RSS 380 MB, peak 420 MB, Go heap 190 MB (live 95 MB)",
 		"attacher RSS, least squares over 3 runs: 80 MB + 60.0 MB per 10,000", "at 50000 / at 5000 VolumeAttachments: 1.2x"} {
 		if !slices.ContainsFunc(r.Verdicts, func(v string) bool { return strings.Contains(v, want) }) {
 			t.Errorf("verdicts %q lack %q", r.Verdicts, want)
@@ -280,7 +280,7 @@ func TestNewVAScaleReport(t *testing.T) {
 	if i, j := strings.Index(r.Table, "5000 (500)"), strings.Index(r.Table, "50000 (5000)"); i < 0 || j < i {
 		t.Errorf("table not sorted by count:\n%s", r.Table)
 	}
-	for _, want := range []string{"1.20 s", "3.3", "3.00", "420 MB"} {
+	for _, want := range []string{"1.20 s", "3.3", "3.00", "420 MB", "95 MB"} {
 		if !strings.Contains(r.Table, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.Table)
 		}
