@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/featuregate"
@@ -26,6 +27,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/outofservice"
 	"fenceline.io/fenceline/pkg/controller/podgc"
 	"fenceline.io/fenceline/pkg/controller/quarantine"
+	"fenceline.io/fenceline/pkg/controller/remediation"
 	"fenceline.io/fenceline/pkg/controller/tainteviction"
 	"fenceline.io/fenceline/pkg/generated/clientset/versioned"
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
@@ -61,7 +63,10 @@ type ControllerContext struct {
 	// API is served (FencingServed) before it creates an informer.
 	Fencing       fencinginformers.SharedInformerFactory
 	FencingClient versioned.Interface
-	Options       Options
+	// Dynamic is the controller's client for kinds Fenceline has no types
+	// of (Cluster API Machines), same user agent as Client.
+	Dynamic dynamic.Interface
+	Options Options
 	// Settings are the controller's own (Descriptor.Settings), nil when
 	// it has none.
 	Settings Settings
@@ -181,6 +186,10 @@ var Controllers = []Descriptor{
 	{Name: fencecoverage.Name, EnabledByDefault: true, Metrics: func() Metrics { return fencecoverage.NewMetrics() }, New: newFenceCoverage},
 	// Detaches, fenced, what stays attached to a deleted Node.
 	{Name: nodegone.Name, EnabledByDefault: true, New: newNodeGone},
+	// Fenceline as the remediator of NodeHealthCheck and MachineHealthCheck
+	// (FencelineRemediation): opt-in, because a remediation it acts on
+	// fences a node with no approval but the health checker's.
+	{Name: remediation.Name, Settings: func() Settings { return remediation.DefaultSettings() }, New: newRemediation},
 	// Removing the out-of-service taint automatically is opt-in.
 	{Name: outofservice.Name, Explain: outofservice.Explain, New: func(c ControllerContext) (Controller, error) {
 		return outofservice.New(c.Informers, c.Actuator)
@@ -386,6 +395,23 @@ func newNodeFencing(c ControllerContext) (Controller, error) {
 		Informers: c.Informers, NodeLeases: c.NodeLeases, Fencing: c.Fencing,
 		Client: c.FencingClient, Actuator: c.Actuator, Recorder: c.Actuator.Recorder, Metrics: metricsOf[*nodefencing.Metrics](c),
 		LifecycleConditions: c.Options.FeatureGate != nil && c.Options.FeatureGate.Enabled(NodeLifecycleConditions),
+	})
+}
+
+// newRemediation sets up remediation when the fencing API is served, as
+// node-fencing does.
+func newRemediation(c ControllerContext) (Controller, error) {
+	if err := FencingServed(c.FencingClient); err != nil {
+		return nil, fmt.Errorf("%w: %v; install deploy/crds or disable it with --controllers=*,-%s", errNotServed, err, remediation.Name)
+	}
+	var machines remediation.MachineNodes
+	if c.Dynamic != nil {
+		machines = remediation.DynamicMachineNodes(c.Dynamic)
+	}
+	return remediation.New(remediation.Config{
+		Informers: c.Informers, Fencing: c.Fencing, Client: c.FencingClient, Kube: c.Client,
+		Machines: machines, Recorder: c.Actuator.Recorder, DryRun: c.Options.DryRun,
+		Namespaces: settingsOf(c, remediation.DefaultSettings).Namespaces,
 	})
 }
 

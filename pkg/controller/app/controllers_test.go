@@ -74,7 +74,7 @@ func TestControllerTable(t *testing.T) {
 			t.Errorf("UserAgent(%q) = %q, want %q", d.Name, got, want)
 		}
 	}
-	if got, want := DisabledByDefault(), []string{"out-of-service-taint-removal"}; !slices.Equal(got, want) {
+	if got, want := DisabledByDefault(), []string{"remediation", "out-of-service-taint-removal"}; !slices.Equal(got, want) {
 		t.Errorf("DisabledByDefault() = %v, want %v", got, want)
 	}
 }

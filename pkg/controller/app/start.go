@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -108,6 +109,9 @@ func newController(ctx context.Context, d Descriptor, base *rest.Config, cc Cont
 		return nil, nil, err
 	}
 	if cc.FencingClient, err = versioned.NewForConfig(kubeclient.JSON(cfg)); err != nil {
+		return nil, nil, err
+	}
+	if cc.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, nil, err
 	}
 	// Events go through a second client, with a rate limiter of its own,
