@@ -71,6 +71,10 @@ const (
 	// ReasonMissedRenewal: the node missed a Lease renewal; its power is
 	// read (StepCheckPower) or the answer is awaited.
 	ReasonMissedRenewal = "MissedRenewal"
+	// ReasonExternalDetection: the node is a candidate or missed a
+	// renewal, but it is labelled detect.ExternalDetectionLabel: another
+	// detector owns it, and no request is created for it here.
+	ReasonExternalDetection = "ExternalDetection"
 )
 
 // Input is everything Decide reads about one node.
@@ -190,6 +194,9 @@ func decideNew(in Input) Decision {
 	var v detect.Verdict
 	if in.Policy != nil && in.PolicyProblem == "" {
 		if v = detect.Unhealthy(in.Node, in.renewal(), DetectRules(in.Policy), in.Now); v.Candidate {
+			if owner, ok := externalDetector(in.Node); ok {
+				return Decision{Reason: ReasonExternalDetection, Why: fmt.Sprintf("%s; the node is labelled %s=%s: that detector's remediation fences it, node-fencing creates no request", v.Message, detect.ExternalDetectionLabel, owner)}
+			}
 			if in.Blocked != "" {
 				return Decision{Reason: ReasonEarlierFailure, Why: in.Blocked}
 			}
@@ -208,9 +215,22 @@ func decideNew(in Input) Decision {
 	case in.Policy == nil:
 		return Decision{Reason: ReasonNoPolicy, Why: "no FencePolicy selects the node"}
 	case v.CheckPower:
+		if owner, ok := externalDetector(in.Node); ok {
+			return Decision{Reason: ReasonExternalDetection, Why: fmt.Sprintf("the node missed its Lease renewal; it is labelled %s=%s, so its power is not checked here", detect.ExternalDetectionLabel, owner)}
+		}
 		return decideCheckPower(in, v)
 	}
 	return Decision{Reason: ReasonNotCandidate, Why: v.Message, RecheckAfter: v.RecheckAfter}
+}
+
+// externalDetector returns the detector a node is labelled with
+// (detect.ExternalDetectionLabel; "another detector" for an empty value).
+func externalDetector(n *v1.Node) (string, bool) {
+	owner, ok := n.Labels[detect.ExternalDetectionLabel]
+	if ok && owner == "" {
+		owner = "another detector"
+	}
+	return owner, ok
 }
 
 // decideCheckPower: the node missed a Lease renewal and the policy reads

@@ -108,6 +108,19 @@ func TestDecide(t *testing.T) {
 			want{step: StepAdmit, reason: detect.ReasonPowerOffObserved}},
 		{"automatic Triaged of a power loss, the node renewed since: cancel", Input{Node: testobj.Node("n1", up), Lease: fresh, LeaseRenewed: true, Policy: pol, Target: readOff, Request: powerOffReq(testobj.InPhase(triaged))},
 			want{step: StepCancel, reason: ReasonNodeHealthy}},
+		// Another detector owns the node: no request, no power check; the
+		// marks a Failed request left are still cleared, and a request
+		// its remediation created is driven as any other.
+		{"no request, candidate, labelled for another detector: no request", Input{Node: testobj.Node("n1", dead, testobj.Label(detect.ExternalDetectionLabel, "medik8s-nhc")), Lease: stale, Policy: pol},
+			want{reason: ReasonExternalDetection}},
+		{"no request, missed its renewal, labelled for another detector: no power check", Input{Node: testobj.Node("n1", up, testobj.Label(detect.ExternalDetectionLabel, "")), Lease: missed, Policy: pol, Target: target()},
+			want{reason: ReasonExternalDetection}},
+		{"no request, missed its renewal, reads Off, labelled for another detector: no request", Input{Node: testobj.Node("n1", up, testobj.Label(detect.ExternalDetectionLabel, "capi-mhc")), Lease: missed, Policy: pol, Target: readOff},
+			want{reason: ReasonExternalDetection}},
+		{"labelled for another detector, its remediation's Pending request: triage", Input{Node: testobj.Node("n1", dead, testobj.Label(detect.ExternalDetectionLabel, "medik8s-nhc")), Lease: stale, Policy: pol, Request: testobj.FencingRequest("n1", testobj.ByUser("x"), testobj.Approved(true))},
+			want{step: StepTriage, reason: "Manual"}},
+		{"labelled for another detector, its remediation's approved Triaged request: admit", Input{Node: testobj.Node("n1", dead, testobj.Label(detect.ExternalDetectionLabel, "medik8s-nhc")), Lease: stale, Policy: manualPol, Request: testobj.FencingRequest("n1", testobj.ByUser("x"), testobj.Approved(true), testobj.InPhase(triaged))},
+			want{step: StepAdmit, reason: "Manual"}},
 		{"no request, node labelled out of fencing", Input{Node: testobj.Node("n1", dead, testobj.Label(detect.ExcludeLabel, "")), Lease: stale, Policy: pol},
 			want{reason: ReasonNotCandidate}},
 		{"no request, candidate, but a request of its boot failed: blocked", Input{Node: testobj.Node("n1", dead), Lease: stale, Policy: pol, Blocked: "FencingRequest n1-req failed"},

@@ -37,6 +37,14 @@ const (
 	// the policy selects.
 	ExcludeLabel = names.Domain + "/exclude-from-fencing"
 
+	// ExternalDetectionLabel on a Node (its value names the detector, e.g.
+	// "medik8s-nhc") says another detector owns the node's detection:
+	// node-fencing neither creates a FencingRequest for it nor checks its
+	// power on a missed renewal. The detector's FencelineRemediation
+	// (remediation controller) and a manual request still fence it, and
+	// node-fencing drives their requests as any other.
+	ExternalDetectionLabel = names.Domain + "/external-detection"
+
 	// DefaultLeaseStaleAfter is the Lease age at which a node becomes a
 	// candidate when Rules.LeaseStaleAfter is zero: two renew intervals of
 	// a kubelet with the default nodeLeaseDurationSeconds.
