@@ -64,6 +64,10 @@ const (
 // (no Node yet, a Machine without status.nodeRef) is looked at again.
 const unknownNodeRecheck = 30 * time.Second
 
+// changedDecisionRecheck is when a remediation whose decision changed on
+// fresh reads is looked at again.
+const changedDecisionRecheck = time.Second
+
 // Config wires the controller.
 type Config struct {
 	// Informers give the Nodes; Fencing the remediations and requests.
@@ -288,9 +292,10 @@ func (c *Controller) act(ctx context.Context, rem *fencingv1alpha1.FencelineReme
 	}
 	d := Decide(in)
 	if d.Action != cached.Action {
+		// Looked at again once the caches have caught up with what the
+		// fresh reads showed.
 		logger.V(2).Info("Not acting: the decision changed on fresh data", "cached", cached.Action, "fresh", d.Action, "why", d.Why)
-		c.queue.Add(rem.Namespace + "/" + rem.Name)
-		return 0, nil
+		return changedDecisionRecheck, nil
 	}
 	fresh := in.Remediation
 	if c.cfg.DryRun {

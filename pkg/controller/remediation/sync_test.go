@@ -211,6 +211,9 @@ func TestSyncFreshReadFindsARequest(t *testing.T) {
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
+	if r.After != changedDecisionRecheck {
+		t.Errorf("looked at again after %s, want %s", r.After, changedDecisionRecheck)
+	}
 	for _, w := range r.Writes {
 		if w.Verb == "create" {
 			t.Fatalf("created %s although the API server holds the remediation's request", w)
