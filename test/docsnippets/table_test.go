@@ -117,6 +117,8 @@ var table = []entry{
 		"go test -run '^$' -bench AttachThroughput -benchtime 1x ./test/bench/ -args -vas=1000 -kube-api-qps=5 -kube-api-burst=10",
 		"make bench-scale",
 		"make bench-scale SCALE_SIZES=500x1000",
+		"make bench-scale-attacher",
+		"make bench-scale-attacher SCALE_VAS=5000",
 		"FENCELINE_BENCH_REPS=3 FENCELINE_BENCH_FAILOVER_QPS=50 go test -run '^$' -bench 'Failover$' -benchtime 1x -timeout 30m ./test/bench/",
 		"FENCELINE_BENCH_REPS=1 FENCELINE_BENCH_PODS=100 FENCELINE_BENCH_FAILOVER_QPS=50 go test -run '^$' -bench 'Failover$' -benchtime 1x -timeout 30m ./test/bench/",
 		"FENCELINE_BENCH_CONFIGS=F FENCELINE_BENCH_REPS=1 FENCELINE_BENCH_PODS=100 FENCELINE_BENCH_FAILOVER_QPS=50 FENCELINE_BENCH_KCM_QPS=200 go test -run '^$' -bench 'Failover$' -benchtime 1x -timeout 30m ./test/bench/"),
