@@ -296,7 +296,7 @@ bench-scale: tools-notice build control-plane ## Run the scale benchmark (1,000 
 	FENCELINE_BENCH_SCALE_SIZES=$(SCALE_SIZES) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 3h ./test/bench/...
 
 # The attacher's scale benchmark (5,000 to 50,000 VolumeAttachments, 10 a
-# KWOK node): SCALE_VAS=N,... picks the counts; about 80 minutes for the
+# KWOK node): SCALE_VAS=N,... picks the counts; about an hour for the
 # default three on 2 cores, most of it the attacher's 3 writes per attach at
 # --kube-api-qps=100.
 SCALE_VAS ?=
