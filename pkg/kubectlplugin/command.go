@@ -125,8 +125,14 @@ func versionCommand(o *Options) *cobra.Command {
 			if client {
 				return nil
 			}
-			c, snap, err := o.snapshot(cmd.Context())
+			// Of a snapshot, the versions need only the drivers and
+			// their heartbeats.
+			c, err := o.clients()
 			if err != nil {
+				return err
+			}
+			snap := &Snapshot{Now: o.now()}
+			if err := snap.readAttachers(cmd.Context(), c.Kube); err != nil {
 				return err
 			}
 			leases, err := readLeaderLeases(cmd.Context(), c.Kube)

@@ -87,21 +87,14 @@ func ReadSnapshot(ctx context.Context, c Clients, now time.Time) (*Snapshot, err
 		return nil, permissionHint(err, "list", "nodes")
 	}
 	s.Nodes = pointers(nodes.Items)
-	drivers, err := c.Kube.StorageV1().CSIDrivers().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, permissionHint(err, "list", "csidrivers.storage.k8s.io")
+	if err := s.readAttachers(ctx, c.Kube); err != nil {
+		return nil, err
 	}
-	s.Drivers = pointers(drivers.Items)
 	vas, err := c.Kube.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, permissionHint(err, "list", "volumeattachments.storage.k8s.io")
 	}
 	s.VolumeAttachments = pointers(vas.Items)
-	leases, err := c.Kube.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: names.DriverLabel})
-	if err != nil {
-		return nil, permissionHint(err, "list", "leases.coordination.k8s.io")
-	}
-	s.Heartbeats = pointers(leases.Items)
 	if err := s.readFencing(ctx, c.Fencing); err != nil {
 		return nil, err
 	}
@@ -114,6 +107,22 @@ func ReadSnapshot(ctx context.Context, c Clients, now time.Time) (*Snapshot, err
 		return nil, err
 	}
 	return s, nil
+}
+
+// readAttachers reads the CSIDrivers and the fenceline-attacher heartbeat
+// Leases, all that the version command needs of a snapshot.
+func (s *Snapshot) readAttachers(ctx context.Context, c kubernetes.Interface) error {
+	drivers, err := c.StorageV1().CSIDrivers().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return permissionHint(err, "list", "csidrivers.storage.k8s.io")
+	}
+	s.Drivers = pointers(drivers.Items)
+	leases, err := c.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: names.DriverLabel})
+	if err != nil {
+		return permissionHint(err, "list", "leases.coordination.k8s.io")
+	}
+	s.Heartbeats = pointers(leases.Items)
+	return nil
 }
 
 // components are the sources of Fenceline's Events.
