@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/test/cluster"
 )
@@ -650,11 +650,8 @@ func (k *Kubelet) renewLease(ctx context.Context) error {
 		now := metav1.NewMicroTime(time.Now())
 		l, err := leases.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			_, err = leases.Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, Namespace: corev1.NamespaceNodeLease},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(k.cfg.NodeName),
-					LeaseDurationSeconds: ptr.To[int32](cluster.NodeLeaseDurationSeconds), RenewTime: &now},
-			}, metav1.CreateOptions{})
+			_, err = leases.Create(ctx, testobj.Lease(k.cfg.NodeName, now.Time,
+				testobj.LeaseDuration(cluster.NodeLeaseDurationSeconds*time.Second)), metav1.CreateOptions{})
 			return err
 		}
 		if err != nil {
