@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,21 +66,7 @@ func startPrometheus(ctx context.Context, t *testing.T, w *world.World, rules ru
 		t.Fatal(err)
 	}
 	s := &promServer{api: promv1.NewAPI(client), url: "http://" + addr}
-	must(t, world.WaitFor(ctx, time.Minute, "Prometheus ready at "+s.url, func(ctx context.Context) (bool, error) {
-		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("prometheus exited (%v); see %s", err, p.LogPath)
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/-/ready", nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil //nolint:nilerr // not listening yet
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	}))
+	must(t, world.WaitHealthy(ctx, p, s.url+"/-/ready"))
 	return s
 }
 

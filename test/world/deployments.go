@@ -145,7 +145,7 @@ func (w *World) RunDeployment(ctx context.Context, name string) ([]*cluster.Proc
 		}
 		procs = append(procs, p)
 		if pc.healthPath != "" {
-			if err := waitHealthy(ctx, p, "http://"+addr+pc.healthPath); err != nil {
+			if err := WaitHealthy(ctx, p, "http://"+addr+pc.healthPath); err != nil {
 				return procs, nil, err
 			}
 		}
@@ -153,9 +153,9 @@ func (w *World) RunDeployment(ctx context.Context, name string) ([]*cluster.Proc
 	return procs, pc.args, nil
 }
 
-// waitHealthy waits until url answers 200, as a liveness probe passes; it
+// WaitHealthy waits until url answers 200, as a liveness probe passes; it
 // fails at once if p exits.
-func waitHealthy(ctx context.Context, p *cluster.Process, url string) error {
+func WaitHealthy(ctx context.Context, p *cluster.Process, url string) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	return WaitFor(ctx, readyTimeout, p.Name+" healthy at "+url, func(ctx context.Context) (bool, error) {
 		if exited, err := p.Exited(); exited {
