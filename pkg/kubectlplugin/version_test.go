@@ -105,3 +105,20 @@ func TestLeaderVersions(t *testing.T) {
 		})
 	}
 }
+
+// version reads the drivers and Leases it prints, not the snapshot status
+// and explain read.
+func TestVersionReads(t *testing.T) {
+	c, k, f := fakeClients(world())
+	if _, _, err := run(t, c, "", "version"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range append(k.Actions(), f.Actions()...) {
+		got = append(got, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	want := []string{"list csidrivers", "list leases", "list leases", "list leases"}
+	if !slices.Equal(got, want) {
+		t.Errorf("version requested %v, want %v", got, want)
+	}
+}
