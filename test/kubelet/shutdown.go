@@ -436,6 +436,14 @@ func (k *Kubelet) stopPodWriters(keys []volKey) {
 // kubelet's status manager does once none may run: Failed, with the
 // shutdown's reason and message and DisruptionTarget.
 func (k *Kubelet) reportKilled(ctx context.Context, pod *corev1.Pod, killed bool) error {
+	return k.updatePodStatus(ctx, pod, func(cur *corev1.Pod) {
+		killedStatus(&cur.Status, cur.Spec.Containers, killed, time.Now())
+	})
+}
+
+// updatePodStatus sets the status of pod with set, retrying on conflicts;
+// a pod gone, or replaced by one of another UID, is left alone.
+func (k *Kubelet) updatePodStatus(ctx context.Context, pod *corev1.Pod, set func(cur *corev1.Pod)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := k.cfg.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && cur.UID != pod.UID) {
@@ -444,7 +452,7 @@ func (k *Kubelet) reportKilled(ctx context.Context, pod *corev1.Pod, killed bool
 		if err != nil {
 			return err
 		}
-		killedStatus(&cur.Status, cur.Spec.Containers, killed, time.Now())
+		set(cur)
 		_, err = k.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
@@ -569,17 +577,8 @@ func (k *Kubelet) admit(ctx context.Context, pods []*corev1.Pod) []*corev1.Pod {
 // reject reports a pod refused during a shutdown: Failed with the
 // shutdown's reason, and a Warning Event on it.
 func (k *Kubelet) reject(ctx context.Context, pod *corev1.Pod) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := k.cfg.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || (err == nil && cur.UID != pod.UID) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	err := k.updatePodStatus(ctx, pod, func(cur *corev1.Pod) {
 		cur.Status = corev1.PodStatus{Phase: corev1.PodFailed, Reason: ShutdownRejectReason, Message: ShutdownRejectMessage, QOSClass: cur.Status.QOSClass}
-		_, err = k.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
 	})
 	if err != nil {
 		return fmt.Errorf("rejecting pod %s/%s: %w", pod.Namespace, pod.Name, err)
