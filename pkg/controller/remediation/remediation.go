@@ -95,6 +95,7 @@ type Config struct {
 type Controller struct {
 	cfg          Config
 	remediations fencinglisters.FencelineRemediationLister
+	byRequest    cache.Indexer
 	requests     fencinglisters.FencingRequestLister
 	nodes        corelisters.NodeLister
 	queue        *keyloop.Loop[string]
@@ -107,9 +108,14 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Now = time.Now
 	}
 	fv := cfg.Fencing.Fencing().V1alpha1()
+	remInf := fv.FencelineRemediations().Informer()
+	if err := remInf.AddIndexers(cache.Indexers{requestKeyIndex: remediationRequestKeys}); err != nil {
+		return nil, fmt.Errorf("adding FencelineRemediation index: %w", err)
+	}
 	c := &Controller{
 		cfg:          cfg,
 		remediations: fv.FencelineRemediations().Lister(),
+		byRequest:    remInf.GetIndexer(),
 		requests:     fv.FencingRequests().Lister(),
 		nodes:        cfg.Informers.Core().V1().Nodes().Lister(),
 	}
@@ -119,16 +125,13 @@ func New(cfg Config) (*Controller, error) {
 			c.queue.Add(key)
 		}
 	}
-	if err := nodequeue.AddHandler(fv.FencelineRemediations().Informer(), "FencelineRemediation", cache.ResourceEventHandlerFuncs{
+	if err := nodequeue.AddHandler(remInf, "FencelineRemediation", cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }, DeleteFunc: enqueue,
 	}); err != nil {
 		return nil, err
 	}
 	request := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if req, ok := obj.(*fencingv1alpha1.FencingRequest); ok {
+		if req, ok := nodequeue.DeletedObject[*fencingv1alpha1.FencingRequest](obj); ok {
 			c.enqueueFor(req)
 		}
 	}
@@ -143,16 +146,42 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
+// requestKeyIndex indexes remediations by the keys a FencingRequest finds
+// them under: their UID, and each name their node goes by.
+const requestKeyIndex = "requestKey"
+
+func uidKey(uid string) string   { return "uid/" + uid }
+func nodeKey(node string) string { return "node/" + node }
+
+// remediationRequestKeys are a remediation's requestKeyIndex keys.
+func remediationRequestKeys(obj any) ([]string, error) {
+	r, ok := obj.(*fencingv1alpha1.FencelineRemediation)
+	if !ok {
+		return nil, nil
+	}
+	keys := []string{uidKey(string(r.UID)), nodeKey(nhcNodeName(r))}
+	if n := r.Status.NodeName; n != "" && n != nhcNodeName(r) {
+		keys = append(keys, nodeKey(n))
+	}
+	return keys, nil
+}
+
 // enqueueFor enqueues the remediations a request concerns: the one that
 // created it, and every one of its node.
 func (c *Controller) enqueueFor(req *fencingv1alpha1.FencingRequest) {
-	rems, err := c.remediations.List(labels.Everything())
-	if err != nil {
-		return
+	keys := []string{nodeKey(req.Spec.NodeName)}
+	if uid := req.Labels[RemediationUIDLabel]; uid != "" {
+		keys = append(keys, uidKey(uid))
 	}
-	for _, r := range rems {
-		if string(r.UID) == req.Labels[RemediationUIDLabel] || r.Status.NodeName == req.Spec.NodeName || nhcNodeName(r) == req.Spec.NodeName {
-			c.queue.Add(r.Namespace + "/" + r.Name)
+	for _, k := range keys {
+		objs, err := c.byRequest.ByIndex(requestKeyIndex, k)
+		if err != nil {
+			return
+		}
+		for _, obj := range objs {
+			if r, ok := obj.(*fencingv1alpha1.FencelineRemediation); ok {
+				c.queue.Add(r.Namespace + "/" + r.Name)
+			}
 		}
 	}
 }
