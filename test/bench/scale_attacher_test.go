@@ -15,7 +15,6 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -396,35 +395,7 @@ func createScaleVolumes(ctx context.Context, w *world.World, cs kubernetes.Inter
 			return fmt.Errorf("CreateVolume %s: %w", name, err)
 		}
 		claim := "data-" + name
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: "pv-" + name},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				StorageClassName:              world.StorageClassName,
-				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: benchNamespace, Name: claim},
-				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-					Driver: world.DriverName, VolumeHandle: resp.GetVolume().GetVolumeId(), FSType: "ext4",
-				}},
-			},
-		}
-		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating PV %s: %w", pv.Name, err)
-		}
-		pvc := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: benchNamespace},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				StorageClassName: ptr.To(world.StorageClassName),
-				VolumeName:       pv.Name,
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-			},
-		}
-		if _, err := cs.CoreV1().PersistentVolumeClaims(benchNamespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating PVC %s: %w", claim, err)
-		}
-		return nil
+		return createBoundClaim(ctx, cs, "pv-"+name, claim, resp.GetVolume().GetVolumeId(), size)
 	})
 }
 

@@ -709,35 +709,7 @@ func createVictimPods(ctx context.Context, w *world.World, cs kubernetes.Interfa
 		if err != nil {
 			return err
 		}
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: "pv-" + benchNamespace + "-" + claim},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				StorageClassName:              world.StorageClassName,
-				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: benchNamespace, Name: claim},
-				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-					Driver: world.DriverName, VolumeHandle: handle, FSType: "ext4",
-				}},
-			},
-		}
-		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating PV %s: %w", pv.Name, err)
-		}
-		pvc := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: benchNamespace},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				StorageClassName: ptr.To(world.StorageClassName),
-				VolumeName:       pv.Name,
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-			},
-		}
-		if _, err := cs.CoreV1().PersistentVolumeClaims(benchNamespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating PVC %s: %w", claim, err)
-		}
-		return nil
+		return createBoundClaim(ctx, cs, "pv-"+benchNamespace+"-"+claim, claim, handle, size)
 	}); err != nil {
 		return err
 	}
@@ -905,6 +877,41 @@ func sleep(ctx context.Context, d time.Duration) error {
 func poll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, cond); err != nil {
 		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}
+
+// createBoundClaim creates a PersistentVolume pvName of the mock driver's
+// volume handle, pre-bound to the claim benchNamespace/claim, and that
+// claim: what a provisioner would have left for a pod to use.
+func createBoundClaim(ctx context.Context, cs kubernetes.Interface, pvName, claim, handle string, size resource.Quantity) error {
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              world.StorageClassName,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: benchNamespace, Name: claim},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: world.DriverName, VolumeHandle: handle, FSType: "ext4",
+			}},
+		},
+	}
+	if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating PV %s: %w", pv.Name, err)
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: benchNamespace},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(world.StorageClassName),
+			VolumeName:       pv.Name,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+	if _, err := cs.CoreV1().PersistentVolumeClaims(benchNamespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating PVC %s: %w", claim, err)
 	}
 	return nil
 }
