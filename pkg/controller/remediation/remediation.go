@@ -246,18 +246,12 @@ func (c *Controller) cachedInput(ctx context.Context, rem *fencingv1alpha1.Fence
 			in.Node = node
 		}
 	}
-	seen := map[string]bool{}
 	for _, sel := range requestSelectors(rem, in.NodeName) {
 		reqs, err := c.requests.List(sel)
 		if err != nil {
 			return in, err
 		}
-		for _, r := range reqs {
-			if !seen[r.Name] {
-				seen[r.Name] = true
-				in.Requests = append(in.Requests, r)
-			}
-		}
+		in.addRequests(reqs...)
 	}
 	return in, nil
 }
@@ -283,20 +277,26 @@ func (c *Controller) freshInput(ctx context.Context, ns, name string) (Input, er
 			in.Node = node
 		}
 	}
-	seen := map[string]bool{}
 	for _, sel := range requestSelectors(rem, in.NodeName) {
 		list, err := c.cfg.Client.FencingV1alpha1().FencingRequests().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if err != nil {
 			return in, fmt.Errorf("listing FencingRequests: %w", err)
 		}
 		for i := range list.Items {
-			if r := &list.Items[i]; !seen[r.Name] {
-				seen[r.Name] = true
-				in.Requests = append(in.Requests, r)
-			}
+			in.addRequests(&list.Items[i])
 		}
 	}
 	return in, nil
+}
+
+// addRequests adds the requests not in in.Requests yet: a request of the
+// remediation's node that carries its UID is selected twice.
+func (in *Input) addRequests(reqs ...*fencingv1alpha1.FencingRequest) {
+	for _, r := range reqs {
+		if !slices.ContainsFunc(in.Requests, func(o *fencingv1alpha1.FencingRequest) bool { return o.Name == r.Name }) {
+			in.Requests = append(in.Requests, r)
+		}
+	}
 }
 
 // requestSelectors select the remediation's own requests and its node's.
