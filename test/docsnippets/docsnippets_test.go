@@ -386,7 +386,8 @@ func writeOverlay(t *testing.T, root string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(Blocks(string(data), "yaml"), func(b string) bool { return strings.HasPrefix(b, header) })
+	blocks := Blocks(string(data), "yaml")
+	i := slices.IndexFunc(blocks, func(b string) bool { return strings.HasPrefix(b, header) })
 	if i < 0 {
 		t.Fatalf("docs/deploy.md has no YAML block starting %q", header)
 	}
@@ -398,7 +399,7 @@ func writeOverlay(t *testing.T, root string) string {
 	if err := os.Mkdir(overlay, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(Blocks(string(data), "yaml")[i]), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(blocks[i]), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return overlay
