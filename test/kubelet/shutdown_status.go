@@ -96,10 +96,7 @@ func (k *Kubelet) postShuttingDown(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
 	}
-	if _, err := k.cfg.Client.CoreV1().Nodes().Patch(ctx, k.cfg.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("kubelet stand-in %s: posting the node shutting down: %w", k.cfg.NodeName, err)
-	}
-	return nil
+	return k.patchNodeStatus(ctx, patch, "posting the node shutting down")
 }
 
 // renewWhileShuttingDown renews the node Lease until ctx ends, and posts

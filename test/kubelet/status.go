@@ -35,8 +35,14 @@ func (k *Kubelet) reportHealedLocked(ctx context.Context, inUse []string) error 
 	if err != nil {
 		return fmt.Errorf("kubelet stand-in %s: %w", k.cfg.NodeName, err)
 	}
+	return k.patchNodeStatus(ctx, patch, "reporting Ready after the partition")
+}
+
+// patchNodeStatus sends a strategic merge patch of the node's status; the
+// error says what it was doing.
+func (k *Kubelet) patchNodeStatus(ctx context.Context, patch []byte, doing string) error {
 	if _, err := k.cfg.Client.CoreV1().Nodes().Patch(ctx, k.cfg.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("kubelet stand-in %s: reporting Ready after the partition: %w", k.cfg.NodeName, err)
+		return fmt.Errorf("kubelet stand-in %s: %s: %w", k.cfg.NodeName, doing, err)
 	}
 	return nil
 }
