@@ -279,7 +279,7 @@ func (k *Kubelet) Shutdown(ctx context.Context, cfg ShutdownConfig) (ShutdownRep
 		out := make([]ShutdownPod, len(g.pods))
 		var wg sync.WaitGroup
 		for i, p := range g.pods {
-			wg.Go(func() { out[i] = k.killPod(sctx, p, g.grace, start, deadline) })
+			wg.Go(func() { out[i] = k.killPod(sctx, p, cfg.StopTime, g.grace, start, deadline) })
 		}
 		wg.Wait()
 		k.mu.Lock()
@@ -330,14 +330,15 @@ func (k *Kubelet) ShuttingDown() bool {
 	return k.shutdown != nil
 }
 
-// killPod kills one pod of a group that started at start and ends at
-// deadline, and waits for the unpublish of its volumes until then.
-func (k *Kubelet) killPod(ctx context.Context, pod *corev1.Pod, groupGrace time.Duration, start, deadline time.Time) ShutdownPod {
+// killPod kills one pod, whose containers take stopTime to exit, of a
+// group that started at start and ends at deadline, and waits for the
+// unpublish of its volumes until then.
+func (k *Kubelet) killPod(ctx context.Context, pod *corev1.Pod, stopTime, groupGrace time.Duration, start, deadline time.Time) ShutdownPod {
 	logger := klog.FromContext(k.baseCtx).WithValues("pod", klog.KObj(pod))
 	grace := podGrace(pod, groupGrace)
 	res := ShutdownPod{Pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, Grace: grace}
 	keys := k.podVolumeKeys(ctx, pod)
-	after, killed, inTime := stopPlan(k.shutdownCfg().StopTime, grace, groupGrace)
+	after, killed, inTime := stopPlan(stopTime, grace, groupGrace)
 	if !inTime {
 		// SIGKILLed as the group runs out: the kubelet is already giving up.
 		sleepUntil(ctx, deadline)
@@ -365,15 +366,6 @@ func (k *Kubelet) killPod(ctx context.Context, pod *corev1.Pod, groupGrace time.
 	}
 	logger.Info("Kubelet stand-in killed a pod for the shutdown", "grace", grace, "killed", killed, "unmounted", res.Unmounted)
 	return res
-}
-
-func (k *Kubelet) shutdownCfg() ShutdownConfig {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.shutdown == nil {
-		return ShutdownConfig{}
-	}
-	return k.shutdown.cfg
 }
 
 // sleepUntil waits until t; it returns false if ctx ended first.
