@@ -166,24 +166,33 @@ func remediationRequestKeys(obj any) ([]string, error) {
 	return keys, nil
 }
 
-// enqueueFor enqueues the remediations a request concerns: the one that
-// created it, and every one of its node.
+// enqueueFor enqueues the remediations a request concerns.
 func (c *Controller) enqueueFor(req *fencingv1alpha1.FencingRequest) {
-	keys := []string{nodeKey(req.Spec.NodeName)}
-	if uid := req.Labels[RemediationUIDLabel]; uid != "" {
-		keys = append(keys, uidKey(uid))
+	for _, key := range c.remediationsOf(req) {
+		c.queue.Add(key)
 	}
-	for _, k := range keys {
+}
+
+// remediationsOf returns the keys of the remediations a request concerns:
+// the one that created it, and every one of its node.
+func (c *Controller) remediationsOf(req *fencingv1alpha1.FencingRequest) []string {
+	idx := []string{nodeKey(req.Spec.NodeName)}
+	if uid := req.Labels[RemediationUIDLabel]; uid != "" {
+		idx = append(idx, uidKey(uid))
+	}
+	var keys []string
+	for _, k := range idx {
 		objs, err := c.byRequest.ByIndex(requestKeyIndex, k)
 		if err != nil {
-			return
+			return keys
 		}
 		for _, obj := range objs {
-			if r, ok := obj.(*fencingv1alpha1.FencelineRemediation); ok {
-				c.queue.Add(r.Namespace + "/" + r.Name)
+			if r, ok := obj.(*fencingv1alpha1.FencelineRemediation); ok && !slices.Contains(keys, r.Namespace+"/"+r.Name) {
+				keys = append(keys, r.Namespace+"/"+r.Name)
 			}
 		}
 	}
+	return keys
 }
 
 // Run processes remediations until ctx ends.

@@ -2,6 +2,7 @@ package remediation
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -256,4 +257,33 @@ func TestSyncMachine(t *testing.T) {
 	}
 	e2 := newSyncEnv(t, nodeless, testobj.Node("w1"), rem)
 	e2.sync("capi/md-0-abcde").Check(t, ctrltest.Want{Writes: [][]string{{"update fencelineremediations/status capi/md-0-abcde"}}, After: unknownNodeRecheck})
+}
+
+// A request's event reaches the remediation that created it, whatever its
+// node, and every remediation of its node, and no other.
+func TestRemediationsOfRequest(t *testing.T) {
+	other := remediation(func(r *fencingv1alpha1.FencelineRemediation) { r.Name, r.UID = "w2", "uid-rem-w2" })
+	generated := remediation(func(r *fencingv1alpha1.FencelineRemediation) {
+		r.Name, r.UID = "w1-x7k2p", "uid-rem-gen"
+		r.Annotations = map[string]string{NodeNameAnnotation: "w1"}
+	})
+	e := newSyncEnv(t, nil, remediation(), other, generated)
+	for _, tc := range []struct {
+		name string
+		req  *fencingv1alpha1.FencingRequest
+		want []string
+	}{
+		{"own request", ownRequest(fencingv1alpha1.FencingPhasePending), []string{"fenceline/w1", "fenceline/w1-x7k2p"}},
+		{"node's request", testobj.FencingRequest("w2"), []string{"fenceline/w2"}},
+		{"own label, other node", testobj.FencingRequest("w3", func(r *fencingv1alpha1.FencingRequest) {
+			r.Labels = map[string]string{RemediationUIDLabel: "uid-rem-w2"}
+		}), []string{"fenceline/w2"}},
+		{"unrelated", testobj.FencingRequest("w3"), nil},
+	} {
+		got := e.c.remediationsOf(tc.req)
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
