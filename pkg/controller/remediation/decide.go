@@ -2,6 +2,7 @@ package remediation
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -186,12 +187,7 @@ func Decide(in Input) Decision {
 }
 
 func hasFinalizer(r *fencingv1alpha1.FencelineRemediation) bool {
-	for _, f := range r.Finalizers {
-		if f == Finalizer {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(r.Finalizers, Finalizer)
 }
 
 func asked(req *fencingv1alpha1.FencingRequest) bool {
