@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -140,11 +141,19 @@ func substitute(text, placeholder, value string) string {
 	if pre == "" && post == "" {
 		return strings.ReplaceAll(text, placeholder, value)
 	}
-	re := regexp.MustCompile(`(?m)` + pre + `(` + regexp.QuoteMeta(placeholder) + `)` + post)
-	return re.ReplaceAllStringFunc(text, func(m string) string {
+	expr := `(?m)` + pre + `(` + regexp.QuoteMeta(placeholder) + `)` + post
+	re, ok := wordPlaceholders.Load(expr)
+	if !ok {
+		re, _ = wordPlaceholders.LoadOrStore(expr, regexp.MustCompile(expr))
+	}
+	return re.(*regexp.Regexp).ReplaceAllStringFunc(text, func(m string) string {
 		return strings.Replace(m, placeholder, value, 1)
 	})
 }
+
+// wordPlaceholders holds the compiled expressions of substitute, by
+// expression: each is used for every command, in classify and in run.
+var wordPlaceholders sync.Map
 
 func isNameByte(c byte) bool {
 	return c == '_' || c == '.' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
