@@ -1,14 +1,18 @@
 // Command mock-driver is a CSI driver that behaves like a storage array with
 // fencing. One process is the array: --endpoint serves Identity and
 // Controller (and Node for --node-id), and each --node-endpoint serves
-// Identity and Node for one more node. `mock-driver write` writes to a
+// Identity and Node for one more node. --csi-addons-endpoint serves the
+// csi-addons network fence, and --node-address tells the array the client
+// address of a node's plugin. `mock-driver write` writes to a
 // volume as a node, for scripts. See docs/mock-driver.md.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -112,6 +116,29 @@ func parseFlags(args []string) (driver.Config, bool, error) {
 		nodeEndpoints[node] = ep
 		return nil
 	})
+	fs.StringVar(&cfg.CSIAddonsEndpoint, "csi-addons-endpoint", "", "Serve the csi-addons Identity and FenceController (network fencing by CIDR block) on this socket: unix:///path or tcp://host:port; empty serves no csi-addons.")
+	nodeAddresses := map[string][]string{}
+	var ownAddresses []string
+	fs.Func("node-address", "The client address a node plugin reaches the array from, registered at start-up: [<node-id>=]<ip>[,<ip>...] (no node ID: the node of --node-id). The array refuses a node's access while one of its addresses lies in a fenced CIDR block; a node without one is never refused by a network fence. Repeatable.", func(s string) error {
+		node, list, named := strings.Cut(s, "=")
+		if !named {
+			node, list = "", s
+		}
+		if named && node == "" {
+			return fmt.Errorf("want [<node-id>=]<ip>[,<ip>...], got %q", s)
+		}
+		for a := range strings.SplitSeq(list, ",") {
+			if _, err := netip.ParseAddr(a); err != nil {
+				return fmt.Errorf("node address %q: %v", a, err)
+			}
+			if named {
+				nodeAddresses[node] = append(nodeAddresses[node], a)
+			} else {
+				ownAddresses = append(ownAddresses, a)
+			}
+		}
+		return nil
+	})
 	// addFault appends the rule parse makes of a flag value.
 	addFault := func(parse func(string) (faults.Fault, error)) func(string) error {
 		return func(s string) error {
@@ -134,6 +161,15 @@ func parseFlags(args []string) (driver.Config, bool, error) {
 	}
 	if len(nodeEndpoints) > 0 {
 		cfg.NodeEndpoints = nodeEndpoints
+	}
+	if len(ownAddresses) > 0 {
+		if cfg.NodeID == "" {
+			return cfg, false, errors.New("--node-address without a node ID needs --node-id")
+		}
+		nodeAddresses[cfg.NodeID] = append(nodeAddresses[cfg.NodeID], ownAddresses...)
+	}
+	if len(nodeAddresses) > 0 {
+		cfg.NodeAddresses = nodeAddresses
 	}
 	return cfg, *showVersion, nil
 }

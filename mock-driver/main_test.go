@@ -89,6 +89,17 @@ func TestParseFlags(t *testing.T) {
 				}
 			}),
 		},
+		{
+			name: "csi-addons network fence with node addresses",
+			args: []string{"--node-id=n1", "--node-endpoint=n2=/n2.sock", "--csi-addons-endpoint=unix:///run/mock/addons.sock", "--node-address=10.0.0.1", "--node-address=n2=10.0.0.2,fd00::2", "--node-address=n2=10.0.1.2"},
+			want: base(func(c *driver.Config) {
+				c.NodeID, c.NodeEndpoints, c.CSIAddonsEndpoint = "n1", map[string]string{"n2": "/n2.sock"}, "unix:///run/mock/addons.sock"
+				c.NodeAddresses = map[string][]string{"n1": {"10.0.0.1"}, "n2": {"10.0.0.2", "fd00::2", "10.0.1.2"}}
+			}),
+		},
+		{name: "node address without a node", args: []string{"--node-address=10.0.0.1"}, wantErr: "needs --node-id"},
+		{name: "node address not an address", args: []string{"--node-address=n2=10.0.0.0/24"}, wantErr: "node address"},
+		{name: "node address with an empty node", args: []string{"--node-address==10.0.0.1"}, wantErr: "want [<node-id>=]<ip>"},
 		{name: "bad node endpoint", args: []string{"--node-endpoint=n2"}, wantErr: "want <node-id>=<endpoint>"},
 		{name: "node endpoint twice", args: []string{"--node-endpoint=n2=/a", "--node-endpoint=n2=/b"}, wantErr: "given twice"},
 		{name: "bad fault", args: []string{"--fault=CreateVolume:Broken"}, wantErr: "unknown gRPC code"},

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -55,6 +56,9 @@ type Array struct {
 	mu        sync.Mutex
 	state     *State
 	recovered *persist.CorruptError
+	// clients are the addresses each node's plugin registered
+	// (RegisterClient); not persisted.
+	clients map[string][]netip.Addr
 }
 
 // New returns an array, loading its state from opts.Store if there is one.

@@ -153,6 +153,9 @@ func (a *Array) Publish(volID, node string, mode Mode, readOnly bool) (map[strin
 	if !a.nodes[node] {
 		return nil, status.Errorf(codes.NotFound, "node %s is not known to the array", node)
 	}
+	if err := a.checkNetworkAccess(node, codes.FailedPrecondition); err != nil {
+		return nil, err
+	}
 	// Counting walks every volume: only a limit needs the count.
 	onNode := 0
 	if a.opts.MaxVolumesPerNode > 0 {

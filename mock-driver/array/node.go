@@ -22,6 +22,9 @@ func (a *Array) NodeStage(node, volID, path string, mode Mode, mount func() erro
 	if err != nil {
 		return err
 	}
+	if err := a.checkNetworkAccess(node, codes.FailedPrecondition); err != nil {
+		return err
+	}
 	if err := checkNodeAccess(v, node, a.opts.Semantics); err != nil {
 		return err
 	}
@@ -84,6 +87,9 @@ func (a *Array) NodePublish(node, volID, target, staging string, mode Mode, read
 	defer a.mu.Unlock()
 	v, err := volume(a.state, volID)
 	if err != nil {
+		return err
+	}
+	if err := a.checkNetworkAccess(node, codes.FailedPrecondition); err != nil {
 		return err
 	}
 	if err := checkNotFenced(v, node); err != nil {

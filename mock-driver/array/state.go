@@ -3,6 +3,7 @@ package array
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -18,6 +19,10 @@ type Mode = csi.VolumeCapability_AccessMode_Mode
 // plugin.
 type State struct {
 	Volumes map[string]*Volume `json:"volumes"`
+	// NetworkFences are the CIDR blocks fenced through the csi-addons
+	// FenceClusterNetwork call, keyed by the block in canonical form
+	// (netip.Prefix.Masked().String()), with the time each was fenced.
+	NetworkFences map[string]time.Time `json:"networkFences,omitempty"`
 }
 
 // Volume is one volume (a LUN, in array terms).
@@ -74,6 +79,12 @@ func (v *Volume) PublishedNodes() []string {
 // Validate checks what JSON decoding cannot: every record is present and
 // filed under its own ID. persist.Store.Load calls it.
 func (s *State) Validate() error {
+	for c := range s.NetworkFences {
+		p, err := netip.ParsePrefix(c)
+		if err != nil || p.Masked().String() != c {
+			return fmt.Errorf("network fence %q is not a CIDR block in canonical form", c)
+		}
+	}
 	for id, v := range s.Volumes {
 		switch {
 		case v == nil:
@@ -104,7 +115,7 @@ func (s *State) Validate() error {
 
 // Clone returns a deep copy of the state.
 func (s *State) Clone() *State {
-	out := &State{Volumes: make(map[string]*Volume, len(s.Volumes))}
+	out := &State{Volumes: make(map[string]*Volume, len(s.Volumes)), NetworkFences: maps.Clone(s.NetworkFences)}
 	for id, v := range s.Volumes {
 		out.Volumes[id] = v.Clone()
 	}

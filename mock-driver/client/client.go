@@ -14,7 +14,8 @@ import (
 
 // Write writes data to a volume as the node whose socket conn is connected
 // to. It returns codes.PermissionDenied once the volume was fenced off that
-// node, codes.FailedPrecondition when the volume is not attached to or used
+// node or while the node's client address lies in a fenced network (a
+// csi-addons network fence), codes.FailedPrecondition when the volume is not attached to or used
 // by the node, codes.NotFound for an unknown volume.
 func Write(ctx context.Context, conn grpc.ClientConnInterface, volumeID string, data []byte) error {
 	_, err := mockv1.NewArrayClient(conn).Write(ctx, &mockv1.WriteRequest{VolumeId: volumeID, Data: data})

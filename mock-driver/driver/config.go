@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -83,6 +84,18 @@ type Config struct {
 	// FenceMethod is how the tgt backend fences (tgt.MethodACLSessions
 	// when empty); only for BackendTgt.
 	FenceMethod string
+	// CSIAddonsEndpoint, when set, serves the csi-addons Identity and
+	// FenceController services (network fencing by CIDR block) on a socket
+	// of its own, as ceph-csi does: "unix:///path", a bare path or
+	// "tcp://host:port". Empty serves no csi-addons.
+	CSIAddonsEndpoint string
+	// NodeAddresses are the client addresses each node's plugin reaches
+	// the array from (node ID -> IPv4 or IPv6 addresses): at start-up the
+	// node plugin registers them with the array, which then refuses the
+	// node's access while one of them lies in a fenced CIDR block. A node
+	// without addresses is never refused by a network fence. Every node
+	// must be served (NodeID or NodeEndpoints).
+	NodeAddresses map[string][]string
 }
 
 // The storage backends.
@@ -130,6 +143,7 @@ func (c Config) Validate() error {
 		problems = append(problems, err.Error())
 	}
 	problems = append(problems, c.validateBackend()...)
+	problems = append(problems, c.validateAddons()...)
 	if c.MemoryState && c.Backend == BackendTgt {
 		problems = append(problems, "the tgt backend needs the state on disk (no --memory-state): a restarted driver would forget the LUNs its target serves")
 	}
@@ -155,6 +169,47 @@ func (c Config) Validate() error {
 		return fmt.Errorf("invalid mock driver configuration: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// validateAddons checks the csi-addons endpoint and the node addresses.
+func (c Config) validateAddons() []string {
+	var problems []string
+	if c.CSIAddonsEndpoint != "" {
+		if _, _, err := ParseEndpoint(c.CSIAddonsEndpoint); err != nil {
+			problems = append(problems, "csi-addons "+err.Error())
+		}
+		if c.CSIAddonsEndpoint == c.Endpoint {
+			problems = append(problems, "the csi-addons endpoint must differ from the CSI endpoint")
+		}
+		for node, ep := range c.NodeEndpoints {
+			if ep == c.CSIAddonsEndpoint {
+				problems = append(problems, fmt.Sprintf("the csi-addons endpoint is also node %s's endpoint", node))
+			}
+		}
+	}
+	for _, node := range slices.Sorted(maps.Keys(c.NodeAddresses)) {
+		if _, served := c.NodeEndpoints[node]; !served && (node == "" || node != c.NodeID) {
+			problems = append(problems, fmt.Sprintf("node address for node %q, which the driver does not serve", node))
+			continue
+		}
+		if _, err := c.nodeAddrs(node); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return problems
+}
+
+// nodeAddrs parses the addresses of node.
+func (c Config) nodeAddrs(node string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, s := range c.NodeAddresses[node] {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: address %q: %v", node, s, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // validateBackend checks the backend, its fence method and, for tgt, that

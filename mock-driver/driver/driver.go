@@ -54,6 +54,7 @@ type Driver struct {
 	stopCtx   func() bool
 	sockPaths []string
 	tgt       *tgt.Backend // nil for the memory backend
+	addons    string       // the csi-addons socket's address, or ""
 }
 
 // Start starts the driver and returns once every endpoint is listening.
@@ -99,6 +100,14 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		// A new tgtd knows nothing: serve what the state file holds.
 		err = backend.Restore(arr.Snapshot())
 	}
+	for _, node := range slices.Sorted(maps.Keys(cfg.NodeAddresses)) {
+		// The node plugin opens its session with the array: from now on
+		// the array knows the address the node reaches it from.
+		if err == nil {
+			addrs, _ := cfg.nodeAddrs(node) // Validate parsed them
+			err = arr.RegisterClient(node, addrs)
+		}
+	}
 	if err != nil {
 		stopBackend(backend)
 		return nil, err
@@ -139,6 +148,12 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			return nil, err
 		}
 	}
+	if cfg.CSIAddonsEndpoint != "" {
+		if err := d.serveAddons(shared); err != nil {
+			d.Stop()
+			return nil, err
+		}
+	}
 	if cfg.HTTPEndpoint != "" {
 		if err := d.serveMetrics(shared.Metrics); err != nil {
 			d.Stop()
@@ -171,6 +186,24 @@ func (d *Driver) serve(shared *server.Shared, sock server.Socket) error {
 		}
 	})
 	d.logger.Info("Serving", "endpoint", d.addrs[key], "node", sock.NodeID, "controller", sock.Controller)
+	return nil
+}
+
+// serveAddons starts the gRPC server of the csi-addons socket.
+func (d *Driver) serveAddons(shared *server.Shared) error {
+	srv := server.NewCSIAddonsServer(shared, d.cfg.CSIAddonsEndpoint)
+	lis, err := d.listen(d.cfg.CSIAddonsEndpoint)
+	if err != nil {
+		return err
+	}
+	d.addons = endpointOf(lis)
+	d.servers = append(d.servers, srv)
+	d.wg.Go(func() {
+		if err := srv.Serve(lis); err != nil {
+			d.logger.Error(err, "gRPC server stopped", "endpoint", d.cfg.CSIAddonsEndpoint)
+		}
+	})
+	d.logger.Info("Serving csi-addons", "endpoint", d.addons)
 	return nil
 }
 
@@ -244,6 +277,11 @@ func (d *Driver) NodeEndpoint(node string) string {
 	}
 	return d.addrs[node]
 }
+
+// CSIAddonsEndpoint returns the dialable address of the csi-addons socket
+// ("unix:///..." or "host:port"), or "" when Config.CSIAddonsEndpoint is
+// not set.
+func (d *Driver) CSIAddonsEndpoint() string { return d.addons }
 
 // MetricsAddress returns the host:port of the metrics server, or "".
 func (d *Driver) MetricsAddress() string { return d.httpAddr }

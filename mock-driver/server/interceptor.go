@@ -33,7 +33,7 @@ func (sh *Shared) interceptor(sock Socket) grpc.UnaryServerInterceptor {
 		method := path.Base(info.FullMethod)
 		logger := base.WithValues("method", method)
 		ctx = klog.NewContext(ctx, logger)
-		logger.V(2).Info("GRPC call", "request", protosanitizer.StripSecrets(fence.RedactSecrets(req)))
+		logger.V(2).Info("GRPC call", "request", protosanitizer.StripSecrets(redactAddonsSecrets(fence.RedactSecrets(req))))
 		start := time.Now()
 
 		// Latency is waited out before taking the order lock, so a slow
@@ -131,6 +131,8 @@ func auditRecord(fullMethod, socketNode string, req, resp any, err error) audit.
 		}
 	case *fencev1.ListFencesRequest, *fencev1.LiftFenceRequest:
 		fenceRecord(&rec, r, resp, err)
+	default:
+		addonsRecord(&rec, req)
 	}
 	return rec
 }

@@ -1,6 +1,8 @@
 // Package server holds the mock driver's gRPC services: CSI Identity,
 // Controller and Node, the fence extension's capability service, and the
-// mock's own Array service (data plane and fault control). One Server value
+// mock's own Array service (data plane and fault control); and, on a socket
+// of its own, the csi-addons Identity and FenceController services
+// (csiaddons.go). One Server value
 // is one socket; every socket of a driver shares one array, one audit log
 // and one fault injector.
 package server

@@ -37,9 +37,10 @@ const (
 type ArrayClient interface {
 	// Write writes data to a volume as the node that serves the socket the
 	// call arrived on. It fails with PERMISSION_DENIED once the volume was
-	// fenced off that node, with FAILED_PRECONDITION when the volume is not
-	// attached to or used by that node, and with NOT_FOUND for an unknown
-	// volume. Every call, accepted or not, is recorded in the audit log.
+	// fenced off that node or while the node's client address lies in a
+	// network fenced through csi-addons, with FAILED_PRECONDITION when the
+	// volume is not attached to or used by that node, and with NOT_FOUND for
+	// an unknown volume. Every call, accepted or not, is recorded in the audit log.
 	Write(ctx context.Context, in *WriteRequest, opts ...grpc.CallOption) (*WriteResponse, error)
 	// SetFaults replaces every fault-injection rule of the driver.
 	SetFaults(ctx context.Context, in *SetFaultsRequest, opts ...grpc.CallOption) (*SetFaultsResponse, error)
@@ -93,9 +94,10 @@ func (c *arrayClient) ListFaults(ctx context.Context, in *ListFaultsRequest, opt
 type ArrayServer interface {
 	// Write writes data to a volume as the node that serves the socket the
 	// call arrived on. It fails with PERMISSION_DENIED once the volume was
-	// fenced off that node, with FAILED_PRECONDITION when the volume is not
-	// attached to or used by that node, and with NOT_FOUND for an unknown
-	// volume. Every call, accepted or not, is recorded in the audit log.
+	// fenced off that node or while the node's client address lies in a
+	// network fenced through csi-addons, with FAILED_PRECONDITION when the
+	// volume is not attached to or used by that node, and with NOT_FOUND for
+	// an unknown volume. Every call, accepted or not, is recorded in the audit log.
 	Write(context.Context, *WriteRequest) (*WriteResponse, error)
 	// SetFaults replaces every fault-injection rule of the driver.
 	SetFaults(context.Context, *SetFaultsRequest) (*SetFaultsResponse, error)
