@@ -7,7 +7,7 @@ GO            ?= go
 BIN_DIR       := $(CURDIR)/bin
 CACHE_DIR     := $(CURDIR)/.cache
 TOOLS_BIN     := $(CACHE_DIR)/tools/bin
-KUBE_VERSION  := v1.37.1
+KUBE_VERSION  := v1.37.2
 KUBE_MINOR    := 37
 # The oldest Kubernetes minor Fenceline supports (docs/compatibility.md):
 # `make e2e-oldest` runs the end-to-end suite on its control plane, built
@@ -22,7 +22,7 @@ STATICCHECK_VERSION        := v0.8.2
 BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
-CODE_GENERATOR_VERSION     := v0.37.1
+CODE_GENERATOR_VERSION     := v0.37.2
 CONTROLLER_TOOLS_VERSION   := v0.23.0
 
 # The k8s.io/code-generator commands hack/update-codegen.sh runs.

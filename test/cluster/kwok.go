@@ -89,7 +89,7 @@ spec:
       nodeInfo:
         architecture: amd64
         operatingSystem: linux
-        kubeletVersion: v1.37.1
+        kubeletVersion: v1.37.2
         containerRuntimeVersion: kwok
       phase: Running
 ---

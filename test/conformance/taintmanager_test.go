@@ -42,7 +42,7 @@ const (
 // Single Pod and Multiple Pods specs (test/e2e/node/taints.go).
 const taintManagerFocus = `NoExecuteTaintManager`
 
-// taintManagerSpecs is how many specs the focus selects in v1.37.1: five
+// taintManagerSpecs is how many specs the focus selects in v1.37.2: five
 // Single Pod, two Multiple Pods.
 const taintManagerSpecs = 7
 
