@@ -373,3 +373,14 @@ func merged(a, add map[string]string) map[string]string {
 	}
 	return a
 }
+
+// NetworkFences adds a storage fence method NetworkFence per class.
+func NetworkFences(classes ...string) PolicyOption {
+	return func(p *fencingv1alpha1.FencePolicy) {
+		for _, c := range classes {
+			p.Spec.StorageFenceMethods = append(p.Spec.StorageFenceMethods, fencingv1alpha1.StorageFenceMethod{
+				Method: fencingv1alpha1.StorageFenceNetworkFence, NetworkFence: &fencingv1alpha1.NetworkFenceMethod{NetworkFenceClassName: c},
+			})
+		}
+	}
+}

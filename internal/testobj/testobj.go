@@ -396,3 +396,10 @@ func CSINode(node, driver, nodeID string) *storagev1.CSINode {
 		Spec:       storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: driver, NodeID: nodeID}}},
 	}
 }
+
+// Address adds a node address of type t.
+func Address(t v1.NodeAddressType, addr string) NodeOption {
+	return func(n *v1.Node) {
+		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: t, Address: addr})
+	}
+}

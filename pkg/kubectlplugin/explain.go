@@ -150,7 +150,7 @@ func Explain(s *Snapshot, objs *NodeObjects, nodeName string, cfg ExplainConfig)
 func FencingInput(s *Snapshot, lease *coordinationv1.Lease, node *v1.Node) nodefencing.Input {
 	v := nodeView{s: s, objs: &NodeObjects{Lease: lease}, node: node.Name}
 	// The snapshot's view never fails.
-	in, _ := nodefencing.Gather(context.Background(), v, v, node.Name, s.Now, nodefencing.SnapshotObserver(s.Now))
+	in, _ := nodefencing.Gather(context.Background(), v, v, nil, node.Name, s.Now, nodefencing.SnapshotObserver(s.Now))
 	return in
 }
 

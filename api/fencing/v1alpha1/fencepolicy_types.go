@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -168,6 +169,17 @@ type FencePolicySpec struct {
 	// +default="Required"
 	StorageFence StorageFenceMode `json:"storageFence,omitempty"`
 
+	// StorageFenceMethods are storage fences Fenceline makes itself once
+	// the power fence is proven and before the out-of-service taint (today
+	// a csi-addons NetworkFence, which ceph-csi serves). With storageFence
+	// Required the taint waits until every one succeeded; with BestEffort
+	// their outcome is reported only. They are lifted, and their objects
+	// deleted, when the node is recovered, before its taints go.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	StorageFenceMethods []StorageFenceMethod `json:"storageFenceMethods,omitempty"`
+
 	// StormGuard limits how much is fenced at once.
 	// +optional
 	// +default={}
@@ -285,6 +297,44 @@ const (
 	// StorageFenceBestEffort: storage fence failures are reported only.
 	StorageFenceBestEffort StorageFenceMode = "BestEffort"
 )
+
+// StorageFenceMethodName names a storage fence method.
+// +kubebuilder:validation:Enum=NetworkFence
+type StorageFenceMethodName string
+
+// StorageFenceNetworkFence fences the node's addresses through a csi-addons
+// NetworkFence (csiaddons.openshift.io/v1alpha1).
+const StorageFenceNetworkFence StorageFenceMethodName = "NetworkFence"
+
+// StorageFenceMethod is one storage fence of a policy.
+// +kubebuilder:validation:XValidation:rule="self.method != 'NetworkFence' || has(self.networkFence)",message="method NetworkFence needs networkFence"
+type StorageFenceMethod struct {
+	// Method is the kind of storage fence.
+	// +required
+	Method StorageFenceMethodName `json:"method"`
+	// NetworkFence configures method NetworkFence.
+	// +optional
+	NetworkFence *NetworkFenceMethod `json:"networkFence,omitempty"`
+}
+
+// NetworkFenceMethod is a csi-addons NetworkFence made for a fenced node:
+// one NetworkFence object through the named NetworkFenceClass, over the
+// node's addresses of the listed types, each as a single-address CIDR.
+type NetworkFenceMethod struct {
+	// NetworkFenceClassName is the csi-addons NetworkFenceClass; its
+	// provisioner is the CSI driver that fences.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NetworkFenceClassName string `json:"networkFenceClassName"`
+	// AddressTypes are the node address types fenced; InternalIP when
+	// empty.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:items:Enum=InternalIP;ExternalIP
+	AddressTypes []corev1.NodeAddressType `json:"addressTypes,omitempty"`
+}
 
 // StormGuard limits fencing when many nodes fail at once, as the node
 // lifecycle controller limits evictions and NHC limits remediations.

@@ -64,7 +64,8 @@ type ControllerContext struct {
 	Fencing       fencinginformers.SharedInformerFactory
 	FencingClient versioned.Interface
 	// Dynamic is the controller's client for kinds Fenceline has no types
-	// of (Cluster API Machines), same user agent as Client.
+	// of (Cluster API Machines, csi-addons NetworkFences), same user agent
+	// as Client.
 	Dynamic dynamic.Interface
 	Options Options
 	// Settings are the controller's own (Descriptor.Settings), nil when
@@ -395,6 +396,7 @@ func newNodeFencing(c ControllerContext) (Controller, error) {
 		Informers: c.Informers, NodeLeases: c.NodeLeases, Fencing: c.Fencing,
 		Client: c.FencingClient, Actuator: c.Actuator, Recorder: c.Actuator.Recorder, Metrics: metricsOf[*nodefencing.Metrics](c),
 		LifecycleConditions: c.Options.FeatureGate != nil && c.Options.FeatureGate.Enabled(NodeLifecycleConditions),
+		Dynamic:             c.Dynamic, Discovery: c.FencingClient.Discovery(),
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"fenceline.io/fenceline/pkg/controller/podvolumes"
+	"fenceline.io/fenceline/pkg/kube/networkfence"
 	"fenceline.io/fenceline/pkg/kube/view"
 )
 
@@ -39,6 +40,9 @@ type Input struct {
 	// objects, nil when the API is not installed.
 	View    view.View
 	Fencing view.Fencing
+	// NetworkFences reads csi-addons NetworkFences; nil when the caller
+	// cannot (they are then taken as not served).
+	NetworkFences networkfence.Reader
 	// Node is the node explained; Pods are its pods.
 	Node *v1.Node
 	Pods []*v1.Pod

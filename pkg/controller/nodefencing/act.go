@@ -77,6 +77,10 @@ func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Durati
 		return 0, c.recovering(ctx, in, d)
 	case StepRecover:
 		return 0, c.recover(ctx, in, d)
+	case StepNetworkFence:
+		return 0, c.networkFence(ctx, in, d)
+	case StepNetworkUnfence:
+		return 0, c.networkUnfence(ctx, in, d)
 	case StepCancel:
 		return 0, c.cancel(ctx, in, d)
 	case StepClear:

@@ -10,6 +10,7 @@ import (
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/controller/nodefencing/detect"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
+	"fenceline.io/fenceline/pkg/kube/networkfence"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -114,7 +115,10 @@ type Input struct {
 	// Signs are the node's writes the controller observed since it saw
 	// the request Fenced (JudgeFence).
 	Signs LifeSigns
-	Now   time.Time
+	// NetworkFence is the request's NetworkFences, read for a Fenced or
+	// Recovering request.
+	NetworkFence NetworkFenceInput
+	Now          time.Time
 }
 
 // Decision is the outcome of Decide.
@@ -131,6 +135,8 @@ type Decision struct {
 	// Clearing: the decision is about the marks a Failed or deleted
 	// request left on the node (StepClear, or why they stay).
 	Clearing bool
+	// NetworkFence is the NetworkFence StepNetworkFence creates.
+	NetworkFence *networkfence.Spec
 }
 
 // SetRequests fills the input's requests from all of the node's
@@ -358,7 +364,14 @@ func decideFenced(in Input, node *v1.Node) Decision {
 	if node == nil || in.Policy == nil {
 		return Decision{Why: "node or policy gone: the node stays fenced"}
 	}
+	nd, hold := decideNetworkFences(in, node)
+	if nd.Step != StepNone {
+		return nd
+	}
 	if AppliesOutOfService(in.Policy) && !nodeutil.HasTaint(node, outOfServiceTaint.Key) && !OwnsOutOfService(node, r) {
+		if hold {
+			return nd
+		}
 		return Decision{Step: StepOutOfService, Reason: "Fenced", Why: "the node is fenced (power read back Off): its pods and volumes may go"}
 	}
 	// Not Ready, Ready only as reported before the fence, or alive with the
@@ -396,6 +409,11 @@ func decideRecovering(in Input, node *v1.Node) Decision {
 		return Decision{Reason: ReasonVolumesInUse, Why: fmt.Sprintf("the node reports %d volumes in use: its storage clean-up has not run", len(node.Status.VolumesInUse))}
 	case !UnfencesOnNewBoot(in.Policy) && !ask.Asked():
 		return Decision{Reason: ReasonManualUnfence, Why: fmt.Sprintf("FencePolicy %s unfences by hand: run kubectl fenceline unfence %s", in.Policy.Name, r.Spec.NodeName)}
+	}
+	if d, wait := decideNetworkUnfence(in); wait {
+		return d
+	}
+	switch {
 	case !UnfencesOnNewBoot(in.Policy):
 		return Decision{Step: StepRecover, Reason: "Unfenced", Why: ask.Requester + " asked, the node rebooted, is Ready, and no VolumeAttachment or volume in use is left"}
 	}

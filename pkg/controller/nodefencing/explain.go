@@ -24,7 +24,7 @@ func Explain(in explain.Input) []explain.Verdict {
 		v.Decision, v.Why = "none", "the fencing API (fenceline.io CRDs) is not installed: node-fencing does not run"
 		return []explain.Verdict{v}
 	}
-	g, err := Gather(in.Ctx, in.View, in.Fencing, in.Node.Name, in.Now, SnapshotObserver(in.Now))
+	g, err := Gather(in.Ctx, in.View, in.Fencing, in.NetworkFences, in.Node.Name, in.Now, SnapshotObserver(in.Now))
 	if err != nil {
 		v.Decision, v.Why = "unknown", err.Error()
 		return []explain.Verdict{v}

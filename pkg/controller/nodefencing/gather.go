@@ -2,12 +2,14 @@ package nodefencing
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/kube/networkfence"
 	"fenceline.io/fenceline/pkg/kube/view"
 )
 
@@ -23,7 +25,10 @@ type ObserveFunc func(*coordinationv1.Lease) (observedAt time.Time, renewed bool
 // The controller reads its caches and adds the signs of life only its
 // history knows; explain reads its snapshot. A node that does not exist
 // is a nil Node, not an error: its requests still decide.
-func Gather(ctx context.Context, v view.View, f view.Fencing, nodeName string, now time.Time, observe ObserveFunc) (Input, error) {
+//
+// nf reads the NetworkFences of a Fenced or Recovering request; nil when
+// the caller cannot, which Decide takes as unreadable (the node waits).
+func Gather(ctx context.Context, v view.View, f view.Fencing, nf networkfence.Reader, nodeName string, now time.Time, observe ObserveFunc) (Input, error) {
 	in := Input{Now: now}
 	var err error
 	if in.Node, err = v.Node(ctx, nodeName); err != nil {
@@ -46,7 +51,48 @@ func Gather(ctx context.Context, v view.View, f view.Fencing, nodeName string, n
 	if in.Target, err = f.FenceTarget(ctx, nodeName); err != nil {
 		return in, err
 	}
-	return in, resolve(ctx, f, &in)
+	if err := resolve(ctx, f, &in); err != nil {
+		return in, err
+	}
+	return in, GatherNetworkFences(ctx, nf, &in)
+}
+
+// GatherNetworkFences fills in.NetworkFence for a Fenced or Recovering
+// request: its NetworkFences, and the NetworkFenceClasses its policy
+// names. An API that is not served is an answer (none can exist), not an
+// error; another read error is returned.
+func GatherNetworkFences(ctx context.Context, nf networkfence.Reader, in *Input) error {
+	in.NetworkFence = NetworkFenceInput{}
+	r := in.Request
+	if r == nil || (r.Status.Phase != fencingv1alpha1.FencingPhaseFenced && r.Status.Phase != fencingv1alpha1.FencingPhaseRecovering) {
+		return nil
+	}
+	if nf == nil {
+		// Read as not served: a reader without a dynamic client (unit
+		// tests, a plugin without one) lets the recovery go on, and a
+		// NetworkFence method waits.
+		in.NetworkFence.Problem = "NetworkFences are not read here"
+		return nil
+	}
+	fences, err := nf.FencesOf(ctx, r.UID)
+	switch {
+	case errors.Is(err, networkfence.ErrNotServed):
+		in.NetworkFence.Problem = err.Error()
+		return nil
+	case err != nil:
+		return err
+	}
+	in.NetworkFence = NetworkFenceInput{Served: true, Fences: fences, Classes: map[string]networkfence.Class{}}
+	for _, m := range networkFenceMethods(in.Policy) {
+		c, err := nf.Class(ctx, m.NetworkFenceClassName)
+		if err != nil {
+			return err
+		}
+		if c != nil {
+			in.NetworkFence.Classes[c.Name] = *c
+		}
+	}
+	return nil
 }
 
 // resolve fills the policy of the input's node or request, and the

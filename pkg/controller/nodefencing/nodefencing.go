@@ -21,6 +21,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -36,6 +38,7 @@ import (
 	fencinginformers "fenceline.io/fenceline/pkg/generated/informers/externalversions"
 	fencinglisters "fenceline.io/fenceline/pkg/generated/listers/fencing/v1alpha1"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
+	"fenceline.io/fenceline/pkg/kube/networkfence"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/kube/renewals"
 	"fenceline.io/fenceline/pkg/kube/view"
@@ -69,6 +72,10 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Metrics are node-fencing's own; nil records none.
 	Metrics *Metrics
+	// Dynamic and Discovery read and write csi-addons NetworkFences (the
+	// storage fence method NetworkFence); without Dynamic, none is read.
+	Dynamic   dynamic.Interface
+	Discovery discovery.DiscoveryInterface
 	// LifecycleConditions publishes the fence state as the Node lifecycle
 	// conditions of KEP-5683 (LifecycleConditions) with every write of
 	// the fencing conditions.
@@ -97,6 +104,12 @@ type Controller struct {
 	life *lifeWatch
 	// storage remembers the fenced detaches of each node (reportStorage).
 	storage *storageWatch
+	// netFences reads NetworkFences from caches started when first needed,
+	// netFencesAPI reads them fresh, netFenceWriter writes them; all nil
+	// without a dynamic client.
+	netFences      *networkfence.Informers
+	netFencesAPI   networkfence.Reader
+	netFenceWriter *networkfence.Writer
 
 	// admitMu serialises admissions, so that two workers never both see a
 	// free concurrency slot; guards holds each policy's storm-guard state.
@@ -150,6 +163,11 @@ func New(cfg Config) (*Controller, error) {
 	c.cached = view.Informers{Nodes: c.nodes, Leases: c.leases, VAs: vaInf.GetIndexer()}
 	c.fencingCached = view.FencingInformers{Requests: c.requests, RequestsByNode: requestNodeIndex, Policies: c.policies, Classes: c.classes, Targets: fv.FenceTargets().Lister()}
 	c.queue = nodequeue.New(Name, c.sync)
+	if cfg.Dynamic != nil {
+		c.netFences = &networkfence.Informers{Client: cfg.Dynamic, Discovery: cfg.Discovery, OnFence: c.queue.Enqueue}
+		c.netFencesAPI = networkfence.API{Client: cfg.Dynamic}
+		c.netFenceWriter = &networkfence.Writer{Client: cfg.Dynamic}
+	}
 	c.renewals = renewals.NewTracker(func() time.Time { return c.now() })
 	if _, err := leaseInf.Informer().AddEventHandler(c.renewals); err != nil {
 		return nil, fmt.Errorf("adding node Lease renewal handler: %w", err)
@@ -296,7 +314,12 @@ func (c *Controller) enqueueAll() {
 const staleRequestRecheck = 2 * time.Second
 
 // Run processes nodes until ctx ends.
-func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+func (c *Controller) Run(ctx context.Context, workers int) {
+	if c.netFences != nil {
+		go c.netFences.Run(ctx)
+	}
+	c.queue.Run(ctx, workers)
+}
 
 // Sync runs one sync of the node, for tests.
 func (c *Controller) Sync(ctx context.Context, nodeName string) (time.Duration, error) {
@@ -370,12 +393,20 @@ func (c *Controller) gather(nodeName string, fresh *v1.Node) (Input, error) {
 	if fresh != nil {
 		v = withNode{View: c.cached, node: fresh}
 	}
-	in, err := Gather(ctx, v, c.fencingCached, nodeName, c.now(), c.observation)
+	in, err := Gather(ctx, v, c.fencingCached, c.netReader(), nodeName, c.now(), c.observation)
 	if err != nil {
 		return in, err
 	}
 	in.Signs = c.life.signs(nodeName, in.Request, in.Lease, in.Node)
 	return in, nil
+}
+
+// netReader is the cached NetworkFence reader, nil without one.
+func (c *Controller) netReader() networkfence.Reader {
+	if c.netFences == nil {
+		return nil
+	}
+	return c.netFences
 }
 
 // resolve fills the policy of the input's node or request from the caches.

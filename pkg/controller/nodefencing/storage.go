@@ -108,11 +108,17 @@ func (w *storageWatch) forRequest(node string, r types.UID) map[string][]string 
 // fence=true and whether any of the driver's is left for the node
 // (remaining, by driver). A driver is fenced once none is left. The
 // condition is True once no VolumeAttachment of any driver is left.
-func StorageStatus(fenced, remaining map[string][]string) ([]fencingv1alpha1.StorageFenceStatus, metav1.ConditionStatus, string, string) {
+//
+// netFenced holds the drivers whose every NetworkFence of the request the
+// storage confirmed: such a driver refuses the node whatever is left
+// attached to it, so it counts as fenced.
+func StorageStatus(fenced, remaining map[string][]string, netFenced map[string]bool) ([]fencingv1alpha1.StorageFenceStatus, metav1.ConditionStatus, string, string) {
 	drivers := slices.Sorted(maps.Keys(fenced))
-	for d := range remaining {
-		if _, ok := fenced[d]; !ok {
-			drivers = append(drivers, d)
+	for _, m := range []map[string][]string{remaining, boolKeys(netFenced)} {
+		for d := range m {
+			if !slices.Contains(drivers, d) {
+				drivers = append(drivers, d)
+			}
 		}
 	}
 	slices.Sort(drivers)
@@ -123,9 +129,12 @@ func StorageStatus(fenced, remaining map[string][]string) ([]fencingv1alpha1.Sto
 		if len(vas) > 256 {
 			vas = vas[len(vas)-256:]
 		}
-		s := fencingv1alpha1.StorageFenceStatus{Driver: d, Fenced: len(remaining[d]) == 0, VolumeAttachments: vas}
+		s := fencingv1alpha1.StorageFenceStatus{Driver: d, Fenced: len(remaining[d]) == 0 || netFenced[d], VolumeAttachments: vas}
 		s.Message = fmt.Sprintf("%d VolumeAttachments detached with fence=true", len(fenced[d]))
-		if n := len(remaining[d]); n > 0 {
+		if netFenced[d] {
+			s.Message += "; its NetworkFences are confirmed"
+		}
+		if n := len(remaining[d]); n > 0 && !netFenced[d] {
 			s.Message += fmt.Sprintf("; %d still attached or detaching", n)
 			left = append(left, fmt.Sprintf("%s (%d)", d, n))
 		}
@@ -133,6 +142,9 @@ func StorageStatus(fenced, remaining map[string][]string) ([]fencingv1alpha1.Sto
 	}
 	if len(left) > 0 {
 		return out, metav1.ConditionFalse, ReasonStorageWaiting, "VolumeAttachments are left for the node: " + strings.Join(left, ", ")
+	}
+	if len(boolKeys(netFenced)) > 0 {
+		return out, metav1.ConditionTrue, ReasonStorageFenced, "every driver's volumes are detached from the node or refused to it by a confirmed NetworkFence"
 	}
 	return out, metav1.ConditionTrue, ReasonStorageFenced, "no VolumeAttachment is left for the node: every volume is detached from it"
 }
@@ -156,7 +168,7 @@ func (c *Controller) reportStorage(ctx context.Context, in Input) error {
 			remaining[va.Spec.Attacher] = append(remaining[va.Spec.Attacher], va.Name)
 		}
 	}
-	storage, status, reason, msg := StorageStatus(c.storage.forRequest(r.Spec.NodeName, r.UID), remaining)
+	storage, status, reason, msg := StorageStatus(c.storage.forRequest(r.Spec.NodeName, r.UID), remaining, netFencedDrivers(in.NetworkFence))
 	apply := func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
 		changed := setConditionReason(s, fencingv1alpha1.FencingRequestStorageFenced, status, reason, msg, now)
 		if merged := mergeStorage(s.Storage, storage); !slices.EqualFunc(merged, s.Storage, storageEqual) {
@@ -181,8 +193,17 @@ func mergeStorage(old, cur []fencingv1alpha1.StorageFenceStatus) []fencingv1alph
 	for _, o := range old {
 		s, ok := byDriver[o.Driver]
 		if !ok {
+			if len(o.NetworkFences) > 0 {
+				byDriver[o.Driver] = o
+			}
 			continue
 		}
+		for _, nf := range o.NetworkFences {
+			if !slices.Contains(s.NetworkFences, nf) {
+				s.NetworkFences = append(s.NetworkFences, nf)
+			}
+		}
+		slices.Sort(s.NetworkFences)
 		for _, va := range o.VolumeAttachments {
 			if !slices.Contains(s.VolumeAttachments, va) {
 				s.VolumeAttachments = append(s.VolumeAttachments, va)
@@ -199,5 +220,31 @@ func mergeStorage(old, cur []fencingv1alpha1.StorageFenceStatus) []fencingv1alph
 }
 
 func storageEqual(a, b fencingv1alpha1.StorageFenceStatus) bool {
-	return a.Driver == b.Driver && a.Fenced == b.Fenced && a.Message == b.Message && slices.Equal(a.VolumeAttachments, b.VolumeAttachments)
+	return a.Driver == b.Driver && a.Fenced == b.Fenced && a.Message == b.Message && slices.Equal(a.VolumeAttachments, b.VolumeAttachments) && slices.Equal(a.NetworkFences, b.NetworkFences)
+}
+
+// netFencedDrivers are the drivers (NetworkFenceClass provisioners) whose
+// every NetworkFence the storage confirmed.
+func netFencedDrivers(nf NetworkFenceInput) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range nf.Fences {
+		c, ok := nf.Classes[f.Class]
+		if !ok {
+			continue
+		}
+		if prev, seen := out[c.Provisioner]; !seen || prev {
+			out[c.Provisioner] = f.Fenced()
+		}
+	}
+	return out
+}
+
+func boolKeys(m map[string]bool) map[string][]string {
+	out := make(map[string][]string, len(m))
+	for k, v := range m {
+		if v {
+			out[k] = nil
+		}
+	}
+	return out
 }

@@ -22,19 +22,25 @@ func TestStorageStatus(t *testing.T) {
 		fenced    map[string][]string
 		remaining map[string][]string
 		want      want
+		netFenced map[string]bool
 	}{
-		{"nothing attached, nothing seen: every volume is off the node", nil, nil, want{nil, metav1.ConditionTrue, ReasonStorageFenced}},
+		{"nothing attached, nothing seen: every volume is off the node", nil, nil, want{nil, metav1.ConditionTrue, ReasonStorageFenced}, nil},
 		{"two fenced detaches, none left", map[string][]string{"a.csi": {"va-2", "va-1"}}, nil, want{[]fencingv1alpha1.StorageFenceStatus{
-			{Driver: "a.csi", Fenced: true, VolumeAttachments: []string{"va-1", "va-2"}, Message: "2 VolumeAttachments detached with fence=true"}}, metav1.ConditionTrue, ReasonStorageFenced}},
+			{Driver: "a.csi", Fenced: true, VolumeAttachments: []string{"va-1", "va-2"}, Message: "2 VolumeAttachments detached with fence=true"}}, metav1.ConditionTrue, ReasonStorageFenced}, nil},
 		{"one fenced, one of the same driver left", map[string][]string{"a.csi": {"va-1"}}, map[string][]string{"a.csi": {"va-2"}}, want{[]fencingv1alpha1.StorageFenceStatus{
-			{Driver: "a.csi", Fenced: false, VolumeAttachments: []string{"va-1"}, Message: "1 VolumeAttachments detached with fence=true; 1 still attached or detaching"}}, metav1.ConditionFalse, ReasonStorageWaiting}},
+			{Driver: "a.csi", Fenced: false, VolumeAttachments: []string{"va-1"}, Message: "1 VolumeAttachments detached with fence=true; 1 still attached or detaching"}}, metav1.ConditionFalse, ReasonStorageWaiting}, nil},
 		{"a driver with nothing fenced yet is listed, not fenced", map[string][]string{"a.csi": {"va-1"}}, map[string][]string{"b.csi": {"vb-1"}}, want{[]fencingv1alpha1.StorageFenceStatus{
 			{Driver: "a.csi", Fenced: true, VolumeAttachments: []string{"va-1"}, Message: "1 VolumeAttachments detached with fence=true"},
+			{Driver: "b.csi", Fenced: false, Message: "0 VolumeAttachments detached with fence=true; 1 still attached or detaching"}}, metav1.ConditionFalse, ReasonStorageWaiting}, nil},
+		{name: "a confirmed NetworkFence fences its driver with volumes left", netFenced: map[string]bool{"b.csi": true}, fenced: map[string][]string{"a.csi": {"va-1"}}, remaining: map[string][]string{"b.csi": {"vb-1"}}, want: want{[]fencingv1alpha1.StorageFenceStatus{
+			{Driver: "a.csi", Fenced: true, VolumeAttachments: []string{"va-1"}, Message: "1 VolumeAttachments detached with fence=true"},
+			{Driver: "b.csi", Fenced: true, Message: "0 VolumeAttachments detached with fence=true; its NetworkFences are confirmed"}}, metav1.ConditionTrue, ReasonStorageFenced}},
+		{name: "an unconfirmed NetworkFence does not", netFenced: map[string]bool{"b.csi": false}, remaining: map[string][]string{"b.csi": {"vb-1"}}, want: want{[]fencingv1alpha1.StorageFenceStatus{
 			{Driver: "b.csi", Fenced: false, Message: "0 VolumeAttachments detached with fence=true; 1 still attached or detaching"}}, metav1.ConditionFalse, ReasonStorageWaiting}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			storage, status, reason, msg := StorageStatus(tc.fenced, tc.remaining)
+			storage, status, reason, msg := StorageStatus(tc.fenced, tc.remaining, tc.netFenced)
 			if !reflect.DeepEqual(storage, tc.want.storage) || status != tc.want.status || reason != tc.want.reason || msg == "" {
 				t.Fatalf("StorageStatus = %+v %s %s %q, want %+v %s %s", storage, status, reason, msg, tc.want.storage, tc.want.status, tc.want.reason)
 			}

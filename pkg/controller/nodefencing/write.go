@@ -2,6 +2,7 @@ package nodefencing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -20,6 +21,7 @@ import (
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/kube/apitext"
 	"fenceline.io/fenceline/pkg/kube/fencingreq"
+	"fenceline.io/fenceline/pkg/kube/networkfence"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/kube/view"
 	"fenceline.io/fenceline/pkg/names"
@@ -270,6 +272,10 @@ type freshReads struct {
 	request  *fencingv1alpha1.FencingRequest
 	requests []*fencingv1alpha1.FencingRequest
 	listed   bool
+	// netFences are the request's NetworkFences, when netRead.
+	netFences []networkfence.Fence
+	netErr    error
+	netRead   bool
 }
 
 type freshResult struct {
@@ -323,7 +329,32 @@ func (c *Controller) readFresh(ctx context.Context, nodeName string, readNode bo
 		})
 	}
 	g.Go(func() error { return c.freshRequest(ctx, &reads, nodeName, r) })
+	if c.needsFreshNetworkFences(r) {
+		g.Go(func() error {
+			reads.netFences, reads.netErr = c.netFencesAPI.FencesOf(ctx, r.UID)
+			reads.netRead = true
+			if errors.Is(reads.netErr, networkfence.ErrNotServed) {
+				return nil
+			}
+			return reads.netErr
+		})
+	}
 	return reads, g.Wait()
+}
+
+// needsFreshNetworkFences: the request may have NetworkFences (Fenced or
+// Recovering, and its policy makes them or the cache knows some), so a
+// write re-checks them fresh. Others skip the read, which on a slow API
+// server is a round trip every step would pay.
+func (c *Controller) needsFreshNetworkFences(r *fencingv1alpha1.FencingRequest) bool {
+	if c.netFencesAPI == nil || r == nil || (r.Status.Phase != fencingv1alpha1.FencingPhaseFenced && r.Status.Phase != fencingv1alpha1.FencingPhaseRecovering) {
+		return false
+	}
+	if p, err := c.policies.Get(r.Spec.PolicyName); err == nil && len(networkFenceMethods(p)) > 0 {
+		return true
+	}
+	cached, err := c.netFences.FencesOf(context.Background(), r.UID)
+	return err != nil && !errors.Is(err, networkfence.ErrNotServed) || len(cached) > 0
 }
 
 // inputOf is gather with the fresh reads in place of the caches'.
@@ -345,7 +376,22 @@ func (c *Controller) inputOf(nodeName string, reads freshReads) (Input, error) {
 	if reads.vasRead {
 		in.VolumeAttachments = len(reads.vas)
 	}
-	return in, c.resolve(&in)
+	if err := c.resolve(&in); err != nil {
+		return in, err
+	}
+	// The request may be fresher than the cached one gather read them for.
+	if err := GatherNetworkFences(context.Background(), c.netReader(), &in); err != nil {
+		return in, err
+	}
+	if reads.netRead {
+		switch {
+		case errors.Is(reads.netErr, networkfence.ErrNotServed):
+			in.NetworkFence = NetworkFenceInput{Problem: reads.netErr.Error()}
+		default:
+			in.NetworkFence.Served, in.NetworkFence.Problem, in.NetworkFence.Fences = true, "", reads.netFences
+		}
+	}
+	return in, nil
 }
 
 // freshTarget reads the node's FenceTarget (nil when it has none).

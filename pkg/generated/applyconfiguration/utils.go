@@ -74,6 +74,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.FencingRequestStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("IPMISettings"):
 		return &fencingv1alpha1.IPMISettingsApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NetworkFenceMethod"):
+		return &fencingv1alpha1.NetworkFenceMethodApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("RedfishSettings"):
 		return &fencingv1alpha1.RedfishSettingsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ReportedFence"):
@@ -82,6 +84,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fencingv1alpha1.SecretReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StorageFence"):
 		return &fencingv1alpha1.StorageFenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("StorageFenceMethod"):
+		return &fencingv1alpha1.StorageFenceMethodApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StorageFenceReport"):
 		return &fencingv1alpha1.StorageFenceReportApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StorageFenceSpec"):

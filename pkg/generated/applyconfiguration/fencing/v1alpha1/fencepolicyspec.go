@@ -27,6 +27,13 @@ type FencePolicySpecApplyConfiguration struct {
 	Levels []FenceLevelApplyConfiguration `json:"levels,omitempty"`
 	// StorageFence says whether a storage fence must succeed as well.
 	StorageFence *fencingv1alpha1.StorageFenceMode `json:"storageFence,omitempty"`
+	// StorageFenceMethods are storage fences Fenceline makes itself once
+	// the power fence is proven and before the out-of-service taint (today
+	// a csi-addons NetworkFence, which ceph-csi serves). With storageFence
+	// Required the taint waits until every one succeeded; with BestEffort
+	// their outcome is reported only. They are lifted, and their objects
+	// deleted, when the node is recovered, before its taints go.
+	StorageFenceMethods []StorageFenceMethodApplyConfiguration `json:"storageFenceMethods,omitempty"`
 	// StormGuard limits how much is fenced at once.
 	StormGuard *StormGuardApplyConfiguration `json:"stormGuard,omitempty"`
 	// Recovery is how a fenced node comes back.
@@ -81,6 +88,19 @@ func (b *FencePolicySpecApplyConfiguration) WithLevels(values ...*FenceLevelAppl
 // If called multiple times, the StorageFence field is set to the value of the last call.
 func (b *FencePolicySpecApplyConfiguration) WithStorageFence(value fencingv1alpha1.StorageFenceMode) *FencePolicySpecApplyConfiguration {
 	b.StorageFence = &value
+	return b
+}
+
+// WithStorageFenceMethods adds the given value to the StorageFenceMethods field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the StorageFenceMethods field.
+func (b *FencePolicySpecApplyConfiguration) WithStorageFenceMethods(values ...*StorageFenceMethodApplyConfiguration) *FencePolicySpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithStorageFenceMethods")
+		}
+		b.StorageFenceMethods = append(b.StorageFenceMethods, *values[i])
+	}
 	return b
 }
 
