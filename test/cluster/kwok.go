@@ -25,6 +25,10 @@ const (
 // object only once its volumes are unmounted.
 const VolumesMountedAnnotation = "kubelet.fenceline.io/volumes-mounted"
 
+// InternalIPAnnotation, on a KWOK node, is the InternalIP KWOK reports for
+// it; 127.0.0.1 without it. AddNodeWithIP sets it.
+const InternalIPAnnotation = "kwok.fenceline.io/internal-ip"
+
 // kwokConfig holds the KWOK stages: nodes become Ready when managed (also
 // after a power cycle); a scheduled pod is admitted (Pending, containers
 // being created, not Ready), then Running once its volumes are mounted (if
@@ -74,7 +78,7 @@ spec:
         lastHeartbeatTime: {{ $now | Quote }}
         lastTransitionTime: {{ $now | Quote }}
       addresses:
-      - address: "127.0.0.1"
+      - address: {{ with .metadata.annotations }}{{ or (index . "kwok.fenceline.io/internal-ip") "127.0.0.1" | Quote }}{{ else }}"127.0.0.1"{{ end }}
         type: InternalIP
       - address: {{ .metadata.name | Quote }}
         type: Hostname

@@ -28,11 +28,20 @@ const NodeReadyTimeout = 30 * time.Second
 // with the node name as its CSI node ID, as a kubelet does when a driver
 // registers. It returns once the node is Ready.
 func (c *Cluster) AddNode(ctx context.Context, name string, drivers ...string) error {
+	return c.AddNodeWithIP(ctx, name, "", drivers...)
+}
+
+// AddNodeWithIP is AddNode for a node whose InternalIP is ip (127.0.0.1
+// when empty), as a network fence sees it.
+func (c *Cluster) AddNodeWithIP(ctx context.Context, name, ip string, drivers ...string) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:        name,
 		Labels:      map[string]string{corev1.LabelHostname: name, "type": "kwok"},
 		Annotations: map[string]string{names.ControllerManagedAttachAnnotation: "true"},
 	}}
+	if ip != "" {
+		node.Annotations[InternalIPAnnotation] = ip
+	}
 	// Created without the power label, so that the boot ID is in place
 	// before KWOK first writes the node's status.
 	if _, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {

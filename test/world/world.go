@@ -114,6 +114,12 @@ type Options struct {
 	// World.APIProxy, that passes bytes at once until its delay is set: a
 	// loaded or distant API server, as Fenceline's components see it.
 	APIProxy bool
+	// NetworkFence runs csi-addons network fencing: the NetworkFence CRDs,
+	// a stand-in csi-addons controller (test/csiaddons), the mock driver's
+	// csi-addons socket and NetworkFenceClass (NetworkFenceClassName), and
+	// a distinct InternalIP per KWOK node (NodeIP), which the array sees
+	// the node's writes come from.
+	NetworkFence bool
 	// ZombieWrites keeps a powered-off node's writers writing.
 	ZombieWrites bool
 	// HeldOpen keeps a volume's writer going until its NodeUnpublishVolume
@@ -217,6 +223,11 @@ type World struct {
 	// metrics is Options.Metrics; endpoints what the components serve.
 	metrics   bool
 	endpoints endpoints
+	// networkFence is Options.NetworkFence; stopNetworkFence stops its
+	// stand-in controller. standinCtx carries the stand-ins' logger.
+	networkFence     bool
+	stopNetworkFence context.CancelFunc
+	standinCtx       context.Context
 }
 
 // readyTimeout bounds the start of the product on a running control plane.
@@ -264,6 +275,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		realLease:     opts.RealKubeletLeaseSeconds,
 		realStatus:    opts.RealKubeletStatusUpdate,
 		metrics:       opts.Metrics,
+		networkFence:  opts.NetworkFence,
 		Ledgers:       &iscsi.Book{},
 		NodeSockets:   map[string]string{},
 		StateDir:      filepath.Join(c.Dir(), "mock"),
@@ -276,6 +288,10 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 	}
 	w.standinLog = standinLog
 	standinCtx := klog.NewContext(ctx, textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(standinLog), textlogger.Verbosity(4))))
+	w.standinCtx = standinCtx
+	if opts.NetworkFence {
+		opts.Driver.Args = append(slices.Clone(opts.Driver.Args), w.networkFenceArgs()...)
+	}
 	if opts.APIProxy {
 		if w.APIProxy, err = w.StartAPIProxy(); err != nil {
 			return w, err
@@ -285,7 +301,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		return w, err
 	}
 	for _, n := range w.Nodes {
-		if err := c.AddNode(ctx, n, w.DriverNames()...); err != nil {
+		if err := c.AddNodeWithIP(ctx, n, w.nodeIP(n), w.DriverNames()...); err != nil {
 			return w, err
 		}
 		k, err := kubelet.Start(standinCtx, kubelet.Config{
@@ -308,6 +324,11 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 	}
 	if err := w.startRealKubelets(ctx); err != nil {
 		return w, err
+	}
+	if opts.NetworkFence {
+		if err := w.startNetworkFence(ctx); err != nil {
+			return w, err
+		}
 	}
 	// An install waits for its pods to be ready, so the nodes come first.
 	if opts.Installer != nil {
@@ -522,6 +543,9 @@ func (w *World) Audit() ([]audit.Record, error) { return w.AuditOf(DriverName) }
 // Stop stops the kubelet stand-ins; the processes stop with the cluster
 // (they are tracked by it), newest first.
 func (w *World) Stop() {
+	if w.stopNetworkFence != nil {
+		w.stopNetworkFence()
+	}
 	for _, k := range w.Kubelets {
 		k.Stop()
 	}

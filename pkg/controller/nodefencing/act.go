@@ -453,7 +453,9 @@ func waitingCondition(p fencingv1alpha1.FencingPhase) string {
 
 func eventType(reason string) string {
 	switch reason {
-	case ReasonInvalidPolicy, ReasonSameBootID, ReasonUnknownBootID, ReasonExcluded, ReasonLyingFence:
+	case ReasonInvalidPolicy, ReasonSameBootID, ReasonUnknownBootID, ReasonExcluded, ReasonLyingFence,
+		ReasonNetworkFenceFailed, ReasonNetworkFenceClassMissing, ReasonNoNodeAddresses, ReasonNetworkFenceUnavailable,
+		ReasonNetworkFenceLifted, ReasonNetworkUnfenceFailed:
 		return v1.EventTypeWarning
 	}
 	return v1.EventTypeNormal
