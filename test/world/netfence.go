@@ -44,7 +44,10 @@ func (w *World) nodeIP(n string) string {
 	return ""
 }
 
-// csiAddonsSocket is the mock driver's csi-addons endpoint.
+// CSIAddonsSocket is the mock driver's csi-addons endpoint in a world
+// with Options.NetworkFence.
+func (w *World) CSIAddonsSocket() string { return w.csiAddonsSocket() }
+
 func (w *World) csiAddonsSocket() string {
 	return "unix://" + filepath.Join(w.Cluster.Dir(), "sock", "csi-addons.sock")
 }
@@ -61,9 +64,9 @@ func (w *World) networkFenceArgs() []string {
 }
 
 // startNetworkFence installs the csi-addons NetworkFence CRDs, the mock
-// driver's NetworkFenceClass and its Secret, and runs the stand-in
-// csi-addons controller in this process until the world stops.
-func (w *World) startNetworkFence(ctx context.Context) error {
+// driver's NetworkFenceClass and its Secret, and, with standIn, runs the
+// stand-in csi-addons controller in this process until the world stops.
+func (w *World) startNetworkFence(ctx context.Context, standIn bool) error {
 	cfg := w.Cluster.AdminConfig()
 	if err := csiaddons.InstallCRDs(ctx, cfg); err != nil {
 		return fmt.Errorf("installing the csi-addons CRDs: %w", err)
@@ -86,6 +89,9 @@ func (w *World) startNetworkFence(ctx context.Context) error {
 	}
 	if _, err := dyn.Resource(csiaddons.NetworkFenceClassResource).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating NetworkFenceClass %s: %w", NetworkFenceClassName, err)
+	}
+	if !standIn {
+		return nil
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(w.standinCtx))
 	w.stopNetworkFence = cancel

@@ -120,6 +120,10 @@ type Options struct {
 	// a distinct InternalIP per KWOK node (NodeIP), which the array sees
 	// the node's writes come from.
 	NetworkFence bool
+	// NoNetworkFenceController, with NetworkFence, runs no stand-in
+	// csi-addons controller: for the real one, pointed at the mock
+	// driver's csi-addons socket (World.CSIAddonsSocket).
+	NoNetworkFenceController bool
 	// ZombieWrites keeps a powered-off node's writers writing.
 	ZombieWrites bool
 	// HeldOpen keeps a volume's writer going until its NodeUnpublishVolume
@@ -326,7 +330,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, opts Options) (*World, erro
 		return w, err
 	}
 	if opts.NetworkFence {
-		if err := w.startNetworkFence(ctx); err != nil {
+		if err := w.startNetworkFence(ctx, !opts.NoNetworkFenceController); err != nil {
 			return w, err
 		}
 	}
