@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -230,6 +231,21 @@ var rejections = []rejection{
 			fp.Spec.StormGuard.MaxUnhealthy = ptr.To(intstr.FromString("150%"))
 		}),
 		want: "maxUnhealthy must be a non-negative count or a percentage",
+	},
+	{
+		name: "FencePolicy NetworkFence method without its settings",
+		do: createPolicy(func(fp *fencingv1alpha1.FencePolicy) {
+			fp.Spec.StorageFenceMethods = []fencingv1alpha1.StorageFenceMethod{{Method: fencingv1alpha1.StorageFenceNetworkFence}}
+		}),
+		want: "method NetworkFence needs networkFence",
+	},
+	{
+		name: "FencePolicy NetworkFence address type unknown",
+		do: createPolicy(func(fp *fencingv1alpha1.FencePolicy) {
+			fp.Spec.StorageFenceMethods = []fencingv1alpha1.StorageFenceMethod{{Method: fencingv1alpha1.StorageFenceNetworkFence,
+				NetworkFence: &fencingv1alpha1.NetworkFenceMethod{NetworkFenceClassName: "ceph", AddressTypes: []corev1.NodeAddressType{corev1.NodeHostName}}}}
+		}),
+		want: `Unsupported value: "Hostname"`,
 	},
 	{
 		name: "FencePolicy without levels",
