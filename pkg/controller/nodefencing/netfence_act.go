@@ -1,6 +1,7 @@
 package nodefencing
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -79,15 +80,7 @@ func addNetworkFence(s *fencingv1alpha1.FencingRequestStatus, driver, name strin
 		return true
 	}
 	s.Storage = append(s.Storage, fencingv1alpha1.StorageFenceStatus{Driver: driver, NetworkFences: []string{name}, Message: "NetworkFence requested"})
-	slices.SortFunc(s.Storage, func(a, b fencingv1alpha1.StorageFenceStatus) int {
-		switch {
-		case a.Driver < b.Driver:
-			return -1
-		case a.Driver > b.Driver:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(s.Storage, func(a, b fencingv1alpha1.StorageFenceStatus) int { return cmp.Compare(a.Driver, b.Driver) })
 	return true
 }
 
