@@ -316,7 +316,7 @@ const staleRequestRecheck = 2 * time.Second
 // Run processes nodes until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	if c.netFences != nil {
-		go c.netFences.Run(ctx)
+		c.netFences.Start(ctx)
 	}
 	c.queue.Run(ctx, workers)
 }

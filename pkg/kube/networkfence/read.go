@@ -109,13 +109,12 @@ type Informers struct {
 	stop    <-chan struct{}
 }
 
-// Run keeps the informers of inf until ctx ends; before Run, every read
-// answers ErrNotServed.
-func (inf *Informers) Run(ctx context.Context) {
+// Start lets the informers of inf run, once they are needed, until ctx
+// ends; it returns at once. Before Start, every read answers ErrNotServed.
+func (inf *Informers) Start(ctx context.Context) {
 	inf.mu.Lock()
 	inf.stop = ctx.Done()
 	inf.mu.Unlock()
-	<-ctx.Done()
 }
 
 const byRequest = "byRequest"
