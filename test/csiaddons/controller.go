@@ -125,8 +125,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		AddFunc: c.enqueue,
 		// Only spec changes (and the deletion, which bumps the generation
 		// of an object with finalizers) are handled, as the real
-		// controller's GenerationChangedPredicate does: the status and
-		// finalizer updates of the controller itself start nothing.
+		// controller's GenerationChangedPredicate does: its status updates
+		// start nothing; its finalizer update does when it fills the spec
+		// (roundTripSpec).
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*unstructured.Unstructured)
 			n, ok2 := newObj.(*unstructured.Unstructured)
@@ -237,6 +238,12 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if !slices.Contains(u.GetFinalizers(), Finalizer) {
 		withFinalizer := u.DeepCopy()
 		withFinalizer.SetFinalizers(append(withFinalizer.GetFinalizers(), Finalizer))
+		// The real controller writes its typed object back, whose spec
+		// always carries driver and secret: the finalizer's update changes
+		// the spec of a NetworkFence made without them, bumps the
+		// generation and has the object handled (and the driver called)
+		// once more.
+		roundTripSpec(withFinalizer)
 		updated, err := c.dyn.Resource(NetworkFenceResource).Update(ctx, withFinalizer, metav1.UpdateOptions{})
 		if err != nil {
 			err = fmt.Errorf("failed to add finalizer (%s) to NetworkFence resource (%s): %w", Finalizer, name, err)
@@ -454,4 +461,16 @@ func (c *Controller) setStatus(ctx context.Context, u *unstructured.Unstructured
 	}
 	_, err := c.dyn.Resource(NetworkFenceResource).UpdateStatus(ctx, u, metav1.UpdateOptions{})
 	return err
+}
+
+// roundTripSpec sets the spec fields the real controller's Go types always
+// write (driver and secret, without omitempty on driver), as its update
+// of a typed object does.
+func roundTripSpec(u *unstructured.Unstructured) {
+	if _, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "driver"); !ok {
+		_ = unstructured.SetNestedField(u.Object, "", "spec", "driver")
+	}
+	if _, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "secret"); !ok {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{}, "spec", "secret")
+	}
 }

@@ -12,7 +12,7 @@
 //
 //   - It handles a NetworkFence when it is created and when its generation
 //     changes (a spec change, or the deletion of an object with
-//     finalizers); its own status and finalizer updates start nothing.
+//     finalizers); its own status updates start nothing.
 //   - It validates the spec first: with networkFenceClassName, cidrs must
 //     be set; without, driver and cidrs must be. An invalid spec gets
 //     status.result Failed and status.message "Failed to validate
@@ -27,7 +27,12 @@
 //     the NETWORK_FENCE capability, is retried with back-off and the
 //     status left alone.
 //   - It adds the finalizer csiaddons.openshift.io/network-fence before
-//     calling the driver.
+//     calling the driver, writing the object back as its typed Go object
+//     would: spec.driver ("") and spec.secret ({}) are filled in when
+//     absent, so for a NetworkFence made without them (as Fenceline makes
+//     them) the update bumps the generation and the object is handled, and
+//     the driver called, a second time. The real controller was seen doing
+//     exactly that.
 //   - It reads the Secret's data into the call's secrets; a Secret that
 //     cannot be read (or is not named) fails the call with
 //     InvalidArgument, as the csi-addons sidecar does.
@@ -49,12 +54,16 @@
 //     csi-addons socket directly (Options.Drivers maps a driver name to
 //     it) and reads the Secret itself, where the real controller sends a
 //     NetworkFenceRequest to the sidecar, which reads the Secret and calls
-//     the driver. An RPC error's text is therefore the driver's own.
+//     the driver. An RPC error's text is the driver's own either way: the
+//     sidecar passes the driver's gRPC status through.
 //   - The lookup of the CSIAddonsNode that holds the driver's leader lease:
 //     there is exactly one socket per driver.
-//   - The NetworkFenceClass controller, which calls GetFenceClients and
-//     writes the clients into annotations and status; NetworkFenceClasses
-//     are only read.
+//   - The NetworkFenceClass side: the real controller puts a finalizer on
+//     each class, names the class in an annotation of every CSIAddonsNode
+//     whose driver announces GET_CLIENTS_TO_FENCE, and its CSIAddonsNode
+//     controller then calls GetFenceClients and writes the clients into the
+//     CSIAddonsNode's status; the class's own status stays empty. Here
+//     NetworkFenceClasses are only read.
 //   - Defaulting and the CEL rules are the API server's: against a fake
 //     client an empty fenceState is taken as Fenced (the CRD's default)
 //     and an unknown one fails validation.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2/ktesting"
 
+	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/driver"
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/csiaddons"
@@ -118,6 +119,29 @@ func TestLive(t *testing.T) {
 	}
 	if !slices.Contains(u.GetFinalizers(), csiaddons.Finalizer) {
 		t.Fatalf("finalizers %v", u.GetFinalizers())
+	}
+	// As the real controller: the finalizer's write fills spec.driver and
+	// spec.secret, a spec change, so the driver is called a second time.
+	for calls := 0; calls != 2; {
+		recs, err := audit.ReadFile(d.AuditPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = 0
+		for _, r := range recs {
+			if r.Method == "FenceClusterNetwork" && r.Code == "OK" {
+				calls++
+			}
+		}
+		if calls > 2 || ctx.Err() != nil {
+			t.Fatalf("%d FenceClusterNetwork calls, want 2 (the create, then the finalizer's spec change)", calls)
+		}
+		if calls < 2 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if u, err = nfs.Get(ctx, "node-a", metav1.GetOptions{}); err != nil || u.GetGeneration() != 2 {
+		t.Fatalf("generation after the finalizer = %d (err %v), want 2", u.GetGeneration(), err)
 	}
 	_ = unstructured.SetNestedField(u.Object, string(csiaddons.Unfenced), "spec", "fenceState")
 	if _, err := nfs.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
