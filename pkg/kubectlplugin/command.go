@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
@@ -54,7 +55,11 @@ func (o *Options) clients() (Clients, error) {
 	if err != nil {
 		return Clients{}, fmt.Errorf("building the fencing client: %w", err)
 	}
-	return Clients{Kube: kube, Fencing: fc}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("building the dynamic client: %w", err)
+	}
+	return Clients{Kube: kube, Fencing: fc, Dynamic: dyn}, nil
 }
 
 // snapshot builds the clients and reads the snapshot.

@@ -149,8 +149,9 @@ func Explain(s *Snapshot, objs *NodeObjects, nodeName string, cfg ExplainConfig)
 // the Lease by its renewTime (the plugin has no history of renewals).
 func FencingInput(s *Snapshot, lease *coordinationv1.Lease, node *v1.Node) nodefencing.Input {
 	v := nodeView{s: s, objs: &NodeObjects{Lease: lease}, node: node.Name}
-	// The snapshot's view never fails.
-	in, _ := nodefencing.Gather(context.Background(), v, v, nil, node.Name, s.Now, nodefencing.SnapshotObserver(s.Now))
+	// The snapshot's view never fails; NetworkFences it could not read
+	// are in the input as a problem, and the decision waits on them.
+	in, _ := nodefencing.Gather(context.Background(), v, v, snapshotFences{s}, node.Name, s.Now, nodefencing.SnapshotObserver(s.Now))
 	return in
 }
 

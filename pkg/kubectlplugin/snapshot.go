@@ -24,10 +24,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	fencingclient "fenceline.io/fenceline/pkg/generated/clientset/versioned"
+	"fenceline.io/fenceline/pkg/kube/networkfence"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -35,6 +38,9 @@ import (
 type Clients struct {
 	Kube    kubernetes.Interface
 	Fencing fencingclient.Interface
+	// Dynamic reads csi-addons NetworkFences; nil reads none (explain then
+	// says so where a policy makes them).
+	Dynamic dynamic.Interface
 }
 
 // Snapshot is the cluster state the status and explain commands read, taken
@@ -61,6 +67,13 @@ type Snapshot struct {
 	StorageFencesNote string
 	// Events are the Events of Fenceline's components, oldest first.
 	Events []v1.Event
+	// NetworkFences are the csi-addons NetworkFences Fenceline made, by
+	// the UID of their FencingRequest, and NetworkFenceClasses every class
+	// by name; NetworkFencesErr is why they were not read (nil when they
+	// were; networkfence.ErrNotServed when csi-addons is not installed).
+	NetworkFences       map[types.UID][]networkfence.Fence
+	NetworkFenceClasses map[string]networkfence.Class
+	NetworkFencesErr    error
 }
 
 // permissionHint is appended to a Forbidden error: which rule is missing.
@@ -106,7 +119,66 @@ func ReadSnapshot(ctx context.Context, c Clients, now time.Time) (*Snapshot, err
 	if s.Events, err = readEvents(ctx, c.Kube); err != nil {
 		return nil, err
 	}
+	s.readNetworkFences(ctx, c.Dynamic)
 	return s, nil
+}
+
+// readNetworkFences reads the NetworkFences Fenceline made and every
+// NetworkFenceClass; where it cannot, NetworkFencesErr says why and the
+// snapshot is still taken.
+func (s *Snapshot) readNetworkFences(ctx context.Context, d dynamic.Interface) {
+	if d == nil || !s.FencingAPI {
+		s.NetworkFencesErr = networkfence.ErrNotServed
+		return
+	}
+	fences, err := d.Resource(networkfence.Resource).List(ctx, metav1.ListOptions{LabelSelector: networkfence.RequestLabel})
+	if err != nil {
+		s.NetworkFencesErr = noNetworkFences(err, "networkfences")
+		return
+	}
+	classes, err := d.Resource(networkfence.ClassResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		s.NetworkFencesErr = noNetworkFences(err, "networkfenceclasses")
+		return
+	}
+	s.NetworkFences = map[types.UID][]networkfence.Fence{}
+	for i := range fences.Items {
+		uid := types.UID(fences.Items[i].GetLabels()[networkfence.RequestLabel])
+		s.NetworkFences[uid] = append(s.NetworkFences[uid], networkfence.FromUnstructured(&fences.Items[i]))
+	}
+	s.NetworkFenceClasses = map[string]networkfence.Class{}
+	for i := range classes.Items {
+		c := networkfence.ClassFromUnstructured(&classes.Items[i])
+		s.NetworkFenceClasses[c.Name] = c
+	}
+}
+
+func noNetworkFences(err error, resource string) error {
+	if isNoAPI(err) {
+		return networkfence.ErrNotServed
+	}
+	return permissionHint(err, "list", resource+".csiaddons.openshift.io")
+}
+
+// snapshotFences is networkfence.Reader over a snapshot.
+type snapshotFences struct{ s *Snapshot }
+
+func (f snapshotFences) FencesOf(_ context.Context, request types.UID) ([]networkfence.Fence, error) {
+	if f.s.NetworkFencesErr != nil {
+		return nil, f.s.NetworkFencesErr
+	}
+	return f.s.NetworkFences[request], nil
+}
+
+func (f snapshotFences) Class(_ context.Context, name string) (*networkfence.Class, error) {
+	if f.s.NetworkFencesErr != nil {
+		return nil, f.s.NetworkFencesErr
+	}
+	c, ok := f.s.NetworkFenceClasses[name]
+	if !ok {
+		return nil, nil
+	}
+	return &c, nil
 }
 
 // readAttachers reads the CSIDrivers and the fenceline-attacher heartbeat

@@ -113,7 +113,7 @@ func askUnfence(ctx context.Context, c Clients, o UnfenceOptions, st *fenceState
 	bootUnknown := r.Status.BootIDAtFence == "" || st.node.Status.NodeInfo.BootID == ""
 	matters := in.Policy != nil && (!nodefencing.UnfencesOnNewBoot(in.Policy) || (bootUnknown && o.Verified != ""))
 	if !matters {
-		if without.Step == nodefencing.StepRecovering || without.Step == nodefencing.StepRecover {
+		if without.Step == nodefencing.StepRecovering || without.Step == nodefencing.StepRecover || without.Step == nodefencing.StepNetworkUnfence {
 			return nil, fmt.Errorf("node-fencing unfences node %s by itself (%s): %s", o.Node, without.Step, without.Why)
 		}
 		return nil, fmt.Errorf("node %s cannot be unfenced now (FencingRequest %s, %s): %s", o.Node, r.Name, joinNonEmpty(" ", string(phaseOf(r)), bracket(without.Reason)), without.Why)

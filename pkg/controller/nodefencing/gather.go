@@ -80,12 +80,16 @@ func GatherNetworkFences(ctx context.Context, nf networkfence.Reader, in *Input)
 		in.NetworkFence.Problem = err.Error()
 		return nil
 	case err != nil:
+		// Unreadable is not absent: whoever ignores the error still
+		// decides to wait.
+		in.NetworkFence = NetworkFenceInput{Served: true, Problem: err.Error()}
 		return err
 	}
 	in.NetworkFence = NetworkFenceInput{Served: true, Fences: fences, Classes: map[string]networkfence.Class{}}
 	for _, m := range networkFenceMethods(in.Policy) {
 		c, err := nf.Class(ctx, m.NetworkFenceClassName)
 		if err != nil {
+			in.NetworkFence.Problem = err.Error()
 			return err
 		}
 		if c != nil {
