@@ -75,7 +75,7 @@ func readFenceState(ctx context.Context, c Clients, nodeName string, now time.Ti
 	if st.lease, err = nodeutil.ReadLease(ctx, c.Kube, nodeName); err != nil && !apierrors.IsNotFound(err) {
 		return nil, permissionHint(err, "get", "leases.coordination.k8s.io in kube-node-lease")
 	}
-	st.snap.readNetworkFences(ctx, c.Dynamic)
+	st.snap.readNetworkFences(ctx, discoveryOf(c.Kube), c.Dynamic)
 	st.input = FencingInput(st.snap, st.lease, node)
 	return st, nil
 }

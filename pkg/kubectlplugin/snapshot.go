@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -119,15 +120,17 @@ func ReadSnapshot(ctx context.Context, c Clients, now time.Time) (*Snapshot, err
 	if s.Events, err = readEvents(ctx, c.Kube); err != nil {
 		return nil, err
 	}
-	s.readNetworkFences(ctx, c.Dynamic)
+	s.readNetworkFences(ctx, discoveryOf(c.Kube), c.Dynamic)
 	return s, nil
 }
 
 // readNetworkFences reads the NetworkFences Fenceline made and every
 // NetworkFenceClass; where it cannot, NetworkFencesErr says why and the
 // snapshot is still taken.
-func (s *Snapshot) readNetworkFences(ctx context.Context, d dynamic.Interface) {
-	if d == nil || !s.FencingAPI {
+func (s *Snapshot) readNetworkFences(ctx context.Context, disc discovery.DiscoveryInterface, d dynamic.Interface) {
+	if d == nil || !s.FencingAPI || !networkfence.Served(disc) {
+		// Asked first: RBAC refuses a list of a kind that is not served
+		// as it refuses one that is.
 		s.NetworkFencesErr = networkfence.ErrNotServed
 		return
 	}
@@ -158,6 +161,14 @@ func noNetworkFences(err error, resource string) error {
 		return networkfence.ErrNotServed
 	}
 	return permissionHint(err, "list", resource+".csiaddons.openshift.io")
+}
+
+// discoveryOf is the clientset's discovery client, nil without one.
+func discoveryOf(k kubernetes.Interface) discovery.DiscoveryInterface {
+	if k == nil {
+		return nil
+	}
+	return k.Discovery()
 }
 
 // snapshotFences is networkfence.Reader over a snapshot.

@@ -141,7 +141,7 @@ func (inf *Informers) ensure(ctx context.Context) error {
 		return ErrNotServed
 	}
 	inf.checked = time.Now()
-	if !served(inf.Discovery) {
+	if !Served(inf.Discovery) {
 		return ErrNotServed
 	}
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(inf.Client, 0, "", func(o *metav1.ListOptions) {
@@ -185,8 +185,8 @@ func (inf *Informers) ensure(ctx context.Context) error {
 	return nil
 }
 
-// served asks discovery whether both kinds are served.
-func served(d discovery.DiscoveryInterface) bool {
+// Served asks discovery whether both kinds are served.
+func Served(d discovery.DiscoveryInterface) bool {
 	if d == nil {
 		return false
 	}
