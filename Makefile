@@ -16,6 +16,10 @@ KUBE_MINOR    := 37
 KUBE_VERSION_OLDEST := v1.29.15
 KUBE_MINOR_OLDEST   := 29
 UPSTREAM_ATTACHER_VERSION := v4.13.0
+# Cluster API, whose MachineHealthCheck controller checks Fenceline's
+# external remediation end to end; keep it in step with test/tools/capi's
+# sigs.k8s.io/cluster-api requirement.
+CAPI_VERSION := v1.14.2
 
 # Pinned developer tools, installed through the Go module proxy.
 STATICCHECK_VERSION        := v0.8.2
@@ -96,11 +100,13 @@ GOALS_NEEDING_PROMTOOL          := promtool tools test test-unit
 GOALS_NEEDING_UPSTREAM_ATTACHER := upstream-attacher test bench tools-oldest
 GOALS_NEEDING_UPSTREAM_E2E      := upstream-e2e test conformance
 GOALS_NEEDING_NODE_TOOLS        := node-tools test demo-real-kubelet bench chaos
+GOALS_NEEDING_CAPI              := capi test
 needed_tools = $(if $(filter $(GOALS_NEEDING_CONTROL_PLANE),$(MAKECMDGOALS)),$(CONTROL_PLANE)) \
 	$(if $(filter $(GOALS_NEEDING_PROMTOOL),$(MAKECMDGOALS)),promtool) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_ATTACHER),$(MAKECMDGOALS)),csi-attacher) \
 	$(if $(filter $(GOALS_NEEDING_UPSTREAM_E2E),$(MAKECMDGOALS)),e2e-node.test) \
-	$(if $(filter $(GOALS_NEEDING_NODE_TOOLS),$(MAKECMDGOALS)),$(NODE_TOOLS))
+	$(if $(filter $(GOALS_NEEDING_NODE_TOOLS),$(MAKECMDGOALS)),$(NODE_TOOLS)) \
+	$(if $(filter $(GOALS_NEEDING_CAPI),$(MAKECMDGOALS)),capi-mhc)
 MISSING_TOOLS := $(strip $(foreach t,$(needed_tools),$(if $(wildcard $(TOOLS_BIN)/$(t)),,$(t))))
 # $(call upto,NAME,LIST): LIST's words up to and including NAME.
 upto = $(if $(2),$(firstword $(2))$(if $(filter $(1),$(firstword $(2))),, $(call upto,$(1),$(wordlist 2,$(words $(2)),$(2)))))
@@ -215,8 +221,22 @@ $(TOOLS_BIN)/e2e-node.test: test/tools/e2e/go.mod test/tools/e2e/go.sum test/too
 	@echo ">> $(call step,e2e-node.test)building upstream's node e2e tests $(KUBE_VERSION) (after the control plane: a few minutes)"
 	cd test/tools/e2e && $(GO) test -c -ldflags '$(KUBE_LDFLAGS)' -o $@ .
 
+.PHONY: capi
+capi: tools-notice $(TOOLS_BIN)/capi-mhc ## Build Cluster API's MachineHealthCheck controller (alone) and copy the CRDs it reads, from the module proxy.
+
+# capi-mhc runs only Cluster API's MachineHealthCheck reconciler (see
+# test/tools/capi); the CRDs it reads come from the same pinned module's
+# core/config/crd/bases, copied into capi-crds beside it before it is built.
+CAPI_CRDS := clusters machines machinehealthchecks
+$(TOOLS_BIN)/capi-mhc: test/tools/capi/go.mod test/tools/capi/go.sum test/tools/capi/main.go
+	@mkdir -p $(TOOLS_BIN)/capi-crds
+	@echo ">> $(call step,capi-mhc)building capi-mhc, Cluster API $(CAPI_VERSION)'s MachineHealthCheck controller alone (a few minutes)"
+	cd test/tools/capi && $(GO) mod download sigs.k8s.io/cluster-api && dir=$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api) && \
+		for c in $(CAPI_CRDS); do install -m 0644 "$$dir/core/config/crd/bases/cluster.x-k8s.io_$$c.yaml" $(TOOLS_BIN)/capi-crds/; done
+	cd test/tools/capi && $(GO) build -o $@ .
+
 .PHONY: test
-test: tools-notice build control-plane promtool upstream-attacher upstream-e2e node-tools ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
+test: tools-notice build control-plane promtool upstream-attacher upstream-e2e node-tools capi ## Run every test: unit, fuzz seeds, csi-sanity, fence-sanity, integration, end-to-end and upstream's taint-eviction e2e specs.
 	@echo ">> go test: compiling and running the fence extension's tests, the release tool's (a release for this machine's architecture built for a test version; make release builds every one), the Helm chart's, then every package's (compiling takes minutes on a cold build cache)"
 	cd $(FENCE_MODULE) && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd $(RELEASE_MODULE) && FENCELINE_RELEASE_ARCHES=$$($(GO) env GOARCH) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -36,6 +36,7 @@ func TestMakefileProgressGoals(t *testing.T) {
 		{"GOALS_NEEDING_UPSTREAM_ATTACHER", "upstream-attacher"},
 		{"GOALS_NEEDING_UPSTREAM_E2E", "upstream-e2e"},
 		{"GOALS_NEEDING_NODE_TOOLS", "node-tools"},
+		{"GOALS_NEEDING_CAPI", "capi"},
 	} {
 		t.Run(group.variable, func(t *testing.T) {
 			listed := strings.Fields(makeVariable(t, makefile, group.variable))
@@ -78,8 +79,8 @@ func TestMakeToolsProgress(t *testing.T) {
 		{
 			goal:    "test",
 			present: []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "promtool", "promql-metrics"},
-			want: []string{"[1/4] building upstream csi-attacher", "[2/4] building upstream's node e2e tests",
-				"[3/4] building kubelet", "[4/4] building fake-cri"},
+			want: []string{"[1/5] building upstream csi-attacher", "[2/5] building upstream's node e2e tests",
+				"[3/5] building kubelet", "[4/5] building fake-cri", "[5/5] building capi-mhc"},
 		},
 		{
 			goal:    "demo",
