@@ -29,8 +29,10 @@ import (
 // The remediation controller creates one approved FencingRequest, the node
 // is fenced and the pod fails over with its volume fenced off the node
 // first; the remediation reports Processing, then Succeeded. The node is
-// powered on and recovers; the detector deletes the remediation, which
-// goes without its request being touched.
+// powered on; as soon as it is Ready the detector deletes the remediation
+// (the real NodeHealthCheck does so while the request is still
+// Recovering), which goes without its request being touched, and the node
+// is unfenced.
 func TestExternalRemediation(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, world.Options{Fencing: true, ControllerArgs: []string{"--controllers=*,remediation", "--remediation-namespaces=app"}})
@@ -80,13 +82,17 @@ func TestExternalRemediation(t *testing.T) {
 		t.Fatalf("%d FencingRequests for %s, want 1: node-fencing's own detection must not create one for a node another detector owns", n, nodeA)
 	}
 
-	rec := fs.powerOnUnfenced(nodeA)
-	if rec.UID != req.UID {
-		t.Fatalf("request %s Recovered, want %s", rec.Name, req.Name)
-	}
-	// Healthy again: the detector deletes the remediation, whose finalizer
-	// goes; the request is not asked to cancel.
+	// The node comes back. NodeHealthCheck deletes its remediation as soon
+	// as the node's conditions are healthy (Ready=True, no healthyDelay),
+	// as it was seen doing: while the request is still Recovering. The
+	// finalizer goes, the request is not asked to cancel, and node-fencing
+	// finishes the recovery on its own.
+	dev, err := setup.BMCs[nodeA].Device()
+	must(t, err)
+	must(t, dev.On(s.ctx))
+	must(t, s.w.Cluster.WaitNodeReady(s.ctx, nodeA, corev1.ConditionTrue, nodeLostTimeout))
 	must(t, fencing.FencelineRemediations(s.ns).Delete(s.ctx, rem.Name, metav1.DeleteOptions{}))
+	s.timeline.Add(time.Now(), "node %s Ready: the stand-in detector deleted FencelineRemediation %s", nodeA, rem.Name)
 	err = wait.PollUntilContextTimeout(s.ctx, 100*time.Millisecond, fenceTimeout, true, func(ctx context.Context) (bool, error) {
 		_, err := fencing.FencelineRemediations(s.ns).Get(ctx, rem.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
@@ -94,10 +100,14 @@ func TestExternalRemediation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("FencelineRemediation %s not gone after its deletion: %v", rem.Name, err)
 	}
-	after, err := fencing.FencingRequests().Get(s.ctx, req.Name, metav1.GetOptions{})
+	rec, err := setup.WaitRequestPhase(s.ctx, nodeA, fencingv1alpha1.FencingPhaseRecovered, failoverTimeout)
 	must(t, err)
-	if _, asked := after.Annotations[names.UnfenceAnnotation]; asked || after.Status.Phase != fencingv1alpha1.FencingPhaseRecovered {
-		t.Fatalf("request %s after the remediation went: phase %s, annotations %v", after.Name, after.Status.Phase, after.Annotations)
+	fs.assertUnfenced(nodeA)
+	if rec.UID != req.UID {
+		t.Fatalf("request %s Recovered, want %s", rec.Name, req.Name)
+	}
+	if _, asked := rec.Annotations[names.UnfenceAnnotation]; asked {
+		t.Fatalf("request %s was asked to unfence by the remediation's deletion: %v", rec.Name, rec.Annotations)
 	}
 }
 

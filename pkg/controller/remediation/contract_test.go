@@ -24,9 +24,13 @@ import (
 //     remediation.medik8s.io/node-name and remediation.medik8s.io/template-name,
 //     puts it in the template's namespace, owned by the NodeHealthCheck
 //     (and the node's Machine when that lives in the same namespace). It
-//     reads status.conditions Succeeded (True: done, False: failed,
-//     escalate) and PermanentNodeDeletionExpected, and sets the annotation
-//     remediation.medik8s.io/nhc-timed-out when it gives up.
+//     reads, of status.conditions, only Succeeded (type, status and time;
+//     True keeps its timeout from firing, False escalates to the next
+//     remediator at once, but only with escalatingRemediations) and
+//     PermanentNodeDeletionExpected; it sets the annotation
+//     remediation.medik8s.io/nhc-timed-out when it gives up, and deletes
+//     the CR as soon as the node's conditions are healthy. A run of the
+//     real controller (docs/integrations.md) showed all of this.
 //   - MachineHealthCheck (Cluster API, external remediation): creates the
 //     CR from the template's spec.template, named after the Machine, in
 //     the Machine's namespace, owned by the Machine; it reads no condition
