@@ -106,7 +106,9 @@ func TestMachineHealthCheckRemediation(t *testing.T) {
 	s.timeline.Add(unknownAt, "node %s Ready=Unknown", nodeA)
 
 	// The MachineHealthCheck creates the remediation: named after the
-	// Machine, in its namespace, owned by it, spec from the template.
+	// Machine, in its namespace, owned by it, spec from the template. It
+	// reconciles at most every 15 s (Cluster API's rate limit for this
+	// controller), so up to mhcUnhealthySeconds+15 s after Ready=Unknown.
 	var rem *fencingv1alpha1.FencelineRemediation
 	must(t, world.WaitFor(s.ctx, fenceTimeout, "FencelineRemediation "+machineA+" created by the MachineHealthCheck", func(ctx context.Context) (bool, error) {
 		r, err := fencing.FencelineRemediations(s.ns).Get(ctx, machineA, metav1.GetOptions{})
