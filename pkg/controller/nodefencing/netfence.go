@@ -82,15 +82,17 @@ func decideNetworkFences(in Input, node *v1.Node) (d Decision, hold bool) {
 		}
 		waits = append(waits, why)
 	}
+	if nf.Problem != "" {
+		wait(ReasonNetworkFenceUnavailable, "NetworkFences cannot be read: "+nf.Problem)
+		if !nf.Served {
+			d.RecheckAfter = notServedRecheck
+		}
+		methods = nil
+	}
 	for _, m := range methods {
 		name := networkfence.Name(in.Request.Name, m.NetworkFenceClassName)
 		f, found := findFence(nf.Fences, name)
 		switch {
-		case nf.Problem != "":
-			wait(ReasonNetworkFenceUnavailable, "NetworkFences cannot be read: "+nf.Problem)
-			if !nf.Served {
-				d.RecheckAfter = notServedRecheck
-			}
 		case !found:
 			class, ok := nf.Classes[m.NetworkFenceClassName]
 			cidrs := networkfence.CIDRs(node, m.AddressTypes)

@@ -350,6 +350,9 @@ func (c *Controller) needsFreshNetworkFences(r *fencingv1alpha1.FencingRequest) 
 	if c.netFencesAPI == nil || r == nil || (r.Status.Phase != fencingv1alpha1.FencingPhaseFenced && r.Status.Phase != fencingv1alpha1.FencingPhaseRecovering) {
 		return false
 	}
+	if r.Spec.PolicyName == "" {
+		return true // resolved by selector: read them rather than guess
+	}
 	if p, err := c.policies.Get(r.Spec.PolicyName); err == nil && len(networkFenceMethods(p)) > 0 {
 		return true
 	}

@@ -161,7 +161,7 @@ func (inf *Informers) ensure(ctx context.Context) error {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetAnnotations()[NodeAnnotation] != "" {
 				inf.OnFence(u.GetAnnotations()[NodeAnnotation])
 			}
 		}
