@@ -193,6 +193,18 @@ func (r *rig) waitFor(what string, cond func() bool) {
 	}
 }
 
+// reads counts the controller's reads of the NetworkFence: one per
+// handling, since every handling starts with a fresh read.
+func (r *rig) reads(name string) int {
+	n := 0
+	for _, a := range r.dyn.Actions() {
+		if g, ok := a.(clienttesting.GetAction); ok && a.GetVerb() == "get" && a.GetResource().Resource == "networkfences" && g.GetName() == name {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *rig) history(name string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -313,12 +325,16 @@ func TestValidationFailureIsNotRetried(t *testing.T) {
 			if len(nf.Finalizers) != 0 {
 				t.Errorf("finalizers %v on an invalid NetworkFence", nf.Finalizers)
 			}
-			time.Sleep(200 * time.Millisecond) // forty times the first back-off
-			if h := r.history("bad"); len(h) != 1 {
-				t.Errorf("status history %q: an invalid spec must not be retried", h)
-			}
 			if n := len(r.calls("FenceClusterNetwork")) + len(r.calls("UnfenceClusterNetwork")); n != 0 {
 				t.Errorf("%d calls for an invalid spec", n)
+			}
+			// A retry would be queued 5 ms after the failure, ahead of a
+			// NetworkFence created now, and would write Failed again: once
+			// that one is handled, a retry of the invalid one would show.
+			r.create(networkFence("sentinel", csiaddons.NetworkFenceSpec{NetworkFenceClassName: "mock", FenceState: csiaddons.Fenced, Cidrs: []string{"10.0.0.9/32"}}))
+			r.waitStatus("sentinel", csiaddons.FencingOperationResultSucceeded, csiaddons.FenceOperationSuccessfulMessage)
+			if h := r.history("bad"); len(h) != 1 {
+				t.Errorf("status history %q: an invalid spec must not be retried", h)
 			}
 		})
 	}
@@ -330,7 +346,7 @@ func TestUnknownDriverIsRetriedWithoutStatus(t *testing.T) {
 		Driver: "other.example.com", FenceState: csiaddons.Fenced, Cidrs: []string{"10.0.0.1/32"},
 		Secret: &csiaddons.SecretSpec{Name: secretName, Namespace: secretNS},
 	}))
-	time.Sleep(200 * time.Millisecond)
+	r.waitFor("three tries at the unknown driver", func() bool { return r.reads("node-a") >= 3 })
 	nf := r.get("node-a")
 	if nf.Status.Result != "" || len(nf.Finalizers) != 0 {
 		t.Fatalf("status %+v, finalizers %v: a driver that cannot be reached leaves both alone", nf.Status, nf.Finalizers)
