@@ -3,7 +3,6 @@ package world
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
@@ -137,27 +135,5 @@ func readCRDs() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := filepath.Glob(filepath.Join(root, "deploy", "crds", "fenceline.io_*.yaml"))
-	if err != nil {
-		return nil, fmt.Errorf("listing the CRDs: %w", err)
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("no CRD in %s", filepath.Join(root, "deploy", "crds"))
-	}
-	var out []*unstructured.Unstructured
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("reading a CRD: %w", err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := utilyaml.Unmarshal(data, &obj.Object); err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", filepath.Base(f), err)
-		}
-		if obj.GetKind() != "CustomResourceDefinition" {
-			return nil, fmt.Errorf("%s holds a %s, want a CustomResourceDefinition", filepath.Base(f), obj.GetKind())
-		}
-		out = append(out, obj)
-	}
-	return out, nil
+	return readCRDFiles(filepath.Join(root, "deploy", "crds"), "fenceline.io_*.yaml", "the repository's CRDs")
 }
