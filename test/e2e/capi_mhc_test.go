@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -129,23 +128,7 @@ func TestMachineHealthCheckRemediation(t *testing.T) {
 	}
 	c.logMachine(machineA, "after the remediation was created")
 
-	req, err := setup.WaitRequestPhase(s.ctx, nodeA, fencingv1alpha1.FencingPhaseFenced, fenceTimeout)
-	must(t, err)
-	seenFenced := time.Now()
-	s.timeline.Add(seenFenced, "FencingRequest %s seen Fenced", req.Name)
-	if req.Spec.Requester != remediation.Requester(rem) || req.Spec.Reason != remediation.ReasonExternalRemediation || req.Spec.Approved == nil || !*req.Spec.Approved {
-		t.Fatalf("request %s: requester %q, reason %q, approved %v; want the remediation's approved request", req.Name, req.Spec.Requester, req.Spec.Reason, req.Spec.Approved)
-	}
-	checkProof(t, req, setup.BMCs[nodeA])
-	fs.assertMovedFenced(nodeA, seenFenced)
-
-	got := waitRemediation(t, s.ctx, setup, rem, "Succeeded=True", func(r *fencingv1alpha1.FencelineRemediation) bool {
-		return meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.RemediationSucceeded)
-	})
-	s.timeline.Add(time.Now(), "FencelineRemediation %s Succeeded=True", rem.Name)
-	if meta.IsStatusConditionTrue(got.Status.Conditions, fencingv1alpha1.RemediationProcessing) || got.Status.FencingRequestName != req.Name || got.Status.NodeName != nodeA {
-		t.Fatalf("remediation status %+v, want Processing=False, request %s, node %s", got.Status, req.Name, nodeA)
-	}
+	req := fs.remediatedFailover(setup, rem, nodeA)
 	if n := len(mustRequests(t, fs, nodeA)); n != 1 {
 		t.Fatalf("%d FencingRequests for %s, want 1", n, nodeA)
 	}

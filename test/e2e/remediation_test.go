@@ -62,22 +62,7 @@ func TestExternalRemediation(t *testing.T) {
 	rem := nhcStandIn(t, s.ctx, setup, tmpl, nodeA)
 	s.timeline.Add(time.Now(), "the stand-in detector created FencelineRemediation %s/%s", rem.Namespace, rem.Name)
 
-	req, err := setup.WaitRequestPhase(s.ctx, nodeA, fencingv1alpha1.FencingPhaseFenced, fenceTimeout)
-	must(t, err)
-	seenFenced := time.Now()
-	s.timeline.Add(seenFenced, "FencingRequest %s seen Fenced", req.Name)
-	if req.Spec.Requester != remediation.Requester(rem) || req.Spec.Reason != remediation.ReasonExternalRemediation || req.Spec.Approved == nil || !*req.Spec.Approved {
-		t.Fatalf("request %s: requester %q, reason %q, approved %v; want the remediation's approved request", req.Name, req.Spec.Requester, req.Spec.Reason, req.Spec.Approved)
-	}
-	checkProof(t, req, setup.BMCs[nodeA])
-	fs.assertMovedFenced(nodeA, seenFenced)
-
-	got := waitRemediation(t, s.ctx, setup, rem, "Succeeded=True", func(r *fencingv1alpha1.FencelineRemediation) bool {
-		return meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.RemediationSucceeded)
-	})
-	if meta.IsStatusConditionTrue(got.Status.Conditions, fencingv1alpha1.RemediationProcessing) || got.Status.FencingRequestName != req.Name || got.Status.NodeName != nodeA {
-		t.Fatalf("remediation status %+v, want Processing=False, request %s, node %s", got.Status, req.Name, nodeA)
-	}
+	req := fs.remediatedFailover(setup, rem, nodeA)
 	if n := len(mustRequests(t, fs, nodeA)); n != 1 {
 		t.Fatalf("%d FencingRequests for %s, want 1: node-fencing's own detection must not create one for a node another detector owns", n, nodeA)
 	}
@@ -148,4 +133,31 @@ func waitRemediation(t *testing.T, ctx context.Context, setup *world.FencingSetu
 		t.Fatalf("FencelineRemediation %s/%s not %s: %v; status %s", rem.Namespace, rem.Name, what, err, status)
 	}
 	return last
+}
+
+// remediatedFailover waits for the remediation's request Fenced (the
+// remediation's own, approved, with a read-back Off), for the pod moved
+// with its volume fenced off node first, and for the remediation
+// Succeeded=True and no longer Processing, naming its request and node.
+// It returns the request.
+func (s *fencingScenario) remediatedFailover(setup *world.FencingSetup, rem *fencingv1alpha1.FencelineRemediation, node string) *fencingv1alpha1.FencingRequest {
+	t := s.t
+	t.Helper()
+	req, err := setup.WaitRequestPhase(s.ctx, node, fencingv1alpha1.FencingPhaseFenced, fenceTimeout)
+	must(t, err)
+	seenFenced := time.Now()
+	s.timeline.Add(seenFenced, "FencingRequest %s seen Fenced", req.Name)
+	if req.Spec.Requester != remediation.Requester(rem) || req.Spec.Reason != remediation.ReasonExternalRemediation || req.Spec.Approved == nil || !*req.Spec.Approved {
+		t.Fatalf("request %s: requester %q, reason %q, approved %v; want the remediation's approved request", req.Name, req.Spec.Requester, req.Spec.Reason, req.Spec.Approved)
+	}
+	checkProof(t, req, setup.BMCs[node])
+	s.assertMovedFenced(node, seenFenced)
+	got := waitRemediation(t, s.ctx, setup, rem, "Succeeded=True", func(r *fencingv1alpha1.FencelineRemediation) bool {
+		return meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.RemediationSucceeded)
+	})
+	s.timeline.Add(time.Now(), "FencelineRemediation %s Succeeded=True", rem.Name)
+	if meta.IsStatusConditionTrue(got.Status.Conditions, fencingv1alpha1.RemediationProcessing) || got.Status.FencingRequestName != req.Name || got.Status.NodeName != node {
+		t.Fatalf("remediation status %+v, want Processing=False, request %s, node %s", got.Status, req.Name, node)
+	}
+	return req
 }
