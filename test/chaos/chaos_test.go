@@ -113,6 +113,7 @@ func TestChaos(t *testing.T) {
 	t.Run("episodes", func(t *testing.T) {
 		for _, seed := range seeds(t) {
 			p := Draw(seed)
+			p.NetworkFence = p.Recovery == NodeFencing && os.Getenv("FENCELINE_CHAOS_NETWORK_FENCE") == "1"
 			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 				t.Parallel()
 				slots <- struct{}{}

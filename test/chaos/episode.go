@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
 	"fenceline.io/fenceline/test/cluster"
 	"fenceline.io/fenceline/test/iscsi"
 	"fenceline.io/fenceline/test/kubelet"
@@ -221,6 +222,7 @@ func (e *episode) setUp() error {
 		AttacherReplicas:   e.p.AttacherReplicas,
 		TaintEviction:      e.p.TaintEviction,
 		Driver:             world.DriverOptions{SafeDetach: e.p.SafeDetachDriver(world.DriverName)},
+		NetworkFence:       e.p.NetworkFence,
 	}
 	if e.p.Tgt != "" {
 		iscsi.RequireTgt(e.t)
@@ -262,7 +264,14 @@ func (e *episode) setUp() error {
 		if e.p.IPMI {
 			kind = world.BMCIPMI
 		}
-		setup, err := e.w.SetUpFencing(e.ctx, kind, e.timeline, nil)
+		var edit func(*fencingv1alpha1.FencePolicy)
+		if e.p.NetworkFence {
+			edit = func(p *fencingv1alpha1.FencePolicy) {
+				p.Spec.StorageFenceMethods = []fencingv1alpha1.StorageFenceMethod{{Method: fencingv1alpha1.StorageFenceNetworkFence,
+					NetworkFence: &fencingv1alpha1.NetworkFenceMethod{NetworkFenceClassName: world.NetworkFenceClassName}}}
+			}
+		}
+		setup, err := e.w.SetUpFencing(e.ctx, kind, e.timeline, edit)
 		if err != nil {
 			return err
 		}

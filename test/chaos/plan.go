@@ -306,6 +306,12 @@ type Plan struct {
 	// Such an episode needs root and `make node-tools`: without them it
 	// skips, or fails with FENCELINE_REQUIRE_REAL_KUBELET set.
 	RealKubelet bool
+	// NetworkFence adds the storage fence method NetworkFence to a node
+	// fencing plan's policy (storageFence Required), on a world with
+	// csi-addons network fencing (world.Options.NetworkFence). Draw never
+	// sets it: FENCELINE_CHAOS_NETWORK_FENCE=1 does, for every drawn plan
+	// under node fencing, so that the drawn seeds stay as they were.
+	NetworkFence bool
 }
 
 // Drivers returns the CSI drivers the plan runs, the first one first.
@@ -521,6 +527,9 @@ func (p Plan) String() string {
 	if p.RealKubelet {
 		// Only plans with a real kubelet say so.
 		s += " kubelet=real(" + RealNode + ")"
+	}
+	if p.NetworkFence {
+		s += " storage-fence=NetworkFence"
 	}
 	if len(p.Skews) > 0 {
 		// Only plans with skews say so: the others read as they always did.
