@@ -75,19 +75,19 @@ func decideNetworkFences(in Input, node *v1.Node) (d Decision, hold bool) {
 		return Decision{}, false
 	}
 	nf := in.NetworkFence
+	if nf.Problem != "" {
+		d = Decision{Reason: ReasonNetworkFenceUnavailable, Why: "NetworkFences cannot be read: " + nf.Problem}
+		if !nf.Served {
+			d.RecheckAfter = notServedRecheck
+		}
+		return holdIfRequired(in, d)
+	}
 	var waits []string
 	wait := func(reason, why string) {
 		if d.Reason == "" {
 			d.Reason = reason
 		}
 		waits = append(waits, why)
-	}
-	if nf.Problem != "" {
-		wait(ReasonNetworkFenceUnavailable, "NetworkFences cannot be read: "+nf.Problem)
-		if !nf.Served {
-			d.RecheckAfter = notServedRecheck
-		}
-		methods = nil
 	}
 	for _, m := range methods {
 		name := networkfence.Name(in.Request.Name, m.NetworkFenceClassName)
@@ -121,6 +121,12 @@ func decideNetworkFences(in Input, node *v1.Node) (d Decision, hold bool) {
 		return Decision{}, false
 	}
 	d.Why = strings.Join(waits, "; ")
+	return holdIfRequired(in, d)
+}
+
+// holdIfRequired is a NetworkFence's wait d, holding the out-of-service
+// taint when the policy's storageFence is Required.
+func holdIfRequired(in Input, d Decision) (Decision, bool) {
 	if storageFence(in.Policy) != fencingv1alpha1.StorageFenceRequired {
 		return d, false
 	}

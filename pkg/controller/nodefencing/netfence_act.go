@@ -121,7 +121,12 @@ func (c *Controller) networkUnfence(ctx context.Context, in Input, d Decision) e
 		if err != nil {
 			return err
 		}
-		klog.FromContext(ctx).Info("NetworkFence "+what, "networkFence", f.Name, "dryRun", c.cfg.Actuator.DryRun, "why", d.Why)
+		if c.cfg.Actuator.DryRun {
+			klog.FromContext(ctx).Info("Dry run: NetworkFence would be "+what, "networkFence", f.Name, "why", d.Why)
+			c.cfg.Recorder.Eventf(r, v1.EventTypeNormal, "DryRun", "Dry run: NetworkFence %s would be %s: %s", f.Name, what, d.Why)
+			continue
+		}
+		klog.FromContext(ctx).Info("NetworkFence "+what, "networkFence", f.Name, "why", d.Why)
 		c.cfg.Recorder.Eventf(r, v1.EventTypeNormal, EventNetworkUnfenced, "NetworkFence %s %s: %s", f.Name, what, d.Why)
 	}
 	return nil

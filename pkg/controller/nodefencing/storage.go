@@ -113,15 +113,17 @@ func (w *storageWatch) forRequest(node string, r types.UID) map[string][]string 
 // storage confirmed: such a driver refuses the node whatever is left
 // attached to it, so it counts as fenced.
 func StorageStatus(fenced, remaining map[string][]string, netFenced map[string]bool) ([]fencingv1alpha1.StorageFenceStatus, metav1.ConditionStatus, string, string) {
-	drivers := slices.Sorted(maps.Keys(fenced))
-	for _, m := range []map[string][]string{remaining, boolKeys(netFenced)} {
-		for d := range m {
-			if !slices.Contains(drivers, d) {
-				drivers = append(drivers, d)
-			}
-		}
+	seen := map[string]bool{}
+	for d := range fenced {
+		seen[d] = true
 	}
-	slices.Sort(drivers)
+	for d := range remaining {
+		seen[d] = true
+	}
+	for d, ok := range netFenced {
+		seen[d] = seen[d] || ok
+	}
+	drivers := slices.Sorted(maps.Keys(seen))
 	var out []fencingv1alpha1.StorageFenceStatus
 	var left []string
 	for _, d := range drivers {
@@ -143,7 +145,7 @@ func StorageStatus(fenced, remaining map[string][]string, netFenced map[string]b
 	if len(left) > 0 {
 		return out, metav1.ConditionFalse, ReasonStorageWaiting, "VolumeAttachments are left for the node: " + strings.Join(left, ", ")
 	}
-	if len(boolKeys(netFenced)) > 0 {
+	if slices.Contains(slices.Collect(maps.Values(netFenced)), true) {
 		return out, metav1.ConditionTrue, ReasonStorageFenced, "every driver's volumes are detached from the node or refused to it by a confirmed NetworkFence"
 	}
 	return out, metav1.ConditionTrue, ReasonStorageFenced, "no VolumeAttachment is left for the node: every volume is detached from it"
@@ -234,16 +236,6 @@ func netFencedDrivers(nf NetworkFenceInput) map[string]bool {
 		}
 		if prev, seen := out[c.Provisioner]; !seen || prev {
 			out[c.Provisioner] = f.Fenced()
-		}
-	}
-	return out
-}
-
-func boolKeys(m map[string]bool) map[string][]string {
-	out := make(map[string][]string, len(m))
-	for k, v := range m {
-		if v {
-			out[k] = nil
 		}
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -334,7 +335,7 @@ func (c *Controller) readFresh(ctx context.Context, nodeName string, readNode bo
 			reads.netFences, reads.netErr = c.netFencesAPI.FencesOf(ctx, r.UID)
 			reads.netRead = true
 			if errors.Is(reads.netErr, networkfence.ErrNotServed) {
-				return nil
+				return nil // an answer: none can exist
 			}
 			return reads.netErr
 		})
@@ -382,19 +383,25 @@ func (c *Controller) inputOf(nodeName string, reads freshReads) (Input, error) {
 	if err := c.resolve(&in); err != nil {
 		return in, err
 	}
-	// The request may be fresher than the cached one gather read them for.
-	if err := GatherNetworkFences(context.Background(), c.netReader(), &in); err != nil {
-		return in, err
-	}
+	// The request may be fresher than the cached one gather read them for;
+	// the NetworkFences read fresh take the cache's place.
+	nf := c.netReader()
 	if reads.netRead {
-		switch {
-		case errors.Is(reads.netErr, networkfence.ErrNotServed):
-			in.NetworkFence = NetworkFenceInput{Problem: reads.netErr.Error()}
-		default:
-			in.NetworkFence.Served, in.NetworkFence.Problem, in.NetworkFence.Fences = true, "", reads.netFences
-		}
+		nf = freshFences{Reader: nf, fences: reads.netFences, err: reads.netErr}
 	}
-	return in, nil
+	return in, GatherNetworkFences(context.Background(), nf, &in)
+}
+
+// freshFences is the cached reader with the request's NetworkFences as
+// readFresh read them (or failed to); classes still come from the cache.
+type freshFences struct {
+	networkfence.Reader
+	fences []networkfence.Fence
+	err    error
+}
+
+func (f freshFences) FencesOf(context.Context, types.UID) ([]networkfence.Fence, error) {
+	return f.fences, f.err
 }
 
 // freshTarget reads the node's FenceTarget (nil when it has none).
