@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"fenceline.io/fenceline/mock-driver/api/csiaddons/fence"
@@ -116,38 +117,30 @@ func cidrStrings(cidrs []*fence.CIDR) []string {
 }
 
 // redactAddonsSecrets returns the csi-addons request with its secrets'
-// values replaced, for logging, or req itself when it has none.
+// values replaced, for logging, or req itself when it has none. Every
+// csi-addons request carries its credentials in a map field named secrets
+// (the published protos mark it csi_secret, which these omit), so the
+// field is found by name rather than per message type.
 func redactAddonsSecrets(req any) any {
-	m, ok := req.(interface {
-		proto.Message
-		GetSecrets() map[string]string
-	})
-	if !ok || len(m.GetSecrets()) == 0 {
+	m, ok := req.(proto.Message)
+	if !ok {
 		return req
 	}
-	switch r := proto.Clone(m).(type) {
-	case *fence.FenceClusterNetworkRequest:
-		r.Secrets = redactValues(r.Secrets)
-		return r
-	case *fence.UnfenceClusterNetworkRequest:
-		r.Secrets = redactValues(r.Secrets)
-		return r
-	case *fence.ListClusterFenceRequest:
-		r.Secrets = redactValues(r.Secrets)
-		return r
-	case *fence.GetFenceClientsRequest:
-		r.Secrets = redactValues(r.Secrets)
-		return r
+	fd := m.ProtoReflect().Descriptor().Fields().ByName("secrets")
+	if fd == nil || !fd.IsMap() || m.ProtoReflect().Get(fd).Map().Len() == 0 {
+		return req
 	}
-	return req
-}
-
-func redactValues(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k := range m {
-		out[k] = "***stripped***"
+	c := proto.Clone(m)
+	secrets := c.ProtoReflect().Mutable(fd).Map()
+	var keys []protoreflect.MapKey
+	secrets.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
+		keys = append(keys, k)
+		return true
+	})
+	for _, k := range keys {
+		secrets.Set(k, protoreflect.ValueOfString("***stripped***"))
 	}
-	return out
+	return c
 }
 
 // addonsRecord fills in the audit record of a fence or unfence call: the
