@@ -289,6 +289,10 @@ func runNoHuman(ctx context.Context, s settings, nc noHumanCase) (noHumanRun, er
 		NodeLeaseSeconds:           prodLeaseSeconds,
 		ExtraControllerManagerArgs: prodControllerManagerArgs,
 	}
+	// FENCELINE_BENCH_AUDIT makes kube-apiserver keep an audit log (saved
+	// with FENCELINE_BENCH_KEEP_LOGS): every request of the failover's
+	// chain, with when the API server received and answered it.
+	copts.AuditLog = os.Getenv("FENCELINE_BENCH_AUDIT") != ""
 	if !s.UpstreamTaintEviction {
 		// Fenceline's taint-eviction in place of kube-controller-manager's.
 		copts.ExtraControllerManagerArgs = append(slices.Clone(prodControllerManagerArgs), world.UpstreamTaintEvictionOff)

@@ -88,67 +88,87 @@ func isKindMissing(err error) bool {
 	return false
 }
 
-// Informers is Reader over informer caches that start the first time they
-// are needed and only once the API server serves the kinds: a cluster
-// without csi-addons pays nothing, and one that installs it later is
-// picked up without a restart (discovery is asked again after recheck).
+// Informers is Reader over informer caches that start only once the API
+// server serves the kinds: a cluster without csi-addons pays nothing, and
+// one that installs it later is picked up without a restart. Discovery is
+// asked in the background (at Start, then every Recheck until the kinds
+// are served), never on a reader's path: on a slow API server a read that
+// asked discovery first would add a round trip to a failover.
 type Informers struct {
 	Client    dynamic.Interface
 	Discovery discovery.DiscoveryInterface
 	// OnFence is called for every NetworkFence Fenceline made that is
 	// added, changed or deleted, with its node's name.
 	OnFence func(node string)
-	// Recheck is how long a "not served" answer is kept; 30s when zero.
+	// Recheck is how often discovery is asked again while the kinds are
+	// not served; 30s when zero.
 	Recheck time.Duration
 
-	mu      sync.Mutex
-	started bool
-	checked time.Time
+	mu sync.Mutex
+	// answered is closed once discovery answered for the first time (nil
+	// before Start).
+	answered chan struct{}
+	// served: the kinds are served and the informers run.
+	served  bool
 	fences  cache.SharedIndexInformer
 	classes cache.SharedIndexInformer
-	stop    <-chan struct{}
 }
 
-// Start lets the informers of inf run, once they are needed, until ctx
-// ends; it returns at once. Before Start, every read answers ErrNotServed.
+// Start asks discovery in the background until ctx ends, and starts the
+// informers once the kinds are served; it returns at once. Before Start,
+// every read answers ErrNotServed; after it, a read waits only for
+// discovery's first answer.
 func (inf *Informers) Start(ctx context.Context) {
 	inf.mu.Lock()
-	inf.stop = ctx.Done()
-	inf.mu.Unlock()
+	defer inf.mu.Unlock()
+	if inf.answered != nil {
+		return
+	}
+	inf.answered = make(chan struct{})
+	go inf.discover(ctx, inf.answered)
 }
 
 const byRequest = "byRequest"
 
-// syncTimeout bounds the first sync of the caches, which a worker waits for.
+// syncTimeout bounds the first sync of the caches, which a reader waits for.
 const syncTimeout = 30 * time.Second
 
-// ensure starts the informers when the API is served; it answers
-// ErrNotServed while it is not, asking discovery at most once per Recheck.
-func (inf *Informers) ensure(ctx context.Context) error {
-	inf.mu.Lock()
-	defer inf.mu.Unlock()
-	if inf.started {
-		return nil
-	}
-	if inf.stop == nil {
-		return ErrNotServed
-	}
+// discover asks discovery now and every Recheck until the kinds are
+// served, then starts the informers. answered is closed after the first
+// answer, served or not.
+func (inf *Informers) discover(ctx context.Context, answered chan struct{}) {
+	first := sync.OnceFunc(func() { close(answered) })
+	defer first()
 	recheck := inf.Recheck
 	if recheck == 0 {
 		recheck = 30 * time.Second
 	}
-	if !inf.checked.IsZero() && time.Since(inf.checked) < recheck {
-		return ErrNotServed
+	for {
+		if Served(inf.Discovery) {
+			err := inf.startInformers(ctx)
+			if err == nil {
+				klog.FromContext(ctx).Info("Watching csi-addons NetworkFences")
+				return
+			}
+			klog.FromContext(ctx).Error(err, "Cannot watch csi-addons NetworkFences; trying again", "after", recheck)
+		}
+		first()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(recheck):
+		}
 	}
-	inf.checked = time.Now()
-	if !Served(inf.Discovery) {
-		return ErrNotServed
-	}
+}
+
+// startInformers starts the informers of both kinds until ctx ends; the
+// readers wait for their first sync.
+func (inf *Informers) startInformers(ctx context.Context) error {
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(inf.Client, 0, "", func(o *metav1.ListOptions) {
 		o.LabelSelector = RequestLabel
 	})
-	inf.fences = f.ForResource(Resource).Informer()
-	if err := inf.fences.AddIndexers(cache.Indexers{byRequest: func(obj any) ([]string, error) {
+	fences := f.ForResource(Resource).Informer()
+	if err := fences.AddIndexers(cache.Indexers{byRequest: func(obj any) ([]string, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			return []string{u.GetLabels()[RequestLabel]}, nil
 		}
@@ -165,23 +185,52 @@ func (inf *Informers) ensure(ctx context.Context) error {
 				inf.OnFence(u.GetAnnotations()[NodeAnnotation])
 			}
 		}
-		if _, err := inf.fences.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if _, err := fences.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: notify, UpdateFunc: func(_, n any) { notify(n) }, DeleteFunc: notify,
 		}); err != nil {
 			return fmt.Errorf("watching NetworkFences: %w", err)
 		}
 	}
 	all := dynamicinformer.NewDynamicSharedInformerFactory(inf.Client, 0)
-	inf.classes = all.ForResource(ClassResource).Informer()
-	f.Start(inf.stop)
-	all.Start(inf.stop)
+	classes := all.ForResource(ClassResource).Informer()
+	f.Start(ctx.Done())
+	all.Start(ctx.Done())
+	inf.mu.Lock()
+	inf.served, inf.fences, inf.classes = true, fences, classes
+	inf.mu.Unlock()
+	return nil
+}
+
+// ready waits for discovery's first answer and, when the kinds are served,
+// for the caches' first sync. It answers ErrNotServed when they are not
+// served (or before Start); a cache that cannot sync is an error, never
+// taken for "none".
+func (inf *Informers) ready(ctx context.Context) error {
+	inf.mu.Lock()
+	answered := inf.answered
+	inf.mu.Unlock()
+	if answered == nil {
+		return ErrNotServed
+	}
+	select {
+	case <-answered:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for discovery of the NetworkFence API: %w", ctx.Err())
+	}
+	inf.mu.Lock()
+	served, fences, classes := inf.served, inf.fences, inf.classes
+	inf.mu.Unlock()
+	if !served {
+		return ErrNotServed
+	}
+	if fences.HasSynced() && classes.HasSynced() {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.fences.HasSynced, inf.classes.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), fences.HasSynced, classes.HasSynced) {
 		return fmt.Errorf("waiting for the NetworkFence caches: %w", ctx.Err())
 	}
-	inf.started = true
-	klog.FromContext(ctx).Info("Watching csi-addons NetworkFences")
 	return nil
 }
 
@@ -204,7 +253,7 @@ func Served(d discovery.DiscoveryInterface) bool {
 
 // FencesOf returns the cached NetworkFences of the request.
 func (inf *Informers) FencesOf(ctx context.Context, request types.UID) ([]Fence, error) {
-	if err := inf.ensure(ctx); err != nil {
+	if err := inf.ready(ctx); err != nil {
 		return nil, err
 	}
 	objs, err := inf.fences.GetIndexer().ByIndex(byRequest, string(request))
@@ -222,7 +271,7 @@ func (inf *Informers) FencesOf(ctx context.Context, request types.UID) ([]Fence,
 
 // Class returns the cached NetworkFenceClass, nil when none.
 func (inf *Informers) Class(ctx context.Context, name string) (*Class, error) {
-	if err := inf.ensure(ctx); err != nil {
+	if err := inf.ready(ctx); err != nil {
 		return nil, err
 	}
 	o, ok, err := inf.classes.GetIndexer().GetByKey(name)
