@@ -12,6 +12,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -127,11 +128,20 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // Sync handles one request now; exported for tests.
 func (c *Controller) Sync(ctx context.Context, name string) error { return c.sync(ctx, name) }
 
-// sync decides what to do for the request name and does it. A decision
-// to write is taken again on the request read fresh from the API server:
-// the cache may not show this agent's last writes yet, and a stale cache
-// must neither skip a backoff nor take a finished attempt for an
-// interrupted one.
+// sync decides what to do for the request name and does it. The cache
+// may not show this agent's last writes yet, and a stale cache must
+// neither skip a backoff nor take a finished attempt for an interrupted
+// one:
+//   - a round is run on the cached request and its first write, the start
+//     of its first attempt, is made on that version alone: the API server
+//     refuses it if the request changed since (errStale), before any power
+//     action, and sync then decides again on the request read fresh and
+//     acts on that (a round's first write then made on that version; a
+//     second refusal is returned, and the request requeued). A current
+//     cache saves a read; a stale one costs the refused write.
+//   - marking attempts interrupted is decided again on a fresh read first.
+//   - a cached request without a resourceVersion gives the write nothing
+//     to be refused on: it is read fresh before a round too.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	req, err := c.requests.Get(name)
 	if apierrors.IsNotFound(err) {
@@ -150,29 +160,52 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 	d := Decide(req, policy, node, c.cfg.Now())
-	if d.Action == ActionMarkInterrupted || d.Action == ActionRunRound {
-		req, err = c.cfg.Client.FencingV1alpha1().FencingRequests().Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("getting FencingRequest %s: %w", name, err)
+	if d.Action == ActionMarkInterrupted || (d.Action == ActionRunRound && req.ResourceVersion == "") {
+		if req, d, err = c.decideFresh(ctx, name, policy, node); err != nil || req == nil {
+			return err
 		}
-		d = Decide(req, policy, node, c.cfg.Now())
 	}
-	logger.V(4).Info("Decided", "action", d.Action, "reason", d.Reason, "message", d.Message)
+	err = c.act(ctx, req, policy, d)
+	if !errors.Is(err, errStale) {
+		return err
+	}
+	logger.V(2).Info("The round was decided on a stale request; deciding again on a fresh read", "resourceVersion", req.ResourceVersion)
+	if req, d, err = c.decideFresh(ctx, name, policy, node); err != nil || req == nil {
+		return err
+	}
+	return c.act(ctx, req, policy, d)
+}
+
+// decideFresh reads the request from the API server and decides on it;
+// the request is nil when it is gone.
+func (c *Controller) decideFresh(ctx context.Context, name string, policy *fencingv1alpha1.FencePolicy, node *corev1.Node) (*fencingv1alpha1.FencingRequest, Decision, error) {
+	req, err := c.cfg.Client.FencingV1alpha1().FencingRequests().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, Decision{}, nil
+	} else if err != nil {
+		return nil, Decision{}, fmt.Errorf("getting FencingRequest %s: %w", name, err)
+	}
+	return req, Decide(req, policy, node, c.cfg.Now()), nil
+}
+
+// act carries out d, decided on req. A round returns errStale when req
+// was not the latest version; nothing was powered then.
+func (c *Controller) act(ctx context.Context, req *fencingv1alpha1.FencingRequest, policy *fencingv1alpha1.FencePolicy, d Decision) error {
+	logger := klog.FromContext(ctx)
+	logger.V(4).Info("Decided", "action", d.Action, "reason", d.Reason, "message", d.Message, "resourceVersion", req.ResourceVersion)
 	switch d.Action {
 	case ActionRefuse:
 		logger.Info("Refusing to fence", "reason", d.Reason, "message", d.Message)
 		c.cfg.Recorder.Eventf(req, corev1.EventTypeWarning, EventRefused, "Not fencing node %s (%s): %s", req.Spec.NodeName, d.Reason, d.Message)
 	case ActionRetryAfter:
-		c.queue.AddAfter(name, d.RetryAfter)
+		c.queue.AddAfter(req.Name, d.RetryAfter)
 	case ActionMarkInterrupted:
-		if err := c.markInterrupted(ctx, name); err != nil {
+		if err := c.markInterrupted(ctx, req.Name); err != nil {
 			return err
 		}
 		logger.Info("Marked interrupted attempts failed", "message", d.Message)
 		c.cfg.Recorder.Eventf(req, corev1.EventTypeWarning, EventAttemptFailed, "%s: %s", d.Message, InterruptedMessage)
-		c.queue.Add(name)
+		c.queue.Add(req.Name)
 	case ActionRunRound:
 		return c.runRound(ctx, req, policy)
 	}

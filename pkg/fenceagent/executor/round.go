@@ -37,6 +37,11 @@ const maxMessage = 1024
 // errAborted stops a round whose request left phase Fencing or was deleted.
 var errAborted = errors.New("the request is no longer fencing")
 
+// errStale stops a round before its first attempt: the API server refused
+// the attempt's start because the request changed since the version the
+// round was decided on. Nothing was powered; the caller decides again.
+var errStale = errors.New("the request changed since the round was decided")
+
 // fenced is a device that read back Off, kept to power it on again when
 // the action is Reboot.
 type fenced struct {
@@ -49,7 +54,9 @@ type fenced struct {
 // runRound runs the policy's levels in ascending index and stops at the
 // first one whose every class read back Off. A round with no such level
 // adds one to status.failedRounds, in the write that ends its last
-// attempt.
+// attempt. req is the version Decide ran the round on: the round's first
+// write is made on it alone, and a conflict there ends the round with
+// errStale before any power action.
 func (c *Controller) runRound(ctx context.Context, req *fencingv1alpha1.FencingRequest, policy *fencingv1alpha1.FencePolicy) error {
 	logger := klog.FromContext(ctx)
 	levels := slices.Clone(policy.Spec.Levels)
@@ -62,15 +69,16 @@ func (c *Controller) runRound(ctx context.Context, req *fencingv1alpha1.FencingR
 	}
 	logger.Info("Fencing round starting", "policy", policy.Name, "failedRounds", req.Status.FailedRounds, "action", req.Spec.Action)
 	var last *fencingv1alpha1.FencingRequest
+	decided := true // nothing written yet
 	for i, level := range levels {
-		devs, cur, err := c.runLevel(ctx, req, target, level, i == len(levels)-1)
+		devs, cur, err := c.runLevel(ctx, req, target, level, i == len(levels)-1, decided)
 		if errors.Is(err, errAborted) {
 			logger.Info("Fencing round stopped: the request is no longer fencing")
 			return nil
 		} else if err != nil {
 			return err
 		}
-		last = cur
+		last, decided = cur, decided && cur == nil
 		if devs != nil {
 			logger.Info("Node fenced", "level", level.Index)
 			if req.Spec.Action == fencingv1alpha1.FenceActionReboot {
@@ -95,9 +103,11 @@ func (c *Controller) runRound(ctx context.Context, req *fencingv1alpha1.FencingR
 // the level's timeout, and stops at the first that fails: the level can no
 // longer succeed. It returns the devices when every class read back Off
 // (nil otherwise) and the request as last written. When last is set a
-// failure fails the round, counted in the same write.
+// failure fails the round, counted in the same write. decided is set while
+// the round has written nothing: the first attempt's start is then the
+// round's first write (startAttempt).
 func (c *Controller) runLevel(ctx context.Context, req *fencingv1alpha1.FencingRequest, target *fencingv1alpha1.FenceTarget,
-	level fencingv1alpha1.FenceLevel, last bool) ([]fenced, *fencingv1alpha1.FencingRequest, error) {
+	level fencingv1alpha1.FenceLevel, last, decided bool) ([]fenced, *fencingv1alpha1.FencingRequest, error) {
 	timeout := DefaultLevelTimeout
 	if level.Timeout != nil && level.Timeout.Duration > 0 {
 		timeout = level.Timeout.Duration
@@ -107,11 +117,11 @@ func (c *Controller) runLevel(ctx context.Context, req *fencingv1alpha1.FencingR
 	var devs []fenced
 	var cur *fencingv1alpha1.FencingRequest
 	for _, class := range level.FenceClassNames {
-		dev, written, err := c.runClass(ctx, lctx, req, target, level.Index, class, last)
+		dev, written, err := c.runClass(ctx, lctx, req, target, level.Index, class, last, decided)
 		if err != nil {
 			return nil, cur, err
 		}
-		cur = written
+		cur, decided = written, false
 		if dev == nil {
 			return nil, cur, nil
 		}
@@ -125,12 +135,13 @@ func (c *Controller) runLevel(ctx context.Context, req *fencingv1alpha1.FencingR
 // ended with its result. lctx bounds the power-off (the level's time); ctx
 // the agent's life: when ctx ends the attempt is left unfinished for the
 // next leader to mark. It returns the device when it read back Off.
+// decided: this is the round's first write (startAttempt).
 func (c *Controller) runClass(ctx, lctx context.Context, req *fencingv1alpha1.FencingRequest, target *fencingv1alpha1.FenceTarget,
-	level int32, className string, failRound bool) (*fenced, *fencingv1alpha1.FencingRequest, error) {
+	level int32, className string, failRound, decided bool) (*fenced, *fencingv1alpha1.FencingRequest, error) {
 	logger := klog.FromContext(ctx).WithValues("level", level, "fenceClass", className)
 	p, failure := c.prepare(target, req.Spec.NodeName, className)
 	a := fencingv1alpha1.FenceAttempt{Level: level, FenceClass: className, Method: p.method(), StartTime: metav1.NewTime(c.cfg.Now()).Rfc3339Copy()}
-	started, err := c.startAttempt(ctx, req, a)
+	started, err := c.startAttempt(ctx, req, a, decided)
 	if err != nil {
 		return nil, nil, err
 	}

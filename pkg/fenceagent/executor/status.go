@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -50,17 +51,46 @@ func (c *Controller) updateStatus(ctx context.Context, name string, from *fencin
 	return out, nil
 }
 
+// updateStatusOnce applies change to req and writes its status once: no
+// read, no retry. The write carries req's resourceVersion, so the API
+// server takes it only over exactly the version req is; a conflict (the
+// request changed since) is errStale, and the caller decides again on a
+// fresh read rather than redo the change on a version nobody decided on.
+func (c *Controller) updateStatusOnce(ctx context.Context, req *fencingv1alpha1.FencingRequest, change func(*fencingv1alpha1.FencingRequest) (bool, error)) (*fencingv1alpha1.FencingRequest, error) {
+	r := req.DeepCopy()
+	if write, err := change(r); err != nil || !write {
+		return r, err
+	}
+	out, err := c.cfg.Client.FencingV1alpha1().FencingRequests().UpdateStatus(ctx, r, metav1.UpdateOptions{FieldManager: fieldManager})
+	if apierrors.IsConflict(err) {
+		return nil, fmt.Errorf("updating status of FencingRequest %s at resourceVersion %s: %w: %w", req.Name, req.ResourceVersion, errStale, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("updating status of FencingRequest %s: %w", req.Name, err)
+	}
+	return out, nil
+}
+
 // startAttempt appends a running attempt (no result, no end), dropping the
 // oldest beyond MaxFenceAttempts. A request that left phase Fencing or
 // lost condition Required is not fenced further (errAborted).
-func (c *Controller) startAttempt(ctx context.Context, req *fencingv1alpha1.FencingRequest, a fencingv1alpha1.FenceAttempt) (*fencingv1alpha1.FencingRequest, error) {
-	return c.updateStatus(ctx, req.Name, req, func(r *fencingv1alpha1.FencingRequest) (bool, error) {
+//
+// decided is set for the round's first attempt: req is then the version
+// Decide ran the round on, and the write is made on it alone
+// (updateStatusOnce), so that no power action follows a decision taken on
+// a stale cache. Later attempts follow a write of this round and keep
+// updateStatus's retry.
+func (c *Controller) startAttempt(ctx context.Context, req *fencingv1alpha1.FencingRequest, a fencingv1alpha1.FenceAttempt, decided bool) (*fencingv1alpha1.FencingRequest, error) {
+	change := func(r *fencingv1alpha1.FencingRequest) (bool, error) {
 		if r.Status.Phase != fencingv1alpha1.FencingPhaseFencing || !meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.FencingRequestRequired) {
 			return false, errAborted
 		}
 		r.Status.Attempts = appendAttempt(r.Status.Attempts, a)
 		return true, nil
-	})
+	}
+	if decided {
+		return c.updateStatusOnce(ctx, req, change)
+	}
+	return c.updateStatus(ctx, req.Name, req, change)
 }
 
 // finishAttempt records the end of the attempt a started: its end time,
