@@ -103,6 +103,52 @@ type Deletion struct {
 	// before the pod is marked Failed and again if the pod changed before
 	// the delete. Required: without it nothing is written.
 	Recheck PodCheck
+	// Node is the pod's node as read from the API server (ReadNode), for
+	// the first re-check instead of a read of its own: a caller that must
+	// write before it deletes (the fence intent) reads the node beside
+	// that write, which saves the deletion a round trip. The read must
+	// have begun after the caller's decision, so it is fresh to that
+	// decision as the re-check's own would be. Every later re-check, after
+	// a conflict, reads the node again. nil (or a read of another node):
+	// the first re-check reads too.
+	Node *FreshNode
+}
+
+// FreshNode is a node as read from the API server at one moment, for a
+// write-time re-check.
+type FreshNode struct {
+	// Name is the node that was read.
+	Name string
+	// Node is what the API server returned; nil when the node does not
+	// exist.
+	Node *v1.Node
+}
+
+// ReadNode reads the node from the API server for a Deletion's Node. A node
+// that does not exist is a FreshNode without Node: the re-check decides on
+// that. In dry-run mode it reads nothing and returns nil, since
+// ForceDeletePod then re-checks nothing.
+func (a *Actuator) ReadNode(ctx context.Context, name string) (*FreshNode, error) {
+	if a.DryRun {
+		return nil, nil
+	}
+	n, err := a.readNode(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &FreshNode{Name: name, Node: n}, nil
+}
+
+// readNode reads the node fresh; nil without error when it does not exist.
+func (a *Actuator) readNode(ctx context.Context, name string) (*v1.Node, error) {
+	n, err := a.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading node %s to re-check the decision: %w", name, err)
+	}
+	return n, nil
 }
 
 func (a *Actuator) now() time.Time {
@@ -119,10 +165,11 @@ func (a *Actuator) now() time.Time {
 // manager's pod GC may race us to it.
 //
 // Before marking, d.Recheck runs on the pod and on a fresh read of its
-// node; the delete carries the marked pod's resourceVersion, and if the pod
-// changed in between (a kubelet reporting in) the decision is made again on
-// the fresh pod and node. When it no longer holds, nothing more is written
-// and a *DecisionChangedError is returned.
+// node (d.Node, when the caller made it); the delete carries the marked
+// pod's resourceVersion, and if the pod changed in between (a kubelet
+// reporting in) the decision is made again on the fresh pod and node. When
+// it no longer holds, nothing more is written and a *DecisionChangedError
+// is returned.
 //
 // Once the pod is Failed, the API server turns any graceful delete into an
 // immediate one, so another client's pending delete (taint eviction, the
@@ -136,14 +183,14 @@ func (a *Actuator) ForceDeletePod(ctx context.Context, pod *v1.Pod, d Deletion) 
 		a.Recorder.Eventf(pod, v1.EventTypeWarning, EventForceDeleted, "Dry run: would force-delete pod: %s", d.Message)
 		return nil
 	}
-	mark, marked, err := a.markFailed(ctx, pod, d.Recheck, d.Message)
+	mark, marked, err := a.markFailed(ctx, pod, d.Recheck, d.Node, d.Message)
 	if err == nil && mark == markGone {
 		logger.V(2).Info("Pod already gone or replaced")
 		return nil
 	}
 	if err == nil && mark == markAlreadyTerminal {
 		// Nothing was written yet: decide on fresh data before the delete.
-		err = a.recheckPod(ctx, pod, d.Recheck)
+		err = a.recheckPodOn(ctx, "force-delete pod", pod, d.Recheck, d.Node)
 	}
 	gone := false
 	if err == nil {
@@ -198,17 +245,18 @@ const (
 	markGone
 )
 
-// markFailed re-decides on the pod and a fresh read of its node, then sets
-// phase Failed and the DisruptionTarget condition, as upstream pod GC does,
-// so that Job controllers and disruption budgets see why the pod went away.
-// The status update carries the pod's resourceVersion: on a conflict the
-// pod is read again and the decision made again. It returns the pod as
-// written (or as found, when it was terminal already).
-func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, check PodCheck, message string) (markOutcome, *v1.Pod, error) {
+// markFailed re-decides on the pod and a fresh read of its node (node, when
+// the caller read it), then sets phase Failed and the DisruptionTarget
+// condition, as upstream pod GC does, so that Job controllers and
+// disruption budgets see why the pod went away. The status update carries
+// the pod's resourceVersion: on a conflict the pod and its node are read
+// again and the decision made again. It returns the pod as written (or as
+// found, when it was terminal already).
+func (a *Actuator) markFailed(ctx context.Context, pod *v1.Pod, check PodCheck, node *FreshNode, message string) (markOutcome, *v1.Pod, error) {
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return markAlreadyTerminal, pod, nil
 	}
-	written, err := a.updatePodStatus(ctx, "force-delete pod", pod, check, func(p *v1.Pod) bool {
+	written, err := a.updatePodStatusOn(ctx, "force-delete pod", pod, check, node, func(p *v1.Pod) bool {
 		p.Status.Phase = v1.PodFailed
 		setDisruptionTarget(p, v1.PodCondition{Reason: DisruptionReason, Message: message, LastTransitionTime: metav1.NewTime(a.now())})
 		return true
@@ -273,9 +321,19 @@ func (a *Actuator) deletePod(ctx context.Context, what string, pod *v1.Pod, chec
 // and the decision made again. It returns the pod as written; NotFound or
 // errReplaced when the pod went away.
 func (a *Actuator) updatePodStatus(ctx context.Context, what string, pod *v1.Pod, check PodCheck, mutate func(*v1.Pod) bool) (*v1.Pod, error) {
+	return a.updatePodStatusOn(ctx, what, pod, check, nil, mutate)
+}
+
+// updatePodStatusOn is updatePodStatus whose first re-check decides on
+// node, the caller's fresh read, when it is of the pod's node. A retry
+// after a conflict reads the node again: the read the caller made may
+// predate whatever changed the pod.
+func (a *Actuator) updatePodStatusOn(ctx context.Context, what string, pod *v1.Pod, check PodCheck, node *FreshNode, mutate func(*v1.Pod) bool) (*v1.Pod, error) {
 	cur, written := pod, pod
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := a.recheckPodFor(ctx, what, cur, check); err != nil {
+		read := node
+		node = nil // used once: every retry reads the node fresh
+		if err := a.recheckPodOn(ctx, what, cur, check, read); err != nil {
 			return err
 		}
 		upd := cur.DeepCopy()
@@ -327,27 +385,31 @@ func (a *Actuator) freshPod(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	return fresh, nil
 }
 
-// recheckPod reads the pod's node fresh and runs the decision on it and the
-// pod. A missing check refuses: without a decision nothing is written.
-func (a *Actuator) recheckPod(ctx context.Context, pod *v1.Pod, check PodCheck) error {
-	return a.recheckPodFor(ctx, "force-delete pod", pod, check)
+// recheckPodFor reads the pod's node fresh and runs the decision of the
+// write named what on it and the pod. A missing check refuses: without a
+// decision nothing is written.
+func (a *Actuator) recheckPodFor(ctx context.Context, what string, pod *v1.Pod, check PodCheck) error {
+	return a.recheckPodOn(ctx, what, pod, check, nil)
 }
 
-// recheckPodFor is recheckPod for the write named what.
-func (a *Actuator) recheckPodFor(ctx context.Context, what string, pod *v1.Pod, check PodCheck) error {
+// recheckPodOn is recheckPodFor deciding on read, the caller's fresh read
+// of the node, when it is of the pod's node; otherwise it reads the node
+// itself.
+func (a *Actuator) recheckPodOn(ctx context.Context, what string, pod *v1.Pod, check PodCheck, read *FreshNode) error {
 	if check == nil {
 		return &DecisionChangedError{What: what, Why: "no decision to re-check at write time"}
 	}
 	var node *v1.Node
-	if pod.Spec.NodeName != "" {
-		n, err := a.Client.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return fmt.Errorf("reading node %s to re-check the decision: %w", pod.Spec.NodeName, err)
-		default:
-			node = n
+	switch {
+	case pod.Spec.NodeName == "":
+	case read != nil && read.Name == pod.Spec.NodeName:
+		node = read.Node
+	default:
+		n, err := a.readNode(ctx, pod.Spec.NodeName)
+		if err != nil {
+			return err
 		}
+		node = n
 	}
 	if ok, why := check(node, pod); !ok {
 		return &DecisionChangedError{What: what, Why: why}

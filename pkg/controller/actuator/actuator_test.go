@@ -1,11 +1,15 @@
 package actuator_test
 
 import (
+	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -15,6 +19,7 @@ import (
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/metrics"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 )
 
 var podsResource = schema.GroupResource{Resource: "pods"}
@@ -140,5 +145,165 @@ func TestWritesRequireARecheck(t *testing.T) {
 		if act.GetVerb() != "get" {
 			t.Errorf("unexpected write %s %s", act.GetVerb(), act.GetResource().Resource)
 		}
+	}
+}
+
+// nodeDown is a re-check that holds while the pod's node exists and is not
+// Ready.
+func nodeDown(node *v1.Node, _ *v1.Pod) (bool, string) {
+	switch {
+	case node == nil:
+		return false, "node is gone"
+	case nodeutil.IsReady(node):
+		return false, "node is Ready"
+	}
+	return true, "node is down"
+}
+
+// conflictOnce makes the first status write of a pod fail with a conflict,
+// as when a kubelet reported in since the pod was read.
+func conflictOnce() clienttesting.ReactionFunc {
+	var once sync.Once
+	return func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		handled := false
+		once.Do(func() { handled = true })
+		if !handled {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewConflict(podsResource, a.(clienttesting.UpdateAction).GetObject().(*v1.Pod).Name, errors.New("the pod changed"))
+	}
+}
+
+// TestForceDeletePodFreshNode: a node the caller read fresh (Deletion.Node)
+// decides the first re-check in place of a read of its own, and only the
+// first: a retry after a conflict reads the node again.
+func TestForceDeletePodFreshNode(t *testing.T) {
+	t0 := testobj.Epoch
+	running := testobj.Pod("ns", "db-0", testobj.OnNode("n1"))
+	failed := testobj.Pod("ns", "db-0", testobj.OnNode("n1"))
+	failed.Status.Phase = v1.PodFailed
+	down, up := testobj.Node("n1", testobj.NotReadySince(t0)), testobj.Node("n1", testobj.ReadySince(t0))
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		// fresh is the caller's read, apiNode the node as the API server
+		// has it.
+		fresh    *actuator.FreshNode
+		apiNode  *v1.Node
+		conflict bool
+		// wantGets counts the node reads ForceDeletePod makes itself.
+		wantGets    int
+		wantChanged bool
+		wantDeleted bool
+	}{{
+		name:        "the caller's read decides: no read of its own",
+		pod:         running,
+		fresh:       &actuator.FreshNode{Name: "n1", Node: down},
+		apiNode:     up,
+		wantDeleted: true,
+	}, {
+		name:        "the caller's read found the node Ready: nothing is written",
+		pod:         running,
+		fresh:       &actuator.FreshNode{Name: "n1", Node: up},
+		apiNode:     down,
+		wantChanged: true,
+	}, {
+		name:        "the caller's read found no node: the re-check decides on none",
+		pod:         running,
+		fresh:       &actuator.FreshNode{Name: "n1"},
+		apiNode:     down,
+		wantChanged: true,
+	}, {
+		name:        "a read of another node is not used: the pod's node is read",
+		pod:         running,
+		fresh:       &actuator.FreshNode{Name: "n2", Node: down},
+		apiNode:     up,
+		wantGets:    1,
+		wantChanged: true,
+	}, {
+		name:        "a conflict on the status write: the retry reads the node again and finds it Ready",
+		pod:         running,
+		fresh:       &actuator.FreshNode{Name: "n1", Node: down},
+		apiNode:     up,
+		conflict:    true,
+		wantGets:    1,
+		wantChanged: true,
+	}, {
+		name:        "without the caller's read: one read of its own, as ever",
+		pod:         running,
+		apiNode:     down,
+		wantGets:    1,
+		wantDeleted: true,
+	}, {
+		name:        "a pod Failed already: the caller's read decides before the delete",
+		pod:         failed,
+		fresh:       &actuator.FreshNode{Name: "n1", Node: down},
+		apiNode:     up,
+		wantDeleted: true,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(tc.pod.DeepCopy(), tc.apiNode.DeepCopy())
+			if tc.conflict {
+				client.PrependReactor("update", "pods", conflictOnce())
+			}
+			var gets atomic.Int32
+			client.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+				gets.Add(1)
+				return false, nil, nil
+			})
+			a := &actuator.Actuator{Client: client, Recorder: record.NewFakeRecorder(10)}
+			err := a.ForceDeletePod(t.Context(), tc.pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: "node is down", Recheck: nodeDown, Node: tc.fresh})
+			if actuator.IsDecisionChanged(err) != tc.wantChanged || (err != nil && !tc.wantChanged) {
+				t.Errorf("ForceDeletePod = %v, want a decision changed %v", err, tc.wantChanged)
+			}
+			if got := int(gets.Load()); got != tc.wantGets {
+				t.Errorf("%d reads of the node, want %d", got, tc.wantGets)
+			}
+			got, gerr := client.CoreV1().Pods("ns").Get(t.Context(), "db-0", metav1.GetOptions{})
+			switch {
+			case tc.wantDeleted && !apierrors.IsNotFound(gerr):
+				t.Errorf("pod still there (%v), want it deleted", gerr)
+			case !tc.wantDeleted && gerr != nil:
+				t.Errorf("pod: %v, want it kept", gerr)
+			case !tc.wantDeleted && got.Status.Phase != tc.pod.Status.Phase:
+				t.Errorf("pod phase %q, want %q: no status write", got.Status.Phase, tc.pod.Status.Phase)
+			}
+		})
+	}
+}
+
+// TestReadNode: a node read for a Deletion; one that does not exist is a
+// read without a node; a dry run reads nothing.
+func TestReadNode(t *testing.T) {
+	tests := []struct {
+		name     string
+		objs     []runtime.Object
+		dryRun   bool
+		want     *actuator.FreshNode
+		wantGets int
+	}{
+		{"the node as the API server has it", []runtime.Object{testobj.Node("n1")}, false, &actuator.FreshNode{Name: "n1", Node: testobj.Node("n1")}, 1},
+		{"no such node: a read without a node", nil, false, &actuator.FreshNode{Name: "n1"}, 1},
+		{"dry run: no read", []runtime.Object{testobj.Node("n1")}, true, nil, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(tc.objs...)
+			a := &actuator.Actuator{Client: client, Recorder: record.NewFakeRecorder(10), DryRun: tc.dryRun}
+			got, err := a.ReadNode(t.Context(), "n1")
+			if err != nil {
+				t.Fatalf("ReadNode = %v", err)
+			}
+			if (got == nil) != (tc.want == nil) || (got != nil && (got.Name != tc.want.Name || (got.Node == nil) != (tc.want.Node == nil))) {
+				t.Errorf("ReadNode = %+v, want %+v", got, tc.want)
+			}
+			if n := len(client.Actions()); n != tc.wantGets {
+				t.Errorf("%d API calls, want %d", n, tc.wantGets)
+			}
+		})
 	}
 }

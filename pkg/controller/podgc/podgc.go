@@ -85,27 +85,14 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		return 0, err
 	}
 	node = in.Node
+	todo, whys := toDelete(ctx, node, in.Pods)
 	// The attach/detach controller detaches every volume of the node the
 	// moment it sees the taint, before any pod is deleted: the fence intent
 	// goes on all of them first, so that no attacher that gets to a detach
 	// later (after the taint is gone again) can detach plain.
-	if err := c.act.RecordIntent(ctx, actuator.Intent{Reason: cutoff.ReasonOutOfService, Controller: Name, Node: node, AllOfNode: true, Cached: in.VolumeAttachments}); err != nil {
+	fresh, err := c.recordIntent(ctx, actuator.Intent{Reason: cutoff.ReasonOutOfService, Controller: Name, Node: node, AllOfNode: true, Cached: in.VolumeAttachments}, len(todo) > 0)
+	if err != nil {
 		return 0, err
-	}
-	if !Down(node) {
-		return 0, nil
-	}
-	pods := in.Pods
-	logger := klog.FromContext(ctx)
-	var todo []*v1.Pod
-	var whys []string
-	for _, pod := range pods {
-		d := Decide(node, pod)
-		if !d.Delete {
-			logger.V(5).Info("Not deleting pod", "pod", klog.KObj(pod), "why", d.Why)
-			continue
-		}
-		todo, whys = append(todo, pod), append(whys, d.Why)
 	}
 	// The human already vouched for the whole node: delete its pods in
 	// parallel, so a full node is cleared in about one round trip.
@@ -114,7 +101,56 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		pod := todo[i]
 		requested, _ := podutil.DeletionRequestedAt(pod)
 		trigger := nodequeue.Latest(c.clock.Since(nodeName), requested, nodeutil.NotReadySince(node))
-		errs[i] = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: whys[i], Trigger: trigger, Recheck: Recheck})
+		errs[i] = c.act.ForceDeletePod(ctx, pod, actuator.Deletion{Reason: metrics.ReasonOutOfService, Message: whys[i], Trigger: trigger, Recheck: Recheck, Node: fresh})
 	})
 	return 0, errors.Join(errs...)
+}
+
+// toDelete decides on the cached node which of its pods to force-delete, and
+// why; none when the node is not down.
+func toDelete(ctx context.Context, node *v1.Node, pods []*v1.Pod) (todo []*v1.Pod, whys []string) {
+	if !Down(node) {
+		return nil, nil
+	}
+	logger := klog.FromContext(ctx)
+	for _, pod := range pods {
+		d := Decide(node, pod)
+		if !d.Delete {
+			logger.V(5).Info("Not deleting pod", "pod", klog.KObj(pod), "why", d.Why)
+			continue
+		}
+		todo, whys = append(todo, pod), append(whys, d.Why)
+	}
+	return todo, whys
+}
+
+// recordIntent records the fence intent on the node's VolumeAttachments
+// and, when read is set, reads the node fresh at the same time for the
+// deletions' re-check, all of them decided on the same node. That read has
+// to begin after the cached decision, not after the intent: begun beside
+// the intent writes it saves every deletion a round trip. Its result is
+// handed out only once the intent is recorded, so nothing is written to a
+// pod before the intent. A failed read yields nil: each deletion then
+// reads the node itself, as it would without it.
+func (c *Controller) recordIntent(ctx context.Context, in actuator.Intent, read bool) (*actuator.FreshNode, error) {
+	if !read {
+		return nil, c.act.RecordIntent(ctx, in)
+	}
+	var fresh *actuator.FreshNode
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n, err := c.act.ReadNode(ctx, in.Node.Name)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Fresh read of the node failed; each deletion reads it itself", "node", klog.KObj(in.Node), "err", err)
+			return
+		}
+		fresh = n
+	}()
+	err := c.act.RecordIntent(ctx, in)
+	<-done
+	if err != nil {
+		return nil, err
+	}
+	return fresh, nil
 }
