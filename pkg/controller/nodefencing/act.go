@@ -64,8 +64,8 @@ func (c *Controller) act(ctx context.Context, in Input, d Decision) (time.Durati
 	case StepCreate:
 		return c.create(ctx, in, d)
 	case StepTriage:
-		return 0, c.triage(ctx, in, d)
-	case StepAdmit:
+		return c.triage(ctx, in, d)
+	case StepAdmit, StepTriageAdmit:
 		return c.admit(ctx, in, d)
 	case StepFenced:
 		return 0, c.fenced(ctx, in, d)
@@ -147,26 +147,54 @@ func liveNode(in Input) *v1.Node {
 	return nil
 }
 
-// triage marks the node triaged, then the request.
-func (c *Controller) triage(ctx context.Context, in Input, d Decision) error {
-	r := in.Request
-	if node := liveNode(in); node != nil {
-		check := c.recheck(ctx, r, StepTriage, false)
-		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why))); err != nil {
-			return err
-		}
-		// A check of its own: its reads start beside the taint's read of
-		// the node, after the condition is written.
-		if err := c.cfg.Actuator.AddTaint(ctx, node, triagedTaint, "FencingRequest "+r.Name+" triaged the node", c.recheck(ctx, r, StepTriage, false)); err != nil {
+// triage marks the node triaged, then the request, after deciding again
+// on the node, its Lease and request read fresh at once.
+func (c *Controller) triage(ctx context.Context, in Input, d Decision) (time.Duration, error) {
+	fresh, err := c.freshInput(ctx, in.Request.Spec.NodeName, nil, in.Request, false)
+	if err != nil {
+		return 0, err
+	}
+	if fd := Decide(fresh); fd.Step != StepTriage {
+		klog.FromContext(ctx).V(2).Info("Not triaging: decision changed on fresh data", "why", fd.Why)
+		return afterChangedDecision(fd), nil
+	}
+	return 0, c.triageWrites(ctx, fresh, StepTriage, d)
+}
+
+// triageWrites makes triage's writes for fresh, decided on with step: the
+// node's mark, then the request's phase.
+func (c *Controller) triageWrites(ctx context.Context, fresh Input, step Step, d Decision) error {
+	r := fresh.Request
+	if node := liveNode(fresh); node != nil {
+		cond := nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why))
+		if err := c.markNode(ctx, r, node, step, []v1.Taint{triagedTaint}, "FencingRequest "+r.Name+" triaged the node", cond); err != nil {
 			return err
 		}
 	}
 	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseTriaged, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
-		if s.StartTime == nil {
-			s.StartTime = &now
-		}
-		setCondition(s, fencingv1alpha1.FencingRequestTriaged, metav1.ConditionTrue, "Triaged", d.Why, now)
+		setTriaged(s, d.Why, now)
 	}, phases(fencingv1alpha1.FencingPhasePending), "")
+}
+
+// setTriaged sets what triage records on the request's status.
+func setTriaged(s *fencingv1alpha1.FencingRequestStatus, why string, now metav1.Time) {
+	if s.StartTime == nil {
+		s.StartTime = &now
+	}
+	setCondition(s, fencingv1alpha1.FencingRequestTriaged, metav1.ConditionTrue, "Triaged", why, now)
+}
+
+// markNode writes a step's marks on node, the version the step was just
+// decided on from fresh reads: its taints first, in one write made on that
+// version (a node changed since is read again and decided again), then its
+// conditions, starting from the node as that write left it. Two writes in
+// two round trips, not four: neither needs a read of its own.
+func (c *Controller) markNode(ctx context.Context, r *fencingv1alpha1.FencingRequest, node *v1.Node, step Step, taints []v1.Taint, why string, conds ...v1.NodeCondition) error {
+	written, err := c.cfg.Actuator.AddTaintsFrom(ctx, node, taints, why, c.decidedOn(ctx, node, r, step))
+	if err != nil || written == nil {
+		return err // nil: the node is gone or was recreated
+	}
+	return c.setNodeConditionsFrom(ctx, written, c.decidedOn(ctx, written, r, step), conds...)
 }
 
 // fenced records the proof on the node (FencingComplete), then the request.

@@ -17,12 +17,14 @@ import (
 	"fenceline.io/fenceline/pkg/names"
 )
 
-// admit moves a triaged request to Fencing when the storm guard admits it.
-// Admissions are serialised and decided on fresh data: the candidate, its
-// Lease and request are read from the API server, and the fences in
-// progress are listed from it, so that a lagging cache never lets two
-// admissions share one concurrency slot. A manual request (a human asked,
-// and approved) is not subject to the storm guard.
+// admit moves a triaged request to Fencing when the storm guard admits it;
+// for StepTriageAdmit it triages a pending one in the same step, and only
+// triages it when the guard refuses. Admissions are serialised and decided
+// on fresh data: the candidate, its Lease and request are read from the
+// API server, and the fences in progress are listed from it, so that a
+// lagging cache never lets two admissions share one concurrency slot. A
+// manual request (a human asked, and approved) is not subject to the storm
+// guard.
 func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Duration, error) {
 	c.admitMu.Lock()
 	defer c.admitMu.Unlock()
@@ -41,39 +43,63 @@ func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Dura
 	if err := reads.Wait(); err != nil {
 		return 0, err
 	}
-	if fd := Decide(fresh); fd.Step != StepAdmit {
+	fd := Decide(fresh)
+	if fd.Step != d.Step {
 		klog.FromContext(ctx).V(2).Info("Not admitting: decision changed on fresh data", "why", fd.Why)
 		return afterChangedDecision(fd), nil
 	}
+	both := d.Step == StepTriageAdmit
 	if automatic(r) {
 		g, err := c.guard(ctx, fresh, guards)
 		if err != nil {
 			return 0, err
+		}
+		if !g.Admit && both {
+			// Triaged now; the refusal is noted by the admission that
+			// follows, which asks the guard again.
+			return 0, c.triageWrites(ctx, fresh, d.Step, triageDecision(r))
 		}
 		if !g.Admit {
 			return c.refused(ctx, fresh, g)
 		}
 		d.Why = g.Why
 	}
-	node := liveNode(fresh)
-	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
-	bootID := ""
-	if node != nil {
-		check := c.recheck(ctx, r, StepAdmit, false)
-		if err := c.setNodeConditions(ctx, node, check, nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, r.Spec.Reason, msg)); err != nil {
-			return 0, err
-		}
-		// A check of its own: its reads start beside the taint's read of
-		// the node, after the condition is written.
-		if err := c.cfg.Actuator.AddTaint(ctx, node, requiredTaint, "FencingRequest "+r.Name+" admitted: the node is about to be fenced", c.recheck(ctx, r, StepAdmit, false)); err != nil {
-			return 0, err
-		}
-		bootID = node.Status.NodeInfo.BootID
+	bootID, err := c.markAdmitted(ctx, fresh, d, both)
+	if err != nil {
+		return 0, err
 	}
-	return 0, c.transition(ctx, r, fencingv1alpha1.FencingPhaseFencing, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+	from := phases(fencingv1alpha1.FencingPhaseTriaged)
+	if both {
+		from = phases(fencingv1alpha1.FencingPhasePending)
+	}
+	return 0, c.transition(ctx, fresh.Request, fencingv1alpha1.FencingPhaseFencing, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+		if both {
+			setTriaged(s, fd.Why, now)
+		}
 		s.BootIDAtFence = bootID
 		setCondition(s, fencingv1alpha1.FencingRequestRequired, metav1.ConditionTrue, "Admitted", d.Why, now)
-	}, phases(fencingv1alpha1.FencingPhaseTriaged), EventAdmitted)
+	}, from, EventAdmitted)
+}
+
+// markAdmitted marks the node of an admitted request (and triaged, with
+// both) on the node read fresh, and returns its boot ID ("" without a
+// live node).
+func (c *Controller) markAdmitted(ctx context.Context, fresh Input, d Decision, both bool) (string, error) {
+	node, r := liveNode(fresh), fresh.Request
+	if node == nil {
+		return "", nil
+	}
+	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
+	taints := []v1.Taint{requiredTaint}
+	conds := []v1.NodeCondition{nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, r.Spec.Reason, msg)}
+	if both {
+		taints = []v1.Taint{triagedTaint, requiredTaint}
+		conds = append([]v1.NodeCondition{nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, msg)}, conds...)
+	}
+	if err := c.markNode(ctx, r, node, d.Step, taints, "FencingRequest "+r.Name+" admitted: the node is about to be fenced", conds...); err != nil {
+		return "", err
+	}
+	return node.Status.NodeInfo.BootID, nil
 }
 
 // refused records a refusal on the request; a final one fails it.

@@ -24,10 +24,16 @@ type Step string
 
 // The steps, in the order of docs/fencing.md's state table.
 const (
-	StepNone         Step = ""
-	StepCreate       Step = "Create"       // create an automatic FencingRequest
-	StepTriage       Step = "Triage"       // Pending → Triaged
-	StepAdmit        Step = "Admit"        // Triaged → Fencing, if the storm guard admits
+	StepNone   Step = ""
+	StepCreate Step = "Create" // create an automatic FencingRequest
+	StepTriage Step = "Triage" // Pending → Triaged
+	StepAdmit  Step = "Admit"  // Triaged → Fencing, if the storm guard admits
+	// StepTriageAdmit is Triage and Admit in one step (Pending → Fencing,
+	// if the storm guard admits), when the request would be admitted the
+	// moment it is triaged: approved, not paused, settled. Each step is a
+	// chain of round trips to the API server; one step instead of two
+	// halves the chain on a slow one.
+	StepTriageAdmit  Step = "TriageAdmit"
 	StepFenced       Step = "Fenced"       // Fencing → Fenced: a level is proven
 	StepFail         Step = "Fail"         // Fencing → Failed: maxAttempts rounds failed
 	StepOutOfService Step = "OutOfService" // Fenced: add the out-of-service taint
@@ -291,9 +297,25 @@ func decideBeforeFence(in Input, node *v1.Node) Decision {
 		}
 		return Decision{Reason: ReasonInvalidPolicy, Why: why}
 	}
-	if r.Status.Phase != fencingv1alpha1.FencingPhaseTriaged {
-		return Decision{Step: StepTriage, Reason: r.Spec.Reason, Why: "the request, its node, policy and fence classes are valid"}
+	admission := decideAdmission(in, verdict)
+	if r.Status.Phase == fencingv1alpha1.FencingPhaseTriaged {
+		return admission
 	}
+	if admission.Step == StepAdmit {
+		return Decision{Step: StepTriageAdmit, Reason: r.Spec.Reason, Why: "the request, its node, policy and fence classes are valid, it is approved and the node's state has settled: triaged and admitted at once, if the storm guard admits"}
+	}
+	return triageDecision(r)
+}
+
+// triageDecision is StepTriage for the request.
+func triageDecision(r *fencingv1alpha1.FencingRequest) Decision {
+	return Decision{Step: StepTriage, Reason: r.Spec.Reason, Why: "the request, its node, policy and fence classes are valid"}
+}
+
+// decideAdmission: a valid request, triaged or about to be, is admitted
+// once approved, not paused and settled.
+func decideAdmission(in Input, verdict detect.Verdict) Decision {
+	r := in.Request
 	if automatic(r) && r.Spec.Approved == nil && in.Policy.Spec.Paused {
 		return Decision{Reason: ReasonPaused, Why: fmt.Sprintf("FencePolicy %s is paused (spec.paused): the automatic request waits until it is unpaused, or until an operator approves it", in.Policy.Name)}
 	}

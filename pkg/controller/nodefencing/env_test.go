@@ -1,6 +1,7 @@
 package nodefencing
 
 import (
+	"k8s.io/utils/ptr"
 	"slices"
 	"testing"
 	"time"
@@ -245,6 +246,25 @@ func cluster(now time.Time, n1 []testobj.NodeOption, extra ...runtime.Object) []
 	return append(objs, extra...)
 }
 
+// clusterManual is cluster with a policy that asks for approval by hand:
+// its requests wait in Triaged (approve admits them).
+func clusterManual(now time.Time) []runtime.Object {
+	objs := cluster(now, nil)
+	objs[0] = testobj.FencePolicy("p", testobj.ManualApproval())
+	return objs
+}
+
+// approve sets spec.approved on the node's request, as an operator does.
+func (e *env) approve(node string) {
+	e.t.Helper()
+	r := e.request(node)
+	r.Spec.Approved = ptr.To(true)
+	if _, err := e.Fencing.FencingV1alpha1().FencingRequests().Update(e.Ctx, r, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.Settle()
+}
+
 // fenceToFenced drives n1 from no request to Fenced with its
 // out-of-service taint, checking each step; taints are the taints of
 // interest n1 had before (a human's out-of-service one).
@@ -258,12 +278,12 @@ func (e *env) fenceToFenced(taints ...string) *fencingv1alpha1.FencingRequest {
 			r.Labels, r.Spec, names.FencingRequestNodeLabel)
 	}
 
-	e.sync("n1")
-	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
-	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: "", completeCond: ""}, append(taints, names.FencingTriagedTaint)...)
-
+	// Settled and approved: triaged and admitted in one step.
 	e.sync("n1")
 	r = e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	if !meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.FencingRequestTriaged) || r.Status.StartTime == nil {
+		e.t.Fatalf("request admitted with its triage: conditions %+v, start time %v, want Triaged=True and a start time", r.Status.Conditions, r.Status.StartTime)
+	}
 	if r.Status.BootIDAtFence != "boot-1" {
 		e.t.Fatalf("bootIDAtFence = %q, want boot-1", r.Status.BootIDAtFence)
 	}

@@ -84,10 +84,11 @@ func TestSyncLifecycleConditions(t *testing.T) {
 		}
 	}
 	now := testobj.Epoch
-	e := startEnvWith(t, now, true, func(c *Config) { c.LifecycleConditions = true }, cluster(now, nil)...)
+	e := startEnvWith(t, now, true, func(c *Config) { c.LifecycleConditions = true }, clusterManual(now)...)
 	e.sync("n1") // create
-	e.sync("n1") // triage
+	e.sync("n1") // triage; the approval is by hand
 	want(e, "triaged", map[v1.NodeConditionType]string{v1.NodeMaintenancePlanned: "True/FencelineFencingTriaged"})
+	e.approve("n1")
 	e.sync("n1") // admit
 	want(e, "admitted", map[v1.NodeConditionType]string{v1.NodeMaintenancePlanned: "False/FencelineFencing", v1.NodeMaintenanceInProgress: "True/FencelineFencing"})
 	e.agentWrites("n1", func(s *fencingv1alpha1.FencingRequestStatus) {

@@ -91,8 +91,8 @@ func TestSyncPowerCheck(t *testing.T) {
 	if r.Spec.Reason != detect.ReasonPowerOffObserved {
 		t.Fatalf("request reason %q, want %s", r.Spec.Reason, detect.ReasonPowerOffObserved)
 	}
-	e.sync("n2")
-	e.wantPhase("n2", fencingv1alpha1.FencingPhaseTriaged)
+	// Off is a fence that already happened: nothing to settle, triaged
+	// and admitted at once.
 	e.sync("n2")
 	e.wantPhase("n2", fencingv1alpha1.FencingPhaseFencing)
 }

@@ -2,14 +2,19 @@ package nodefencing
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
@@ -165,11 +170,12 @@ func TestSyncStormGuardAdmitsOneAtATime(t *testing.T) {
 		e.sync("n1")
 		e.sync("n2")
 	}
-	e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
-	e.wantPhase("n2", fencingv1alpha1.FencingPhaseTriaged)
-
-	e.sync("n1")
+	// Settled: each is triaged and admitted at once, if the guard admits;
+	// the refused one is only triaged, and its admission asks again.
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	e.wantPhase("n2", fencingv1alpha1.FencingPhaseTriaged)
+	e.wantNode("n2", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: ""}, names.FencingTriagedTaint)
+
 	if after := e.sync("n2"); after <= 0 {
 		t.Errorf("a refused admission asks for no recheck (%s)", after)
 	}
@@ -245,7 +251,8 @@ func TestSyncCancelsWhenTheNodeComesBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := testobj.Epoch
-			e := newEnv(t, now, cluster(now, nil)...)
+			// Approval by hand keeps the request in Triaged.
+			e := newEnv(t, now, clusterManual(now)...)
 			e.sync("n1")
 			e.sync("n1")
 			e.wantPhase("n1", fencingv1alpha1.FencingPhaseTriaged)
@@ -330,14 +337,16 @@ func TestFencedLeavesARecreatedNodeAlone(t *testing.T) {
 // request.
 func TestCancelNeverCancelsAFencingRequest(t *testing.T) {
 	now := testobj.Epoch
-	e := newEnv(t, now, cluster(now, nil)...)
+	e := newEnv(t, now, clusterManual(now)...)
 	e.sync("n1")
-	e.sync("n1") // Triaged
+	e.sync("n1") // Triaged, waiting for approval
 	stale, err := e.c.gather("n1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.approve("n1")
 	e.sync("n1") // admitted: Fencing in the API server
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
 	if err := e.Kube.CoreV1().Nodes().Delete(e.Ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +365,7 @@ func TestCancelNeverCancelsAFencingRequest(t *testing.T) {
 // cancelled before it is admitted; the oldest is followed.
 func TestDuplicateRequestCancelled(t *testing.T) {
 	now := testobj.Epoch
-	e := newEnv(t, now, cluster(now, nil)...)
+	e := newEnv(t, now, clusterManual(now)...)
 	e.sync("n1") // the controller's request
 	first := e.requests("n1")
 	if len(first) != 1 {
@@ -407,4 +416,110 @@ func TestSyncPausedPolicy(t *testing.T) {
 	}
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhasePending)
+}
+
+// A settled, approved request is triaged and admitted in one step: one
+// round of fresh reads (the node among them), then the node's taints in
+// one write made on the node read, its conditions in one write made on
+// the node as that write left it, and the phase. A node changed between
+// the read and the write is read again and decided again; one that came
+// back meanwhile gets no mark.
+func TestSyncTriageAndAdmitInOneStep(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// change is the node as the API server has it when the taints
+		// are written: nil for unchanged.
+		change    func(*v1.Node)
+		wantPhase fencingv1alpha1.FencingPhase
+		wantGets  int
+	}{
+		{"unchanged node: no read of its own per write", nil, fencingv1alpha1.FencingPhaseFencing, 1},
+		{"node changed, still dead: read and decided again", func(n *v1.Node) { n.Labels["touched"] = "yes" }, fencingv1alpha1.FencingPhaseFencing, 2},
+		{"node back, its Lease renewed: no mark, no admission", func(n *v1.Node) {
+			n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+			n.Labels["renew"] = "lease"
+		}, fencingv1alpha1.FencingPhasePending, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := testobj.Epoch
+			e := newEnv(t, now, cluster(now, nil)...)
+			e.sync("n1")
+			e.wantPhase("n1", fencingv1alpha1.FencingPhasePending)
+			var nodeGets, condWrites int
+			changed := tc.change == nil
+			// The fake API server keeps no resourceVersions: these
+			// reactors give every node write a new one, as a real one does.
+			nodes := v1.SchemeGroupVersion.WithResource("nodes")
+			rv := 100
+			bump := func(n *v1.Node) { rv++; n.ResourceVersion = strconv.Itoa(rv) }
+			stored := func() *v1.Node {
+				o, err := e.Kube.Tracker().Get(nodes, "", "n1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return o.(*v1.Node).DeepCopy()
+			}
+			n := stored()
+			bump(n)
+			if err := e.Kube.Tracker().Update(nodes, n, ""); err != nil {
+				t.Fatal(err)
+			}
+			e.Kube.PrependReactor("get", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.(k8stesting.GetAction).GetName() == "n1" {
+					nodeGets++
+				}
+				return false, nil, nil
+			})
+			e.Kube.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				obj := a.(k8stesting.UpdateAction).GetObject().(*v1.Node)
+				if obj.ResourceVersion != stored().ResourceVersion {
+					return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
+				}
+				if a.GetSubresource() == "status" {
+					condWrites++
+				} else if !changed {
+					// Someone writes the node between the read and
+					// the write: it is refused on its resourceVersion.
+					changed = true
+					cur := stored()
+					if cur.Labels == nil {
+						cur.Labels = map[string]string{}
+					}
+					tc.change(cur)
+					if cur.Labels["renew"] != "" {
+						lease := testobj.Lease("n1", e.Clock.Now())
+						if err := e.Kube.Tracker().Update(coordinationv1.SchemeGroupVersion.WithResource("leases"), lease, v1.NamespaceNodeLease); err != nil {
+							t.Fatal(err)
+						}
+					}
+					bump(cur)
+					if err := e.Kube.Tracker().Update(nodes, cur, ""); err != nil {
+						t.Fatal(err)
+					}
+					return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
+				}
+				bump(obj)
+				return false, nil, nil
+			})
+			_, _ = e.c.Sync(e.Ctx, "n1")
+			e.Settle()
+			r := e.wantPhase("n1", tc.wantPhase)
+			if nodeGets != tc.wantGets {
+				t.Errorf("node read %d times in the step, want %d", nodeGets, tc.wantGets)
+			}
+			if tc.wantPhase != fencingv1alpha1.FencingPhaseFencing {
+				e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: "", requiredCond: ""})
+				return
+			}
+			if condWrites != 1 {
+				t.Errorf("%d status writes of the node, want 1 (both conditions at once)", condWrites)
+			}
+			e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: v1.ConditionTrue}, names.FencingTriagedTaint, names.FencingRequiredTaint)
+			if !meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.FencingRequestTriaged) ||
+				!meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.FencingRequestRequired) ||
+				r.Status.StartTime == nil || r.Status.BootIDAtFence != "boot-1" {
+				t.Errorf("request status %+v, want Triaged and Required True, a start time and boot ID boot-1", r.Status)
+			}
+		})
+	}
 }

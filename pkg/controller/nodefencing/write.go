@@ -162,11 +162,21 @@ func nodeCondition(typ string, status v1.ConditionStatus, reason, msg string) v1
 // re-decided on the fresh node. A condition whose status and reason are
 // already set is left as it is.
 func (c *Controller) setNodeConditions(ctx context.Context, node *v1.Node, check actuator.NodeCheck, conds ...v1.NodeCondition) error {
+	return c.writeNodeConditions(ctx, node, nil, check, conds...)
+}
+
+// setNodeConditionsFrom is setNodeConditions starting from fresh, the node
+// as node-fencing just read or wrote it, without a read of its own.
+func (c *Controller) setNodeConditionsFrom(ctx context.Context, fresh *v1.Node, check actuator.NodeCheck, conds ...v1.NodeCondition) error {
+	return c.writeNodeConditions(ctx, fresh, fresh, check, conds...)
+}
+
+func (c *Controller) writeNodeConditions(ctx context.Context, node, fresh *v1.Node, check actuator.NodeCheck, conds ...v1.NodeCondition) error {
 	what := "set conditions"
 	for _, cd := range conds {
 		what += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
 	}
-	return c.cfg.Actuator.UpdateNodeStatus(ctx, node, what, check, func(n *v1.Node) bool {
+	_, err := c.cfg.Actuator.UpdateNodeStatusFrom(ctx, node, fresh, what, check, func(n *v1.Node) bool {
 		now := metav1.NewTime(c.now())
 		changed := applyNodeConditions(n, now, conds...)
 		if c.cfg.LifecycleConditions {
@@ -176,6 +186,7 @@ func (c *Controller) setNodeConditions(ctx context.Context, node *v1.Node, check
 		}
 		return changed
 	})
+	return err
 }
 
 // applyNodeConditions sets the conditions in n's status, with now as the
@@ -257,6 +268,25 @@ func (c *Controller) recheck(ctx context.Context, r *fencingv1alpha1.FencingRequ
 			return false, fmt.Sprintf("the step is now %q: %s", d.Step, d.Why)
 		}
 		return true, d.Why
+	}
+}
+
+// decidedOn is the check of a write made on node, the version a step was
+// decided on from fresh reads (or the version node-fencing's own checked
+// write of the step produced): that very version passes, since the write's
+// resourceVersion makes the API server refuse it once the node changed;
+// any other version, read after a conflict, is decided again on fresh
+// reads, as recheck does.
+func (c *Controller) decidedOn(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, step Step) actuator.NodeCheck {
+	var again actuator.NodeCheck
+	return func(n *v1.Node) (bool, string) {
+		if n.UID == node.UID && n.ResourceVersion != "" && n.ResourceVersion == node.ResourceVersion {
+			return true, "decided on this version of the node"
+		}
+		if again == nil {
+			again = c.recheck(ctx, r, step, false)
+		}
+		return again(n)
 	}
 }
 
