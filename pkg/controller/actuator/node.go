@@ -118,6 +118,25 @@ func (a *Actuator) UpdateNode(ctx context.Context, node *v1.Node, what string, c
 	return nil
 }
 
+// UpdateNodeFrom is UpdateNode whose first try starts from fresh, the node
+// as the caller just read it from the API server, without a read (see
+// AddTaintsFrom). It returns the node as written.
+func (a *Actuator) UpdateNodeFrom(ctx context.Context, fresh *v1.Node, what string, check NodeCheck, mutate func(*v1.Node) bool) (*v1.Node, error) {
+	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(fresh))
+	if a.DryRun {
+		logger.Info("Dry run: would update node", "write", what)
+		return fresh, nil
+	}
+	written, changed, err := a.updateNode(ctx, fresh, fresh, what, check, mutate, false)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %s: %w", fresh.Name, what, err)
+	}
+	if changed {
+		logger.V(2).Info("Updated node", "write", what)
+	}
+	return written, nil
+}
+
 // ReleaseVolumes removes the named volumes from node.status.volumesInUse
 // (and, when alsoAttached, from node.status.volumesAttached). The
 // attach/detach controller then no longer waits for the dead kubelet to

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -244,11 +245,23 @@ func (c *Controller) outOfService(ctx context.Context, in Input, d Decision) err
 	// Intent before cause: the attach/detach controller detaches every
 	// volume of the node the moment the taint lands, and the attacher may
 	// get to a detach only after the node was powered on and unfenced.
-	if err := c.recordIntents(ctx, in.Node); err != nil {
+	// The decision's fresh reads are made beside the intents: both end
+	// before the taint is written, one round trip instead of two.
+	var (
+		g     errgroup.Group
+		fresh Input
+	)
+	g.Go(func() error { return c.recordIntents(ctx, in.Node) })
+	g.Go(func() (err error) { fresh, err = c.freshInput(ctx, in.Node.Name, nil, r, false); return err })
+	if err := g.Wait(); err != nil {
 		return err
 	}
-	check := c.recheck(ctx, r, StepOutOfService, false)
-	err := c.cfg.Actuator.UpdateNode(ctx, in.Node, "add out-of-service taint", check, func(n *v1.Node) bool {
+	if fd := Decide(fresh); fd.Step != StepOutOfService || fresh.Node == nil {
+		klog.FromContext(ctx).V(2).Info("Not adding the out-of-service taint: decision changed on fresh data", "why", fd.Why)
+		return nil
+	}
+	check := c.decidedOn(ctx, fresh.Node, r, StepOutOfService)
+	_, err := c.cfg.Actuator.UpdateNodeFrom(ctx, fresh.Node, "add out-of-service taint", check, func(n *v1.Node) bool {
 		for _, t := range n.Spec.Taints {
 			if t.Key == outOfServiceTaint.Key {
 				return false
