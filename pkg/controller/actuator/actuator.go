@@ -20,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -299,11 +300,11 @@ func (a *Actuator) deletePod(ctx context.Context, what string, pod *v1.Pod, chec
 		if !apierrors.IsConflict(derr) {
 			return derr
 		}
-		fresh, gerr := a.freshPod(ctx, pod)
+		fresh, node, gerr := a.freshPodAndNode(ctx, pod)
 		if gerr != nil {
 			return gerr
 		}
-		if err := a.recheckPodFor(ctx, what, fresh, check); err != nil {
+		if err := a.recheckPodOn(ctx, what, fresh, check, node); err != nil {
 			return err
 		}
 		cur = fresh
@@ -332,7 +333,7 @@ func (a *Actuator) updatePodStatusOn(ctx context.Context, what string, pod *v1.P
 	cur, written := pod, pod
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		read := node
-		node = nil // used once: every retry reads the node fresh
+		node = nil // used once: every retry reads the node again
 		if err := a.recheckPodOn(ctx, what, cur, check, read); err != nil {
 			return err
 		}
@@ -348,14 +349,38 @@ func (a *Actuator) updatePodStatusOn(ctx context.Context, what string, pod *v1.P
 		if !apierrors.IsConflict(uerr) {
 			return uerr
 		}
-		fresh, gerr := a.freshPod(ctx, pod)
+		fresh, read, gerr := a.freshPodAndNode(ctx, pod)
 		if gerr != nil {
 			return gerr
 		}
-		cur = fresh
+		cur, node = fresh, read
 		return uerr
 	})
 	return written, err
+}
+
+// freshPodAndNode reads the pod and its node again at once, after a
+// conflict: one round trip, not two. Both reads start after the conflict,
+// so the node read is as fresh for the next try's re-check as one of its
+// own would be.
+func (a *Actuator) freshPodAndNode(ctx context.Context, pod *v1.Pod) (*v1.Pod, *FreshNode, error) {
+	var (
+		g     errgroup.Group
+		fresh *v1.Pod
+		node  *FreshNode
+	)
+	g.Go(func() (err error) { fresh, err = a.freshPod(ctx, pod); return err })
+	if name := pod.Spec.NodeName; name != "" {
+		g.Go(func() error {
+			n, err := a.readNode(ctx, name)
+			node = &FreshNode{Name: name, Node: n}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	return fresh, node, nil
 }
 
 // setDisruptionTarget sets the pod's DisruptionTarget condition to True
@@ -385,16 +410,10 @@ func (a *Actuator) freshPod(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	return fresh, nil
 }
 
-// recheckPodFor reads the pod's node fresh and runs the decision of the
-// write named what on it and the pod. A missing check refuses: without a
-// decision nothing is written.
-func (a *Actuator) recheckPodFor(ctx context.Context, what string, pod *v1.Pod, check PodCheck) error {
-	return a.recheckPodOn(ctx, what, pod, check, nil)
-}
-
-// recheckPodOn is recheckPodFor deciding on read, the caller's fresh read
-// of the node, when it is of the pod's node; otherwise it reads the node
-// itself.
+// recheckPodOn runs the decision of the write named what on the pod and
+// its node: read, a fresh read of the node made after the decision, when it
+// is of the pod's node; otherwise a read of its own. A missing check
+// refuses: without a decision nothing is written.
 func (a *Actuator) recheckPodOn(ctx context.Context, what string, pod *v1.Pod, check PodCheck, read *FreshNode) error {
 	if check == nil {
 		return &DecisionChangedError{What: what, Why: "no decision to re-check at write time"}
