@@ -150,16 +150,34 @@ func liveNode(in Input) *v1.Node {
 
 // triage marks the node triaged, then the request, after deciding again
 // on the node, its Lease and request read fresh at once.
+//
+// Its reads are an admission's: when the fresh decision is to triage and
+// admit at once (the node's state settled meanwhile), the admission goes
+// on with them, provided no admission ended since they began; otherwise it
+// reads again under the admission lock.
 func (c *Controller) triage(ctx context.Context, in Input, d Decision) (time.Duration, error) {
-	fresh, err := c.freshInput(ctx, in.Request.Spec.NodeName, nil, in.Request, false)
+	before := c.admissions.Load()
+	reads, err := c.admissionReads(ctx, in)
 	if err != nil {
 		return 0, err
 	}
-	if fd := Decide(fresh); fd.Step != StepTriage {
+	switch fd := Decide(reads.fresh); fd.Step {
+	case StepTriage:
+		return 0, c.triageWrites(ctx, reads.fresh, StepTriage, d)
+	case StepTriageAdmit:
+		c.admitMu.Lock()
+		defer c.admitMu.Unlock()
+		if c.admissions.Load() != before {
+			reads, err = c.admissionReads(ctx, in)
+			if err != nil {
+				return 0, err
+			}
+		}
+		return c.admitOn(ctx, reads, fd)
+	default:
 		klog.FromContext(ctx).V(2).Info("Not triaging: decision changed on fresh data", "why", fd.Why)
 		return afterChangedDecision(fd), nil
 	}
-	return 0, c.triageWrites(ctx, fresh, StepTriage, d)
 }
 
 // triageWrites makes triage's writes for fresh, decided on with step: the

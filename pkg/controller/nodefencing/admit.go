@@ -28,21 +28,42 @@ import (
 func (c *Controller) admit(ctx context.Context, in Input, d Decision) (time.Duration, error) {
 	c.admitMu.Lock()
 	defer c.admitMu.Unlock()
-	r := in.Request
-	// Every read of the admission at once: one round trip to the API
-	// server, not four (a slow one multiplies each).
-	var (
-		reads  errgroup.Group
-		fresh  Input
-		guards guardReads
-	)
-	reads.Go(func() (err error) { fresh, err = c.freshInput(ctx, r.Spec.NodeName, nil, r, false); return err })
-	if automatic(r) && in.Policy != nil {
-		reads.Go(func() (err error) { guards, err = c.readGuard(ctx, in.Policy.Name); return err })
-	}
-	if err := reads.Wait(); err != nil {
+	reads, err := c.admissionReads(ctx, in)
+	if err != nil {
 		return 0, err
 	}
+	return c.admitOn(ctx, reads, d)
+}
+
+// admission are an admission's fresh reads: the candidate's inputs and
+// what the storm guard reads.
+type admission struct {
+	fresh  Input
+	guards guardReads
+}
+
+// admissionReads makes every read of an admission at once: one round trip
+// to the API server, not four (a slow one multiplies each).
+func (c *Controller) admissionReads(ctx context.Context, in Input) (admission, error) {
+	r := in.Request
+	var (
+		g   errgroup.Group
+		out admission
+	)
+	g.Go(func() (err error) { out.fresh, err = c.freshInput(ctx, r.Spec.NodeName, nil, r, false); return err })
+	if automatic(r) && in.Policy != nil {
+		g.Go(func() (err error) { out.guards, err = c.readGuard(ctx, in.Policy.Name); return err })
+	}
+	return out, g.Wait()
+}
+
+// admitOn is admit on reads made after every admission before it had
+// ended; the caller holds admitMu. It counts the admission (admissions),
+// so that reads made while it ran are known to be older than it.
+func (c *Controller) admitOn(ctx context.Context, reads admission, d Decision) (time.Duration, error) {
+	defer c.admissions.Add(1)
+	fresh, guards := reads.fresh, reads.guards
+	r := fresh.Request
 	fd := Decide(fresh)
 	if fd.Step != d.Step {
 		klog.FromContext(ctx).V(2).Info("Not admitting: decision changed on fresh data", "why", fd.Why)

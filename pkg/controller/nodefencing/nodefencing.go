@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -114,6 +115,9 @@ type Controller struct {
 	// admitMu serialises admissions, so that two workers never both see a
 	// free concurrency slot; guards holds each policy's storm-guard state.
 	admitMu sync.Mutex
+	// admissions counts the admissions made (admitOn), each counted as it
+	// ends: reads made between two equal counts saw every admission.
+	admissions atomic.Uint64
 	// written holds the request versions this controller's status writes
 	// replaced, until the cache catches up (see superseded).
 	written superseded

@@ -523,3 +523,49 @@ func TestSyncTriageAndAdmitInOneStep(t *testing.T) {
 		})
 	}
 }
+
+// A triage decided on a cache that lags (the approval not seen yet) goes
+// on with the admission on its own fresh reads when they show it may; when
+// an admission ended while they were made, it reads again first.
+func TestTriageGoesOnToTheAdmission(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		admittedMeanwhile bool
+		wantPolicyReads   int
+	}{
+		{"no admission meanwhile: the triage's reads serve", false, 1},
+		{"an admission ended meanwhile: read again", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := testobj.Epoch
+			e := newEnv(t, now, clusterManual(now)...)
+			e.sync("n1")
+			e.wantPhase("n1", fencingv1alpha1.FencingPhasePending)
+			stale, err := e.c.gather("n1", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := Decide(stale); d.Step != StepTriage {
+				t.Fatalf("cached decision %s, want Triage (the test proves nothing otherwise)", d.Step)
+			}
+			e.approve("n1")
+			policyReads := 0
+			e.Fencing.PrependReactor("get", "fencepolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
+				policyReads++
+				if tc.admittedMeanwhile && policyReads == 1 {
+					e.c.admissions.Add(1)
+				}
+				return false, nil, nil
+			})
+			if _, err := e.c.act(e.Ctx, stale, Decide(stale)); err != nil {
+				t.Fatal(err)
+			}
+			e.Settle()
+			e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+			e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: v1.ConditionTrue}, names.FencingTriagedTaint, names.FencingRequiredTaint)
+			if policyReads != tc.wantPolicyReads {
+				t.Errorf("the storm guard's policy read %d times, want %d", policyReads, tc.wantPolicyReads)
+			}
+		})
+	}
+}
