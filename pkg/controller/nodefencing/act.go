@@ -216,24 +216,72 @@ func (c *Controller) markNode(ctx context.Context, r *fencingv1alpha1.FencingReq
 	return c.setNodeConditionsFrom(ctx, written, c.decidedOn(ctx, written, r, step), conds...)
 }
 
-// fenced records the proof on the node (FencingComplete), then the request.
+// fenced records the proof on the node (FencingComplete), then the request,
+// after deciding again on reads made fresh at once. When the node is to go
+// out of service next, its fence intents are written beside the condition
+// and the taint follows at once, decided on what the step read and wrote
+// (the node as its condition write left it, the request as its phase write
+// left it): no watch event and no second read in between.
 func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
+	fresh, err := c.freshInput(ctx, r.Spec.NodeName, nil, r, false)
+	if err != nil {
+		return err
+	}
+	if fd := Decide(fresh); fd.Step != StepFenced {
+		klog.FromContext(ctx).V(2).Info("Not recording the fence: decision changed on fresh data", "why", fd.Why)
+		return nil
+	}
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
-	if node := liveNode(in); node != nil {
-		check := c.recheck(ctx, r, StepFenced, false)
-		// FencingRequired stays True next to FencingComplete, as in the
-		// proposal's timeline; both are cleared when the node is unfenced.
-		if err := c.setNodeConditions(ctx, node, check,
-			nodeCondition(names.FencingCompleteCondition, v1.ConditionTrue, d.Reason, msg)); err != nil {
+	node := liveNode(fresh)
+	if node != nil {
+		var g errgroup.Group
+		g.Go(func() (err error) {
+			// FencingRequired stays True next to FencingComplete, as in
+			// the proposal's timeline; both are cleared when the node
+			// is unfenced.
+			node, err = c.markConditions(ctx, node, fresh.Request, StepFenced,
+				nodeCondition(names.FencingCompleteCondition, v1.ConditionTrue, d.Reason, msg))
+			return err
+		})
+		if AppliesOutOfService(fresh.Policy) {
+			// The power read back Off: the intent is true already.
+			g.Go(func() error { return c.recordIntents(ctx, node) })
+		}
+		if err := g.Wait(); err != nil {
 			return err
 		}
 		c.cfg.Actuator.Recorder.Eventf(node, v1.EventTypeWarning, EventFenced, "%s", msg)
 	}
-	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseFenced, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+	written, err := c.transitionOut(ctx, fresh.Request, fencingv1alpha1.FencingPhaseFenced, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		s.FencedTime = &now
 		setCondition(s, fencingv1alpha1.FencingRequestComplete, metav1.ConditionTrue, d.Reason, d.Why, now)
 	}, phases(fencingv1alpha1.FencingPhaseFencing), EventFenced)
+	if err != nil || written == nil || node == nil {
+		return err
+	}
+	next := fresh
+	next.Node, next.Request = node, written
+	if nd := Decide(next); nd.Step == StepOutOfService {
+		return c.outOfServiceOn(ctx, next, nd)
+	}
+	return nil
+}
+
+// markConditions sets conds on node, the version a step was decided on
+// (or wrote), without a read of its own; it returns the node as written.
+func (c *Controller) markConditions(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, step Step, conds ...v1.NodeCondition) (*v1.Node, error) {
+	what := "set conditions"
+	for _, cd := range conds {
+		what += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
+	}
+	written, err := c.cfg.Actuator.UpdateNodeStatusFrom(ctx, node, node, what, c.decidedOn(ctx, node, r, step), func(n *v1.Node) bool {
+		return c.applyConditions(n, conds...)
+	})
+	if err != nil || written == nil {
+		return node, err
+	}
+	return written, nil
 }
 
 // fail ends a request whose rounds all failed. The node keeps
@@ -274,12 +322,21 @@ func (c *Controller) outOfService(ctx context.Context, in Input, d Decision) err
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if fd := Decide(fresh); fd.Step != StepOutOfService || fresh.Node == nil {
+	fd := Decide(fresh)
+	if fd.Step != StepOutOfService || fresh.Node == nil {
 		klog.FromContext(ctx).V(2).Info("Not adding the out-of-service taint: decision changed on fresh data", "why", fd.Why)
 		return nil
 	}
-	check := c.decidedOn(ctx, fresh.Node, r, StepOutOfService)
-	_, err := c.cfg.Actuator.UpdateNodeFrom(ctx, fresh.Node, "add out-of-service taint", check, func(n *v1.Node) bool {
+	return c.outOfServiceOn(ctx, fresh, d)
+}
+
+// outOfServiceOn adds the taint and the owner annotation on in's node, the
+// version the step was decided on (a changed node is read and decided
+// again), after the fence intents were recorded.
+func (c *Controller) outOfServiceOn(ctx context.Context, in Input, d Decision) error {
+	r := in.Request
+	check := c.decidedOn(ctx, in.Node, r, StepOutOfService)
+	_, err := c.cfg.Actuator.UpdateNodeFrom(ctx, in.Node, "add out-of-service taint", check, func(n *v1.Node) bool {
 		for _, t := range n.Spec.Taints {
 			if t.Key == outOfServiceTaint.Key {
 				return false

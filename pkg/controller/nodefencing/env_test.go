@@ -311,8 +311,18 @@ func (e *env) fenceToFenced(taints ...string) *fencingv1alpha1.FencingRequest {
 	})
 	e.sync("n1")
 	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)
-	// FencingRequired stays True next to FencingComplete.
-	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: v1.ConditionTrue, completeCond: v1.ConditionTrue}, append(taints, names.FencingTriagedTaint, names.FencingRequiredTaint)...)
+	// FencingRequired stays True next to FencingComplete, and the node is
+	// put out of service in the same step, unless a human did first or a
+	// NetworkFence must be confirmed first.
+	want := append(slices.Clone(taints), names.FencingTriagedTaint, names.FencingRequiredTaint)
+	p, err := e.c.policies.Get("p")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if !slices.Contains(taints, names.OutOfServiceTaint) && len(networkFenceMethods(p)) == 0 {
+		want = append(want, names.OutOfServiceTaint)
+	}
+	e.wantNode("n1", map[string]v1.ConditionStatus{triagedCond: v1.ConditionTrue, requiredCond: v1.ConditionTrue, completeCond: v1.ConditionTrue}, want...)
 
 	e.sync("n1")
 	return e.wantPhase("n1", fencingv1alpha1.FencingPhaseFenced)

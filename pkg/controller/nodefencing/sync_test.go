@@ -569,3 +569,34 @@ func TestTriageGoesOnToTheAdmission(t *testing.T) {
 		})
 	}
 }
+
+// The Fenced step puts the node out of service at once, and the fence
+// intent is on every VolumeAttachment of the node before the taint is
+// written (intent before cause).
+func TestFencedStepRecordsIntentsBeforeTheTaint(t *testing.T) {
+	now := testobj.Epoch
+	va := testobj.VA("va-1", "disk.example.com", "pv-1", "n1")
+	e := newEnv(t, now, cluster(now, nil, va)...)
+	var taintWrites int
+	var intentAtTaint string
+	e.Kube.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		n := a.(k8stesting.UpdateAction).GetObject().(*v1.Node)
+		if a.GetSubresource() != "" || !slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == names.OutOfServiceTaint }) {
+			return false, nil, nil
+		}
+		taintWrites++
+		o, err := e.Kube.Tracker().Get(storagev1.SchemeGroupVersion.WithResource("volumeattachments"), "", "va-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		intentAtTaint = o.(*storagev1.VolumeAttachment).Annotations[names.FenceIntentAnnotation]
+		return false, nil, nil
+	})
+	e.fenceToFenced()
+	if taintWrites == 0 {
+		t.Fatal("the out-of-service taint was never written")
+	}
+	if intentAtTaint == "" {
+		t.Errorf("the out-of-service taint was written before the fence intent on va-1")
+	}
+}

@@ -40,8 +40,16 @@ import (
 // to write on r, that is confirmed on the request read fresh: a lagging
 // copy must not skip a write.
 func (c *Controller) updateStatus(ctx context.Context, r *fencingv1alpha1.FencingRequest, mutate func(*fencingv1alpha1.FencingRequestStatus, metav1.Time) bool) error {
+	_, err := c.writeStatus(ctx, r, mutate)
+	return err
+}
+
+// writeStatus is updateStatus that returns the request as written; nil
+// when nothing was written.
+func (c *Controller) writeStatus(ctx context.Context, r *fencingv1alpha1.FencingRequest, mutate func(*fencingv1alpha1.FencingRequestStatus, metav1.Time) bool) (*fencingv1alpha1.FencingRequest, error) {
 	client := c.cfg.Client.FencingV1alpha1().FencingRequests()
 	held := r.ResourceVersion != ""
+	var written *fencingv1alpha1.FencingRequest
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cur *fencingv1alpha1.FencingRequest
 		if held {
@@ -68,16 +76,19 @@ func (c *Controller) updateStatus(ctx context.Context, r *fencingv1alpha1.Fencin
 		if err == nil && out.ResourceVersion != read {
 			c.written.mark(r.UID, r.ResourceVersion, read)
 		}
+		if err == nil {
+			written = out
+		}
 		return err
 	})
 	if err != nil && ignoreGone(err) == nil {
 		klog.FromContext(ctx).V(2).Info("FencingRequest gone before its status write", "request", r.Name)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("updating status of FencingRequest %s: %w", r.Name, err)
+		return nil, fmt.Errorf("updating status of FencingRequest %s: %w", r.Name, err)
 	}
-	return nil
+	return written, nil
 }
 
 // noteStatus is updateStatus for writes that only report (a waiting note,
@@ -104,8 +115,16 @@ func (c *Controller) noteStatus(ctx context.Context, r *fencingv1alpha1.FencingR
 // a request from a phase it already left.
 func (c *Controller) transition(ctx context.Context, r *fencingv1alpha1.FencingRequest, to fencingv1alpha1.FencingPhase, d Decision,
 	mutate func(*fencingv1alpha1.FencingRequestStatus, metav1.Time), from []fencingv1alpha1.FencingPhase, event string) error {
+	_, err := c.transitionOut(ctx, r, to, d, mutate, from, event)
+	return err
+}
+
+// transitionOut is transition that returns the request as written; nil
+// when it did not move.
+func (c *Controller) transitionOut(ctx context.Context, r *fencingv1alpha1.FencingRequest, to fencingv1alpha1.FencingPhase, d Decision,
+	mutate func(*fencingv1alpha1.FencingRequestStatus, metav1.Time), from []fencingv1alpha1.FencingPhase, event string) (*fencingv1alpha1.FencingRequest, error) {
 	moved := false
-	err := c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
+	written, err := c.writeStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
 		cur := s.Phase
 		if cur == "" {
 			cur = fencingv1alpha1.FencingPhasePending
@@ -118,8 +137,8 @@ func (c *Controller) transition(ctx context.Context, r *fencingv1alpha1.FencingR
 		moved = true
 		return true
 	})
-	if err != nil || !moved {
-		return err
+	if err != nil || !moved || written == nil {
+		return nil, err
 	}
 	klog.FromContext(ctx).Info("FencingRequest phase", "request", r.Name, "phase", to, "why", d.Why)
 	if event == "" {
@@ -131,7 +150,7 @@ func (c *Controller) transition(ctx context.Context, r *fencingv1alpha1.FencingR
 	}
 	c.cfg.Recorder.Eventf(r, typ, event, "%s: %s", to, d.Why)
 	c.cfg.Metrics.ObserveFencingPhase(string(to), d.Reason, r.CreationTimestamp.Time, c.now())
-	return nil
+	return written, nil
 }
 
 // phases is a set of phases for transition.
@@ -177,16 +196,22 @@ func (c *Controller) writeNodeConditions(ctx context.Context, node, fresh *v1.No
 		what += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
 	}
 	_, err := c.cfg.Actuator.UpdateNodeStatusFrom(ctx, node, fresh, what, check, func(n *v1.Node) bool {
-		now := metav1.NewTime(c.now())
-		changed := applyNodeConditions(n, now, conds...)
-		if c.cfg.LifecycleConditions {
-			// Derived from the fresh node's fencing conditions as they
-			// are now, in the same write: no round trip of their own.
-			changed = applyNodeConditions(n, now, LifecycleConditions(n.Status.Conditions)...) || changed
-		}
-		return changed
+		return c.applyConditions(n, conds...)
 	})
 	return err
+}
+
+// applyConditions sets conds, and the lifecycle conditions derived from
+// them when enabled, on n; it reports whether n changed.
+func (c *Controller) applyConditions(n *v1.Node, conds ...v1.NodeCondition) bool {
+	now := metav1.NewTime(c.now())
+	changed := applyNodeConditions(n, now, conds...)
+	if c.cfg.LifecycleConditions {
+		// Derived from the fresh node's fencing conditions as they are
+		// now, in the same write: no round trip of their own.
+		changed = applyNodeConditions(n, now, LifecycleConditions(n.Status.Conditions)...) || changed
+	}
+	return changed
 }
 
 // applyNodeConditions sets the conditions in n's status, with now as the
