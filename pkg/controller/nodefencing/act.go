@@ -233,25 +233,26 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 		return nil
 	}
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
-	node := liveNode(fresh)
-	if node != nil {
+	read := liveNode(fresh)
+	var node *v1.Node // as the condition's write left it
+	if read != nil {
 		var g errgroup.Group
 		g.Go(func() (err error) {
 			// FencingRequired stays True next to FencingComplete, as in
 			// the proposal's timeline; both are cleared when the node
 			// is unfenced.
-			node, err = c.markConditions(ctx, node, fresh.Request, StepFenced,
+			node, err = c.markConditions(ctx, read, fresh.Request, StepFenced,
 				nodeCondition(names.FencingCompleteCondition, v1.ConditionTrue, d.Reason, msg))
 			return err
 		})
 		if AppliesOutOfService(fresh.Policy) {
 			// The power read back Off: the intent is true already.
-			g.Go(func() error { return c.recordIntents(ctx, node) })
+			g.Go(func() error { return c.recordIntents(ctx, read) })
 		}
 		if err := g.Wait(); err != nil {
 			return err
 		}
-		c.cfg.Actuator.Recorder.Eventf(node, v1.EventTypeWarning, EventFenced, "%s", msg)
+		c.cfg.Actuator.Recorder.Eventf(read, v1.EventTypeWarning, EventFenced, "%s", msg)
 	}
 	written, err := c.transitionOut(ctx, fresh.Request, fencingv1alpha1.FencingPhaseFenced, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		s.FencedTime = &now
