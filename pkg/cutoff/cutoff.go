@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
@@ -143,6 +144,34 @@ func IsQuarantined(node *v1.Node) bool {
 // taint with the effect the ForceEviction proposal gives it (NoExecute).
 func HasForceEvictionTaint(node *v1.Node) bool {
 	return nodeutil.HasTaintEffect(node, names.ForceEvictionTaint, v1.TaintEffectNoExecute)
+}
+
+// NodeDown reports whether the node counts as down: not Ready, or fenced
+// (FencingComplete=True, its power read back Off) while its Ready
+// condition is still the stale one from before the fence.
+// kube-controller-manager marks a dead node NotReady only after its
+// node-monitor grace period (50 s by default); a verified power-off is
+// proof enough before that. A Ready condition that turned True after the
+// fence is a node that came back; when the two transitions fall in the
+// same second (API times are stored to the second) the node counts as
+// back: not down is the safe side.
+func NodeDown(node *v1.Node) bool {
+	if !nodeutil.IsReady(node) {
+		return true
+	}
+	if !FencingComplete(node) {
+		return false
+	}
+	var fenced, ready metav1.Time
+	for _, c := range node.Status.Conditions {
+		switch string(c.Type) {
+		case names.FencingCompleteCondition:
+			fenced = c.LastTransitionTime
+		case string(v1.NodeReady):
+			ready = c.LastTransitionTime
+		}
+	}
+	return ready.Before(&fenced)
 }
 
 // FencingComplete reports whether the node's FencingComplete condition is

@@ -2,6 +2,7 @@ package cutoff
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -137,5 +138,34 @@ func TestDetachReasonWidensNodeReason(t *testing.T) {
 				t.Errorf("node %d safe=%v: NodeReason %q, DetachReason %q", i, safe, r, DetachReason(DetachInput{Node: n, SafeDetach: safe}))
 			}
 		}
+	}
+}
+
+// TestNodeDown: not Ready, or fenced while Ready is the stale condition from
+// before the fence; a Ready that turned True after the fence (or in the
+// same second) is a node that came back.
+func TestNodeDown(t *testing.T) {
+	t0 := testobj.Epoch
+	fenced := func(at time.Time) testobj.NodeOption {
+		return testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, at)
+	}
+	for _, tc := range []struct {
+		name string
+		node *v1.Node
+		want bool
+	}{
+		{"Ready, not fenced", testobj.Node("n", testobj.ReadySince(t0)), false},
+		{"NotReady", testobj.Node("n", testobj.NotReadySince(t0)), true},
+		{"Unknown", testobj.Node("n", testobj.UnknownSince(t0)), true},
+		{"Ready from before the fence", testobj.Node("n", testobj.ReadySince(t0), fenced(t0.Add(time.Minute))), true},
+		{"Ready again after the fence", testobj.Node("n", testobj.ReadySince(t0.Add(2*time.Minute)), fenced(t0.Add(time.Minute))), false},
+		{"Ready and fenced in the same second: back, the safe side", testobj.Node("n", testobj.ReadySince(t0), fenced(t0)), false},
+		{"FencingComplete False", testobj.Node("n", testobj.ReadySince(t0), testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionFalse, t0.Add(time.Minute))), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NodeDown(tc.node); got != tc.want {
+				t.Errorf("NodeDown = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

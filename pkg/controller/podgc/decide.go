@@ -60,21 +60,10 @@ func Decide(node *v1.Node, pod *v1.Pod) Decision {
 	return Decision{Delete: true, Why: fmt.Sprintf("fenceline: node %s out of service (taint %s) and not Ready", node.Name, names.OutOfServiceTaint)}
 }
 
-// Down reports whether podgc counts the node as down: not Ready, or fenced
-// (FencingComplete=True, its power read back Off) while its Ready
-// condition is still the stale one from before the fence. When the two
-// transitions fall in the same second (API times are stored to the
-// second) the node counts as back: not deleting is the safe side.
-func Down(node *v1.Node) bool {
-	if !nodeutil.IsReady(node) {
-		return true
-	}
-	if !cutoff.FencingComplete(node) {
-		return false
-	}
-	fenced := nodeutil.Condition(node, names.FencingCompleteCondition).LastTransitionTime
-	return nodeutil.ReadyCondition(node).LastTransitionTime.Before(&fenced)
-}
+// Down reports whether podgc counts the node as down: cutoff.NodeDown, not
+// Ready or fenced while its Ready condition is still the stale one from
+// before the fence.
+func Down(node *v1.Node) bool { return cutoff.NodeDown(node) }
 
 // Recheck is Decide in the form the actuator runs again on fresh data at
 // write time.

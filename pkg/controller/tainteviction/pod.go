@@ -117,11 +117,18 @@ func DecidePod(in PodInput) Decision {
 		}
 		return Decision{Action: ActionEvict, At: e.At, Why: e.Why}
 	}
-	if nodeutil.IsReady(node) || !in.Stateful {
+	// A fenced node (its power read back Off) is down before
+	// kube-controller-manager marks it NotReady, 50 s after its last
+	// heartbeat by default: its stateful pods go at once, as on a node
+	// that is not Ready.
+	if !cutoff.NodeDown(node) || !in.Stateful {
 		return evict("")
 	}
 	switch in.CutOff {
 	case cutoff.ReasonFenced, cutoff.ReasonOutOfService:
+		if nodeutil.IsReady(node) {
+			return due(ActionForceDelete, "the node is fenced (%s=True: its power was read back Off) and cut off from the pod's storage (%s): deleting at once", names.FencingCompleteCondition, in.CutOff)
+		}
 		return due(ActionForceDelete, "the node is not Ready and cut off from the pod's storage (%s): deleting at once", in.CutOff)
 	case cutoff.ReasonSafeDetach:
 		return due(ActionHold, "the node is not Ready and quarantined for safe detach: quarantine force-deletes the pod once the attacher is proven to fence")

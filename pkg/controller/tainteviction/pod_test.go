@@ -9,6 +9,7 @@ import (
 
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/names"
 )
 
 func TestDecidePod(t *testing.T) {
@@ -23,6 +24,10 @@ func TestDecidePod(t *testing.T) {
 	}
 	tolerate := func(secs int64) testobj.PodOption {
 		return testobj.Toleration(v1.Toleration{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs})
+	}
+	oos := testobj.TaintAt(names.OutOfServiceTaint, v1.TaintEffectNoExecute, t0.Add(time.Minute))
+	fencedAt := func(at time.Time) testobj.NodeOption {
+		return testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, at)
 	}
 	hook := testobj.PodAnnotation(EvictWhenAnnotation, "example.com/Checkpointed")
 	checkpointed := testobj.PodCondition("example.com/Checkpointed", v1.ConditionTrue)
@@ -53,6 +58,9 @@ func TestDecidePod(t *testing.T) {
 		{"hook condition missing on a live node: hold", PodInput{Pod: pod(hook), Node: testobj.Node("n1", up, testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))}, ActionHold, time.Time{}, "Checkpointed"},
 		{"hook annotation empty: hold, saying so", PodInput{Pod: pod(testobj.PodAnnotation(EvictWhenAnnotation, "")), Node: testobj.Node("n1", up, testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))}, ActionHold, time.Time{}, "annotation is empty"},
 		{"hook condition True: evict", PodInput{Pod: pod(hook, checkpointed), Node: testobj.Node("n1", up, testobj.TaintAt("example.com/maintenance", v1.TaintEffectNoExecute, t0))}, ActionEvict, time.Time{}, ""},
+		{"stateful pod on a fenced node whose Ready is from before the fence: force delete", PodInput{Pod: pod(), Node: testobj.Node("n1", up, fencedAt(t0.Add(time.Minute)), oos), Stateful: true, CutOff: cutoff.ReasonFenced}, ActionForceDelete, time.Time{}, "power was read back Off"},
+		{"stateless pod on that fenced node: graceful eviction, as upstream", PodInput{Pod: pod(), Node: testobj.Node("n1", up, fencedAt(t0.Add(time.Minute)), oos), CutOff: cutoff.ReasonFenced}, ActionEvict, time.Time{}, ""},
+		{"stateful pod on a fenced node that is Ready again since: graceful, its kubelet lives", PodInput{Pod: pod(), Node: testobj.Node("n1", testobj.ReadySince(t0.Add(2*time.Minute)), fencedAt(t0.Add(time.Minute)), oos), Stateful: true, CutOff: cutoff.ReasonFenced}, ActionEvict, time.Time{}, ""},
 		{"hook on a stateful pod of a dead fenced node: the hook cannot keep it", PodInput{Pod: pod(hook, tolerate(0)), Node: testobj.Node("n1", down, unreachable), Stateful: true, CutOff: cutoff.ReasonFenced}, ActionForceDelete, time.Time{}, ""},
 	}
 	for _, tc := range tests {
