@@ -65,10 +65,13 @@ type Config struct {
 // informer caches, acts on those due, and looks again when the next
 // eviction is due.
 type Controller struct {
-	act      *actuator.Actuator
-	metrics  *Metrics
-	nodes    corelisters.NodeLister
-	pods     cache.Indexer
+	act     *actuator.Actuator
+	metrics *Metrics
+	nodes   corelisters.NodeLister
+	pods    cache.Indexer
+	// vas are the VolumeAttachments, indexed by node: a cached intent is
+	// not written again.
+	vas      cache.Indexer
 	volumes  *podvolumes.Resolver
 	queue    *nodequeue.Queue
 	seen     *firstSeen
@@ -82,11 +85,11 @@ type Controller struct {
 // factory is started.
 func New(cfg Config) (*Controller, error) {
 	f := cfg.Informers
-	podInf := f.Core().V1().Pods().Informer()
-	nodeInf := f.Core().V1().Nodes().Informer()
-	if err := nodeutil.AddPodIndexer(podInf); err != nil {
+	podInf, vaInf, err := nodeutil.NodeIndexedInformers(f)
+	if err != nil {
 		return nil, err
 	}
+	nodeInf := f.Core().V1().Nodes().Informer()
 	if err := cfg.Guard.Validate(); err != nil {
 		return nil, err
 	}
@@ -98,6 +101,7 @@ func New(cfg Config) (*Controller, error) {
 		metrics: cfg.Metrics,
 		nodes:   f.Core().V1().Nodes().Lister(),
 		pods:    podInf.GetIndexer(),
+		vas:     vaInf.GetIndexer(),
 		volumes: podvolumes.NewResolver(f.Core().V1().PersistentVolumeClaims().Lister(),
 			f.Core().V1().PersistentVolumes().Lister(), f.Storage().V1().CSIDrivers().Lister()),
 		seen:    newFirstSeen(time.Now),
@@ -326,7 +330,14 @@ func (c *Controller) recordIntents(ctx context.Context, t due) error {
 		return fmt.Errorf("resolving the volumes of pod %s/%s for their fence intent: %w", t.in.Pod.Namespace, t.in.Pod.Name, err)
 	}
 	names, pvs := podvolumes.CSIVolumes(vols)
-	return c.act.RecordIntent(ctx, actuator.Intent{Reason: t.in.CutOff, Controller: Name, Node: t.in.Node, Volumes: names, PVs: pvs})
+	// The cached VolumeAttachments let an intent already recorded (by
+	// node-fencing before its out-of-service taint) stand without a write:
+	// any intent means "fence".
+	cached, err := nodeutil.VAsOnNode(c.vas, t.in.Node.Name)
+	if err != nil {
+		return err
+	}
+	return c.act.RecordIntent(ctx, actuator.Intent{Reason: t.in.CutOff, Controller: Name, Node: t.in.Node, Volumes: names, PVs: pvs, Cached: cached})
 }
 
 // recheck is RecheckEviction on the node and pod read fresh at write time

@@ -9,12 +9,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 
 	"fenceline.io/fenceline/internal/ctrltest"
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/pkg/controller/actuator"
 	"fenceline.io/fenceline/pkg/controller/stormguard"
+	"fenceline.io/fenceline/pkg/cutoff"
+	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -365,5 +368,56 @@ func TestSyncEvictWhenHook(t *testing.T) {
 	e.sync("n1") // on caches that show the condition
 	if e.pod("db") != nil {
 		t.Fatal("not evicted once its evict-when condition is True")
+	}
+}
+
+// A fenced node whose Ready condition is still the stale one from before
+// the fence, with the out-of-service taint: its stateful pod is
+// force-deleted at once, not evicted gracefully, and the fence intent
+// node-fencing recorded on its VolumeAttachment stands: no intent write
+// before the deletion. The same node Ready again after the fence gets a
+// graceful eviction.
+func TestSyncFencedNodeWithStaleReady(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		readySince  time.Duration // after t0; the fence is at t0+1m
+		wantDeleted bool
+	}{
+		{"Ready from before the fence: force-deleted", 0, true},
+		{"Ready again since the fence: evicted gracefully", 2 * time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t0 := testobj.Epoch
+			fencedAt := t0.Add(time.Minute)
+			node := testobj.Node("n1", testobj.ReadySince(t0.Add(tc.readySince)),
+				testobj.ConditionSince(names.FencingCompleteCondition, v1.ConditionTrue, fencedAt),
+				testobj.TaintAt(names.OutOfServiceTaint, v1.TaintEffectNoExecute, fencedAt))
+			va := testobj.VA(nodeutil.CSIAttachmentName("csi.example", "h1", "n1"), "csi.example", "pv-1", "n1",
+				testobj.VAAnnotation(names.FenceIntentAnnotation, cutoff.NewRecord(cutoff.ReasonFenced, "", "controller/node-fencing", fencedAt).Encode()))
+			objs := append(statefulObjs(t0), node, va, testobj.Node("n2", testobj.ReadySince(t0)), testobj.Node("n3", testobj.ReadySince(t0)))
+			e := newEnv(t, t0.Add(3*time.Minute), DefaultGuard(), objs...)
+			patches := 0
+			e.Kube.PrependReactor("patch", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) {
+				patches++
+				return false, nil, nil
+			})
+			e.sync("n1")
+			if tc.wantDeleted {
+				if got := e.pod("db-0"); got != nil {
+					t.Fatalf("stateful pod of a fenced node still there: %+v", got.Status)
+				}
+				if ev := e.events(); !hasEvent(ev, actuator.EventForceDeleted, "power was read back Off") {
+					t.Errorf("events %q lack the force deletion and its reason", ev)
+				}
+				if patches != 0 {
+					t.Errorf("%d intent writes on a VolumeAttachment whose intent was recorded already", patches)
+				}
+				return
+			}
+			ev := e.events()
+			if !hasEvent(ev, actuator.EventTaintManagerEviction) || hasEvent(ev, actuator.EventForceDeleted) {
+				t.Errorf("pod of a node Ready again: events %q, want a graceful eviction and no force deletion", ev)
+			}
+		})
 	}
 }
