@@ -218,10 +218,12 @@ func (c *Controller) markNode(ctx context.Context, r *fencingv1alpha1.FencingReq
 
 // fenced records the proof on the node (FencingComplete), then the request,
 // after deciding again on reads made fresh at once. When the node is to go
-// out of service next, its fence intents are written beside the condition
-// and the taint follows at once, decided on what the step read and wrote
-// (the node as its condition write left it, the request as its phase write
-// left it): no watch event and no second read in between.
+// out of service next, its fence intents are written beside the condition,
+// and the taint beside the request's phase, decided on what the step read
+// and wrote (the node as its condition write left it, the request as the
+// phase write makes it): no watch event and no second read in between. The
+// taint needs only the proof, which the request read fresh holds already:
+// a level read back Off stays proven.
 func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
 	fresh, err := c.freshInput(ctx, r.Spec.NodeName, nil, r, false)
@@ -254,19 +256,32 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 		}
 		c.cfg.Actuator.Recorder.Eventf(read, v1.EventTypeWarning, EventFenced, "%s", msg)
 	}
-	written, err := c.transitionOut(ctx, fresh.Request, fencingv1alpha1.FencingPhaseFenced, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
-		s.FencedTime = &now
+	setFenced := func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+		s.Phase, s.FencedTime = fencingv1alpha1.FencingPhaseFenced, &now
 		setCondition(s, fencingv1alpha1.FencingRequestComplete, metav1.ConditionTrue, d.Reason, d.Why, now)
-	}, phases(fencingv1alpha1.FencingPhaseFencing), EventFenced)
-	if err != nil || written == nil || node == nil {
-		return err
 	}
 	next := fresh
-	next.Node, next.Request = node, written
-	if nd := Decide(next); nd.Step == StepOutOfService {
-		return c.outOfServiceOn(ctx, next, nd)
+	next.Node = node
+	next.Request = fresh.Request.DeepCopy()
+	setFenced(&next.Request.Status, metav1.NewTime(c.now()))
+	nd := Decide(next)
+	oos := node != nil && nd.Step == StepOutOfService
+	var (
+		g       errgroup.Group
+		written *fencingv1alpha1.FencingRequest
+		tainted bool
+	)
+	g.Go(func() (err error) {
+		written, err = c.transitionOut(ctx, fresh.Request, fencingv1alpha1.FencingPhaseFenced, d, setFenced, phases(fencingv1alpha1.FencingPhaseFencing), EventFenced)
+		return err
+	})
+	if oos {
+		g.Go(func() (err error) { tainted, err = c.taintOutOfService(ctx, next, nd); return err })
 	}
-	return nil
+	if err := g.Wait(); err != nil || !tainted || written == nil {
+		return err
+	}
+	return c.noteOutOfService(ctx, written)
 }
 
 // markConditions sets conds on node, the version a step was decided on
@@ -333,11 +348,22 @@ func (c *Controller) outOfService(ctx context.Context, in Input, d Decision) err
 
 // outOfServiceOn adds the taint and the owner annotation on in's node, the
 // version the step was decided on (a changed node is read and decided
-// again), after the fence intents were recorded.
+// again), after the fence intents were recorded, then notes it on the
+// request.
 func (c *Controller) outOfServiceOn(ctx context.Context, in Input, d Decision) error {
+	if tainted, err := c.taintOutOfService(ctx, in, d); err != nil || !tainted {
+		return err
+	}
+	return c.noteOutOfService(ctx, in.Request)
+}
+
+// taintOutOfService writes the out-of-service taint and the owner
+// annotation in one write on in's node, checked on the decision in was
+// decided with; it reports whether the taint is on the node.
+func (c *Controller) taintOutOfService(ctx context.Context, in Input, d Decision) (bool, error) {
 	r := in.Request
 	check := c.decidedOn(ctx, in.Node, r, StepOutOfService)
-	_, err := c.cfg.Actuator.UpdateNodeFrom(ctx, in.Node, "add out-of-service taint", check, func(n *v1.Node) bool {
+	written, err := c.cfg.Actuator.UpdateNodeFrom(ctx, in.Node, "add out-of-service taint", check, func(n *v1.Node) bool {
 		for _, t := range n.Spec.Taints {
 			if t.Key == outOfServiceTaint.Key {
 				return false
@@ -353,10 +379,15 @@ func (c *Controller) outOfServiceOn(ctx context.Context, in Input, d Decision) e
 		n.Annotations[ownerAnnotation] = string(r.UID)
 		return true
 	})
-	if err != nil {
-		return err
+	if err != nil || written == nil {
+		return false, err
 	}
 	c.cfg.Actuator.Recorder.Eventf(in.Node, v1.EventTypeWarning, EventOutOfService, "Added taint %s for FencingRequest %s: %s", outOfServiceTaint.ToString(), r.Name, d.Why)
+	return true, nil
+}
+
+// noteOutOfService records on the request that the taint is on.
+func (c *Controller) noteOutOfService(ctx context.Context, r *fencingv1alpha1.FencingRequest) error {
 	return c.updateStatus(ctx, r, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) bool {
 		return setCondition(s, fencingv1alpha1.FencingRequestOutOfServiceApplied, metav1.ConditionTrue, "TaintAdded", "added "+outOfServiceTaint.ToString(), now)
 	})
