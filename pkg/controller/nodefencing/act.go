@@ -276,7 +276,16 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 		return err
 	})
 	if oos {
-		g.Go(func() (err error) { tainted, err = c.taintOutOfService(ctx, next, nd); return err })
+		// Decided as the phase write makes the request, whether or not
+		// that write has landed when the taint's is decided again: on a
+		// request proven fenced (and only then) it is the write's own.
+		pending := func(in *Input) {
+			if Decide(*in).Step == StepFenced && in.Request.UID == fresh.Request.UID {
+				in.Request = in.Request.DeepCopy()
+				setFenced(&in.Request.Status, metav1.NewTime(c.now()))
+			}
+		}
+		g.Go(func() (err error) { tainted, err = c.taintOutOfService(ctx, next, nd, pending); return err })
 	}
 	if err := g.Wait(); err != nil || !tainted || written == nil {
 		return err
@@ -351,7 +360,7 @@ func (c *Controller) outOfService(ctx context.Context, in Input, d Decision) err
 // again), after the fence intents were recorded, then notes it on the
 // request.
 func (c *Controller) outOfServiceOn(ctx context.Context, in Input, d Decision) error {
-	if tainted, err := c.taintOutOfService(ctx, in, d); err != nil || !tainted {
+	if tainted, err := c.taintOutOfService(ctx, in, d, nil); err != nil || !tainted {
 		return err
 	}
 	return c.noteOutOfService(ctx, in.Request)
@@ -359,10 +368,11 @@ func (c *Controller) outOfServiceOn(ctx context.Context, in Input, d Decision) e
 
 // taintOutOfService writes the out-of-service taint and the owner
 // annotation in one write on in's node, checked on the decision in was
-// decided with; it reports whether the taint is on the node.
-func (c *Controller) taintOutOfService(ctx context.Context, in Input, d Decision) (bool, error) {
+// decided with (pending: see recheckAs); it reports whether the taint is on
+// the node.
+func (c *Controller) taintOutOfService(ctx context.Context, in Input, d Decision, pending func(*Input)) (bool, error) {
 	r := in.Request
-	check := c.decidedOn(ctx, in.Node, r, StepOutOfService)
+	check := c.decidedOnAs(ctx, in.Node, r, StepOutOfService, pending)
 	written, err := c.cfg.Actuator.UpdateNodeFrom(ctx, in.Node, "add out-of-service taint", check, func(n *v1.Node) bool {
 		for _, t := range n.Spec.Taints {
 			if t.Key == outOfServiceTaint.Key {

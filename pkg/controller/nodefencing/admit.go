@@ -104,13 +104,20 @@ func (c *Controller) admitOn(ctx context.Context, reads admission, d Decision) (
 	if both {
 		from = phases(fencingv1alpha1.FencingPhasePending)
 	}
-	return 0, c.transition(ctx, fresh.Request, fencingv1alpha1.FencingPhaseFencing, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+	written, err := c.transitionOut(ctx, fresh.Request, fencingv1alpha1.FencingPhaseFencing, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
 		if both {
 			setTriaged(s, fd.Why, now)
 		}
 		s.BootIDAtFence = bootID
 		setCondition(s, fencingv1alpha1.FencingRequestRequired, metav1.ConditionTrue, "Admitted", d.Why, now)
 	}, from, EventAdmitted)
+	if both && written != nil {
+		// The triage happened too: its Event and transition count, as a
+		// step of its own would record them.
+		c.cfg.Recorder.Eventf(written, v1.EventTypeNormal, EventTriaged, "%s: %s", fencingv1alpha1.FencingPhaseTriaged, fd.Why)
+		c.cfg.Metrics.ObserveFencingPhase(string(fencingv1alpha1.FencingPhaseTriaged), r.Spec.Reason, r.CreationTimestamp.Time, c.now())
+	}
+	return 0, err
 }
 
 // markAdmitted marks the node of an admitted request (and triaged, with

@@ -264,6 +264,14 @@ func unfencedConditions(msg string) []v1.NodeCondition {
 // uses them; a second one (a retry after a conflict, a second write with
 // the same check) reads everything again.
 func (c *Controller) recheck(ctx context.Context, r *fencingv1alpha1.FencingRequest, step Step, freshVAs bool) actuator.NodeCheck {
+	return c.recheckAs(ctx, r, step, freshVAs, nil)
+}
+
+// recheckAs is recheck deciding on the fresh inputs as pending makes them:
+// for a write made beside another of the same step (the out-of-service
+// taint beside the Fenced phase), pending applies that write when the
+// fresh inputs do not show it yet. nil decides on them as read.
+func (c *Controller) recheckAs(ctx context.Context, r *fencingv1alpha1.FencingRequest, step Step, freshVAs bool, pending func(*Input)) actuator.NodeCheck {
 	var early <-chan freshResult
 	if r != nil {
 		ch := make(chan freshResult, 1)
@@ -288,6 +296,9 @@ func (c *Controller) recheck(ctx context.Context, r *fencingv1alpha1.FencingRequ
 		if err != nil {
 			return false, err.Error()
 		}
+		if pending != nil {
+			pending(&in)
+		}
 		d := Decide(in)
 		if d.Step != step {
 			return false, fmt.Sprintf("the step is now %q: %s", d.Step, d.Why)
@@ -303,13 +314,19 @@ func (c *Controller) recheck(ctx context.Context, r *fencingv1alpha1.FencingRequ
 // any other version, read after a conflict, is decided again on fresh
 // reads, as recheck does.
 func (c *Controller) decidedOn(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, step Step) actuator.NodeCheck {
+	return c.decidedOnAs(ctx, node, r, step, nil)
+}
+
+// decidedOnAs is decidedOn whose fresh decision applies pending (see
+// recheckAs).
+func (c *Controller) decidedOnAs(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, step Step, pending func(*Input)) actuator.NodeCheck {
 	var again actuator.NodeCheck
 	return func(n *v1.Node) (bool, string) {
 		if n.UID == node.UID && n.ResourceVersion != "" && n.ResourceVersion == node.ResourceVersion {
 			return true, "decided on this version of the node"
 		}
 		if again == nil {
-			again = c.recheck(ctx, r, step, false)
+			again = c.recheckAs(ctx, r, step, false, pending)
 		}
 		return again(n)
 	}
