@@ -216,8 +216,8 @@ func (c *Controller) markNode(ctx context.Context, r *fencingv1alpha1.FencingReq
 	return c.setNodeConditionsFrom(ctx, written, c.decidedOn(ctx, written, r, step), conds...)
 }
 
-// fenced records the proof on the node (FencingComplete), then the request,
-// after deciding again on reads made fresh at once. When the node is to go
+// fenced records the proof on the node (FencingComplete), then the request.
+// When the node is to go
 // out of service next, its fence intents are written beside the condition,
 // and the taint beside the request's phase, decided on what the step read
 // and wrote (the node as its condition write left it, the request as the
@@ -226,14 +226,12 @@ func (c *Controller) markNode(ctx context.Context, r *fencingv1alpha1.FencingReq
 // a level read back Off stays proven.
 func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
-	fresh, err := c.freshInput(ctx, r.Spec.NodeName, nil, r, false)
-	if err != nil {
-		return err
-	}
-	if fd := Decide(fresh); fd.Step != StepFenced {
-		klog.FromContext(ctx).V(2).Info("Not recording the fence: decision changed on fresh data", "why", fd.Why)
-		return nil
-	}
+	// No read round first: the step rests on the proof alone (a level
+	// read back Off, which stays proven), and every write is made on the
+	// version it was decided on, the node's and the request's
+	// resourceVersion making the API server refuse a stale one (then it is
+	// read and decided again).
+	fresh := in
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
 	read := liveNode(fresh)
 	var node *v1.Node // as the condition's write left it
