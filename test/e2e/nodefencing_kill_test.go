@@ -8,12 +8,15 @@ import (
 	"time"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
+	"fenceline.io/fenceline/pkg/names"
 	"fenceline.io/fenceline/test/world"
 )
 
 // TestNodeFencingSurvivesSIGKILL runs the no-human failover while
-// fenceline-controller is killed with SIGKILL after every step it takes
-// (Triaged, Fencing, Fenced, Recovering) and fenceline-fence-agent is
+// fenceline-controller is killed with SIGKILL inside or after every step it
+// takes (its triage and admission, once their first mark is on the node and
+// usually before the request's phase is written; Fencing, Fenced,
+// Recovering) and fenceline-fence-agent is
 // killed in the middle of its power-off, each replaced by a new process as
 // a Deployment would. The controller's API budget is small (2 requests per
 // second) so that each kill lands between two writes of a step. Whoever
@@ -36,7 +39,7 @@ func TestNodeFencingSurvivesSIGKILL(t *testing.T) {
 	must(t, bmc.SetFaults(world.BMCFaults{Latency: 400 * time.Millisecond}))
 
 	s.hang(nodeA)
-	s.killControllerAt(nodeA, fencingv1alpha1.FencingPhaseTriaged)
+	s.killControllerAtMark(nodeA, names.FencingTriagedTaint)
 	s.killControllerAt(nodeA, fencingv1alpha1.FencingPhaseFencing)
 	s.killAgentMidAttempt(nodeA)
 	req := s.killControllerAt(nodeA, fencingv1alpha1.FencingPhaseFenced)
@@ -74,6 +77,21 @@ func (s *fencingScenario) killControllerAt(node string, phase fencingv1alpha1.Fe
 	s.timeline.Add(time.Now(), "request %s seen %s: SIGKILL fenceline-controller, start another", req.Name, phase)
 	must(s.t, s.w.KillController(s.ctx))
 	return req
+}
+
+// killControllerAtMark waits until node carries the taint a step writes
+// before its request's phase, kills the controller and starts another.
+func (s *fencingScenario) killControllerAtMark(node, taint string) {
+	s.t.Helper()
+	must(s.t, world.WaitFor(s.ctx, fenceTimeout, "taint "+taint+" on "+node, func(ctx context.Context) (bool, error) {
+		return s.w.HasTaint(ctx, node, taint)
+	}))
+	phase := "none"
+	if reqs, err := s.setup.FencingRequests(s.ctx, node); err == nil && len(reqs) > 0 {
+		phase = string(reqs[0].Status.Phase)
+	}
+	s.timeline.Add(time.Now(), "node %s carries %s, its request's phase %q: SIGKILL fenceline-controller, start another", node, taint, phase)
+	must(s.t, s.w.KillController(s.ctx))
 }
 
 // killAgentMidAttempt waits until node's request has an attempt that has
