@@ -103,36 +103,35 @@ func (a *Actuator) RemoveTaint(ctx context.Context, node *v1.Node, key string, e
 // for state a controller records on the node (annotations). mutate returns
 // false when nothing needs to change.
 func (a *Actuator) UpdateNode(ctx context.Context, node *v1.Node, what string, check NodeCheck, mutate func(*v1.Node) bool) error {
-	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
-	if a.DryRun {
-		logger.Info("Dry run: would update node", "write", what)
-		return nil
-	}
-	_, changed, err := a.updateNode(ctx, node, nil, what, check, mutate, false)
-	if err != nil {
-		return fmt.Errorf("node %s: %s: %w", node.Name, what, err)
-	}
-	if changed {
-		logger.V(2).Info("Updated node", "write", what)
-	}
-	return nil
+	_, err := a.writeNode(ctx, node, nil, what, check, mutate, false)
+	return err
 }
 
 // UpdateNodeFrom is UpdateNode whose first try starts from fresh, the node
 // as the caller just read it from the API server, without a read (see
 // AddTaintsFrom). It returns the node as written.
 func (a *Actuator) UpdateNodeFrom(ctx context.Context, fresh *v1.Node, what string, check NodeCheck, mutate func(*v1.Node) bool) (*v1.Node, error) {
-	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(fresh))
+	return a.writeNode(ctx, fresh, fresh, what, check, mutate, false)
+}
+
+// writeNode is updateNode with the dry run, the error's context and the
+// log line of the exported writes.
+func (a *Actuator) writeNode(ctx context.Context, node, fresh *v1.Node, what string, check NodeCheck, mutate func(*v1.Node) bool, status bool) (*v1.Node, error) {
+	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
+	kind := "node"
+	if status {
+		kind = "node status"
+	}
 	if a.DryRun {
-		logger.Info("Dry run: would update node", "write", what)
+		logger.Info("Dry run: would update "+kind, "write", what)
 		return fresh, nil
 	}
-	written, changed, err := a.updateNode(ctx, fresh, fresh, what, check, mutate, false)
+	written, changed, err := a.updateNode(ctx, node, fresh, what, check, mutate, status)
 	if err != nil {
-		return nil, fmt.Errorf("node %s: %s: %w", fresh.Name, what, err)
+		return nil, fmt.Errorf("node %s: %s: %w", node.Name, what, err)
 	}
 	if changed {
-		logger.V(2).Info("Updated node", "write", what)
+		logger.V(2).Info("Updated "+kind, "write", what)
 	}
 	return written, nil
 }
@@ -256,17 +255,5 @@ func (a *Actuator) UpdateNodeStatus(ctx context.Context, node *v1.Node, what str
 // fresh, the node as the caller just read or wrote it, without a read (see
 // AddTaintsFrom); nil fresh reads it. It returns the node as written.
 func (a *Actuator) UpdateNodeStatusFrom(ctx context.Context, node, fresh *v1.Node, what string, check NodeCheck, mutate func(*v1.Node) bool) (*v1.Node, error) {
-	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
-	if a.DryRun {
-		logger.Info("Dry run: would update node status", "write", what)
-		return fresh, nil
-	}
-	written, changed, err := a.updateNode(ctx, node, fresh, what, check, mutate, true)
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %s: %w", node.Name, what, err)
-	}
-	if changed {
-		logger.V(2).Info("Updated node status", "write", what)
-	}
-	return written, nil
+	return a.writeNode(ctx, node, fresh, what, check, mutate, true)
 }
