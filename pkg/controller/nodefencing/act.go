@@ -184,15 +184,16 @@ func (c *Controller) triage(ctx context.Context, in Input, d Decision) (time.Dur
 // node's mark, then the request's phase.
 func (c *Controller) triageWrites(ctx context.Context, fresh Input, step Step, d Decision) error {
 	r := fresh.Request
-	if node := liveNode(fresh); node != nil {
-		cond := nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why))
-		if err := c.markNode(ctx, r, node, step, []v1.Taint{triagedTaint}, "FencingRequest "+r.Name+" triaged the node", cond); err != nil {
-			return err
-		}
+	m := stepMarks{
+		taints: []v1.Taint{triagedTaint},
+		why:    "FencingRequest " + r.Name + " triaged the node",
+		conds:  []v1.NodeCondition{nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why))},
 	}
-	return c.transition(ctx, r, fencingv1alpha1.FencingPhaseTriaged, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
-		setTriaged(s, d.Why, now)
-	}, phases(fencingv1alpha1.FencingPhasePending), "")
+	return c.markThen(ctx, fresh, step, m, fencingv1alpha1.FencingPhaseTriaged, nil, func() error {
+		return c.transition(ctx, r, fencingv1alpha1.FencingPhaseTriaged, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+			setTriaged(s, d.Why, now)
+		}, phases(fencingv1alpha1.FencingPhasePending), "")
+	})
 }
 
 // setTriaged sets what triage records on the request's status.
@@ -203,17 +204,56 @@ func setTriaged(s *fencingv1alpha1.FencingRequestStatus, why string, now metav1.
 	setCondition(s, fencingv1alpha1.FencingRequestTriaged, metav1.ConditionTrue, "Triaged", why, now)
 }
 
-// markNode writes a step's marks on node, the version the step was just
-// decided on from fresh reads: its taints first, in one write made on that
-// version (a node changed since is read again and decided again), then its
-// conditions, starting from the node as that write left it. Two writes in
-// two round trips, not four: neither needs a read of its own.
-func (c *Controller) markNode(ctx context.Context, r *fencingv1alpha1.FencingRequest, node *v1.Node, step Step, taints []v1.Taint, why string, conds ...v1.NodeCondition) error {
-	written, err := c.cfg.Actuator.AddTaintsFrom(ctx, node, taints, why, c.decidedOn(ctx, node, r, step))
-	if err != nil || written == nil {
-		return err // nil: the node is gone or was recreated
+// stepMarks are what a step writes on its node: taints, in one write,
+// then conditions, in another.
+type stepMarks struct {
+	taints []v1.Taint
+	why    string
+	conds  []v1.NodeCondition
+}
+
+// markThen makes a step's writes on fresh, the inputs it was just decided
+// on: its taints on the node read with them (a node changed since is read
+// again and decided again), beside before (nil: nothing); then its phase
+// write, to reach phase to, beside its conditions, which start from the
+// node as the taints' write left it. Three round trips, not five: no write
+// needs a read of its own. The conditions record the step: decided again
+// after a conflict, they go ahead once the step's own phase landed, and
+// never before the taints.
+func (c *Controller) markThen(ctx context.Context, fresh Input, step Step, m stepMarks, to fencingv1alpha1.FencingPhase, before, phase func() error) error {
+	r, node := fresh.Request, liveNode(fresh)
+	var (
+		first  errgroup.Group
+		marked *v1.Node
+	)
+	if before != nil {
+		first.Go(before)
 	}
-	return c.setNodeConditionsFrom(ctx, written, c.decidedOn(ctx, written, r, step), conds...)
+	if node != nil {
+		first.Go(func() (err error) {
+			marked, err = c.cfg.Actuator.AddTaintsFrom(ctx, node, m.taints, m.why, c.decidedOn(ctx, node, r, step))
+			return err
+		})
+	}
+	if err := first.Wait(); err != nil {
+		return err
+	}
+	var then errgroup.Group
+	if marked != nil {
+		then.Go(func() error {
+			return c.setNodeConditionsFrom(ctx, marked, c.decidedOnAs(ctx, marked, r, step, landedIn(r, to)), m.conds...)
+		})
+	}
+	then.Go(phase)
+	return then.Wait()
+}
+
+// landedIn reports, as a pendingWrite, that the step's own phase write
+// landed: r is in phase to.
+func landedIn(r *fencingv1alpha1.FencingRequest, to fencingv1alpha1.FencingPhase) pendingWrite {
+	return func(in *Input) bool {
+		return in.Request != nil && in.Request.UID == r.UID && in.Request.Status.Phase == to
+	}
 }
 
 // fenced records the proof on the node (FencingComplete), then the request.
@@ -277,11 +317,12 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 		// Decided as the phase write makes the request, whether or not
 		// that write has landed when the taint's is decided again: on a
 		// request proven fenced (and only then) it is the write's own.
-		pending := func(in *Input) {
+		pending := func(in *Input) bool {
 			if Decide(*in).Step == StepFenced && in.Request.UID == fresh.Request.UID {
 				in.Request = in.Request.DeepCopy()
 				setFenced(&in.Request.Status, metav1.NewTime(c.now()))
 			}
+			return false
 		}
 		g.Go(func() (err error) { tainted, err = c.taintOutOfService(ctx, next, nd, pending); return err })
 	}
@@ -368,7 +409,7 @@ func (c *Controller) outOfServiceOn(ctx context.Context, in Input, d Decision) e
 // annotation in one write on in's node, checked on the decision in was
 // decided with (pending: see recheckAs); it reports whether the taint is on
 // the node.
-func (c *Controller) taintOutOfService(ctx context.Context, in Input, d Decision, pending func(*Input)) (bool, error) {
+func (c *Controller) taintOutOfService(ctx context.Context, in Input, d Decision, pending pendingWrite) (bool, error) {
 	r := in.Request
 	check := c.decidedOnAs(ctx, in.Node, r, StepOutOfService, pending)
 	written, err := c.cfg.Actuator.UpdateNodeFrom(ctx, in.Node, "add out-of-service taint", check, func(n *v1.Node) bool {

@@ -89,28 +89,27 @@ func (c *Controller) admitOn(ctx context.Context, reads admission, d Decision) (
 		}
 		d.Why, save = g.Why, saveGuard
 	}
-	// The guard's state is saved beside the node's marks, one round trip
-	// instead of two; both end before the request is admitted.
-	var (
-		writes errgroup.Group
-		bootID string
-	)
-	writes.Go(save)
-	writes.Go(func() (err error) { bootID, err = c.markAdmitted(ctx, fresh, d, both); return err })
-	if err := writes.Wait(); err != nil {
-		return 0, err
-	}
 	from := phases(fencingv1alpha1.FencingPhaseTriaged)
 	if both {
 		from = phases(fencingv1alpha1.FencingPhasePending)
 	}
-	written, err := c.transitionOut(ctx, fresh.Request, fencingv1alpha1.FencingPhaseFencing, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
-		if both {
-			setTriaged(s, fd.Why, now)
-		}
-		s.BootIDAtFence = bootID
-		setCondition(s, fencingv1alpha1.FencingRequestRequired, metav1.ConditionTrue, "Admitted", d.Why, now)
-	}, from, EventAdmitted)
+	bootID := ""
+	if node := liveNode(fresh); node != nil {
+		bootID = node.Status.NodeInfo.BootID
+	}
+	var written *fencingv1alpha1.FencingRequest
+	// The guard's state is saved beside the node's taints: both end before
+	// the request is admitted.
+	err := c.markThen(ctx, fresh, d.Step, admittedMarks(r, d, both), fencingv1alpha1.FencingPhaseFencing, save, func() (err error) {
+		written, err = c.transitionOut(ctx, r, fencingv1alpha1.FencingPhaseFencing, d, func(s *fencingv1alpha1.FencingRequestStatus, now metav1.Time) {
+			if both {
+				setTriaged(s, fd.Why, now)
+			}
+			s.BootIDAtFence = bootID
+			setCondition(s, fencingv1alpha1.FencingRequestRequired, metav1.ConditionTrue, "Admitted", d.Why, now)
+		}, from, EventAdmitted)
+		return err
+	})
 	if both && written != nil {
 		// The triage happened too: its Event and transition count, as a
 		// step of its own would record them.
@@ -120,25 +119,20 @@ func (c *Controller) admitOn(ctx context.Context, reads admission, d Decision) (
 	return 0, err
 }
 
-// markAdmitted marks the node of an admitted request (and triaged, with
-// both) on the node read fresh, and returns its boot ID ("" without a
-// live node).
-func (c *Controller) markAdmitted(ctx context.Context, fresh Input, d Decision, both bool) (string, error) {
-	node, r := liveNode(fresh), fresh.Request
-	if node == nil {
-		return "", nil
-	}
+// admittedMarks are the node's marks of an admission (and of the triage,
+// with both).
+func admittedMarks(r *fencingv1alpha1.FencingRequest, d Decision, both bool) stepMarks {
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
-	taints := []v1.Taint{requiredTaint}
-	conds := []v1.NodeCondition{nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, r.Spec.Reason, msg)}
+	m := stepMarks{
+		taints: []v1.Taint{requiredTaint},
+		why:    "FencingRequest " + r.Name + " admitted: the node is about to be fenced",
+		conds:  []v1.NodeCondition{nodeCondition(names.FencingRequiredCondition, v1.ConditionTrue, r.Spec.Reason, msg)},
+	}
 	if both {
-		taints = []v1.Taint{triagedTaint, requiredTaint}
-		conds = append([]v1.NodeCondition{nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, msg)}, conds...)
+		m.taints = []v1.Taint{triagedTaint, requiredTaint}
+		m.conds = append([]v1.NodeCondition{nodeCondition(names.FencingTriagedCondition, v1.ConditionTrue, r.Spec.Reason, msg)}, m.conds...)
 	}
-	if err := c.markNode(ctx, r, node, d.Step, taints, "FencingRequest "+r.Name+" admitted: the node is about to be fenced", conds...); err != nil {
-		return "", err
-	}
-	return node.Status.NodeInfo.BootID, nil
+	return m
 }
 
 // refused records a refusal on the request; a final one fails it.

@@ -600,3 +600,50 @@ func TestFencedStepRecordsIntentsBeforeTheTaint(t *testing.T) {
 		t.Errorf("the out-of-service taint was written before the fence intent on va-1")
 	}
 }
+
+// The conditions of an admission are written beside its phase: decided
+// again after a conflict, they go ahead once that phase landed (the step is
+// no longer "admit" then, and they record it), and never on a request that
+// did not reach it.
+func TestConditionsBesideTheirPhase(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	e.sync("n1")
+	pending := e.wantPhase("n1", fencingv1alpha1.FencingPhasePending)
+	changed := e.node("n1").DeepCopy()
+	changed.ResourceVersion = "another version" // read after a conflict
+	admitted := landedIn(pending, fencingv1alpha1.FencingPhaseFencing)
+	for _, tc := range []struct {
+		name    string
+		pending pendingWrite
+		want    bool
+	}{
+		{"the step not taken yet: decided again, the same step", admitted, true},
+		{"nothing pending: decided again, the same step", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, why := e.c.decidedOnAs(e.Ctx, e.node("n1"), pending, StepTriageAdmit, tc.pending)(changed)
+			if ok != tc.want {
+				t.Errorf("check = %v (%s), want %v", ok, why, tc.want)
+			}
+		})
+	}
+	e.sync("n1")
+	e.wantPhase("n1", fencingv1alpha1.FencingPhaseFencing)
+	for _, tc := range []struct {
+		name    string
+		pending pendingWrite
+		want    bool
+	}{
+		{"the admission landed: the conditions record it", admitted, true},
+		{"the admission landed, nothing pending: the step changed", nil, false},
+		{"another phase landed: the step changed", landedIn(pending, fencingv1alpha1.FencingPhaseTriaged), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, why := e.c.decidedOnAs(e.Ctx, e.node("n1"), pending, StepTriageAdmit, tc.pending)(changed)
+			if ok != tc.want {
+				t.Errorf("check = %v (%s), want %v", ok, why, tc.want)
+			}
+		})
+	}
+}

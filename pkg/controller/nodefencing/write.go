@@ -267,11 +267,18 @@ func (c *Controller) recheck(ctx context.Context, r *fencingv1alpha1.FencingRequ
 	return c.recheckAs(ctx, r, step, freshVAs, nil)
 }
 
-// recheckAs is recheck deciding on the fresh inputs as pending makes them:
-// for a write made beside another of the same step (the out-of-service
-// taint beside the Fenced phase), pending applies that write when the
-// fresh inputs do not show it yet. nil decides on them as read.
-func (c *Controller) recheckAs(ctx context.Context, r *fencingv1alpha1.FencingRequest, step Step, freshVAs bool, pending func(*Input)) actuator.NodeCheck {
+// pendingWrite adjusts a write's fresh decision inputs for another write of
+// the same step made beside it, whose effect they may or may not show yet.
+// It may apply that write to in (the out-of-service taint beside the Fenced
+// phase: decided on the request as the phase write makes it), or report
+// that the inputs show it landed and the write is the step's own record
+// (the admission's node conditions beside its phase): then the write goes
+// ahead without deciding again.
+type pendingWrite func(in *Input) (landed bool)
+
+// recheckAs is recheck deciding on the fresh inputs as pending makes them;
+// nil decides on them as read.
+func (c *Controller) recheckAs(ctx context.Context, r *fencingv1alpha1.FencingRequest, step Step, freshVAs bool, pending pendingWrite) actuator.NodeCheck {
 	var early <-chan freshResult
 	if r != nil {
 		ch := make(chan freshResult, 1)
@@ -296,8 +303,8 @@ func (c *Controller) recheckAs(ctx context.Context, r *fencingv1alpha1.FencingRe
 		if err != nil {
 			return false, err.Error()
 		}
-		if pending != nil {
-			pending(&in)
+		if pending != nil && pending(&in) {
+			return true, "the step's own write beside it landed"
 		}
 		d := Decide(in)
 		if d.Step != step {
@@ -319,7 +326,7 @@ func (c *Controller) decidedOn(ctx context.Context, node *v1.Node, r *fencingv1a
 
 // decidedOnAs is decidedOn whose fresh decision applies pending (see
 // recheckAs).
-func (c *Controller) decidedOnAs(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, step Step, pending func(*Input)) actuator.NodeCheck {
+func (c *Controller) decidedOnAs(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, step Step, pending pendingWrite) actuator.NodeCheck {
 	var again actuator.NodeCheck
 	return func(n *v1.Node) (bool, string) {
 		if n.UID == node.UID && n.ResourceVersion != "" && n.ResourceVersion == node.ResourceVersion {
