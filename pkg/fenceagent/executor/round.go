@@ -68,17 +68,16 @@ func (c *Controller) runRound(ctx context.Context, req *fencingv1alpha1.FencingR
 		return fmt.Errorf("getting FenceTarget %s: %w", req.Spec.NodeName, err)
 	}
 	logger.Info("Fencing round starting", "policy", policy.Name, "failedRounds", req.Status.FailedRounds, "action", req.Spec.Action)
-	var last *fencingv1alpha1.FencingRequest
-	decided := true // nothing written yet
+	var last *fencingv1alpha1.FencingRequest // as the round last wrote it; nil before
 	for i, level := range levels {
-		devs, cur, err := c.runLevel(ctx, req, target, level, i == len(levels)-1, decided)
+		devs, cur, err := c.runLevel(ctx, req, last, target, level, i == len(levels)-1)
 		if errors.Is(err, errAborted) {
 			logger.Info("Fencing round stopped: the request is no longer fencing")
 			return nil
 		} else if err != nil {
 			return err
 		}
-		last, decided = cur, decided && cur == nil
+		last = cur
 		if devs != nil {
 			logger.Info("Node fenced", "level", level.Index)
 			if req.Spec.Action == fencingv1alpha1.FenceActionReboot {
@@ -102,12 +101,11 @@ func (c *Controller) runRound(ctx context.Context, req *fencingv1alpha1.FencingR
 // runLevel tries every class of the level, one after the other, within
 // the level's timeout, and stops at the first that fails: the level can no
 // longer succeed. It returns the devices when every class read back Off
-// (nil otherwise) and the request as last written. When last is set a
-// failure fails the round, counted in the same write. decided is set while
-// the round has written nothing: the first attempt's start is then the
-// round's first write (startAttempt).
-func (c *Controller) runLevel(ctx context.Context, req *fencingv1alpha1.FencingRequest, target *fencingv1alpha1.FenceTarget,
-	level fencingv1alpha1.FenceLevel, last, decided bool) ([]fenced, *fencingv1alpha1.FencingRequest, error) {
+// (nil otherwise) and the request as last written (written, the round's
+// last write before the level, when the level wrote nothing). When last is
+// set a failure fails the round, counted in the same write.
+func (c *Controller) runLevel(ctx context.Context, req, written *fencingv1alpha1.FencingRequest, target *fencingv1alpha1.FenceTarget,
+	level fencingv1alpha1.FenceLevel, last bool) ([]fenced, *fencingv1alpha1.FencingRequest, error) {
 	timeout := DefaultLevelTimeout
 	if level.Timeout != nil && level.Timeout.Duration > 0 {
 		timeout = level.Timeout.Duration
@@ -115,19 +113,18 @@ func (c *Controller) runLevel(ctx context.Context, req *fencingv1alpha1.FencingR
 	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var devs []fenced
-	var cur *fencingv1alpha1.FencingRequest
 	for _, class := range level.FenceClassNames {
-		dev, written, err := c.runClass(ctx, lctx, req, target, level.Index, class, last, decided)
+		dev, cur, err := c.runClass(ctx, lctx, req, written, target, level.Index, class, last)
 		if err != nil {
-			return nil, cur, err
+			return nil, written, err
 		}
-		cur, decided = written, false
+		written = cur
 		if dev == nil {
-			return nil, cur, nil
+			return nil, written, nil
 		}
 		devs = append(devs, *dev)
 	}
-	return devs, cur, nil // nil for a level with no class: it proves nothing
+	return devs, written, nil // no devices for a level with no class: it proves nothing
 }
 
 // runClass is one attempt: recorded as started before the device is
@@ -135,13 +132,20 @@ func (c *Controller) runLevel(ctx context.Context, req *fencingv1alpha1.FencingR
 // ended with its result. lctx bounds the power-off (the level's time); ctx
 // the agent's life: when ctx ends the attempt is left unfinished for the
 // next leader to mark. It returns the device when it read back Off.
-// decided: this is the round's first write (startAttempt).
-func (c *Controller) runClass(ctx, lctx context.Context, req *fencingv1alpha1.FencingRequest, target *fencingv1alpha1.FenceTarget,
-	level int32, className string, failRound, decided bool) (*fenced, *fencingv1alpha1.FencingRequest, error) {
+// written is the request as the round last wrote it, nil before its first
+// write: the start is then written on req, the version the round was
+// decided on, alone (startAttempt), and otherwise on written, so that it
+// does not conflict with the round's own writes.
+func (c *Controller) runClass(ctx, lctx context.Context, req, written *fencingv1alpha1.FencingRequest, target *fencingv1alpha1.FenceTarget,
+	level int32, className string, failRound bool) (*fenced, *fencingv1alpha1.FencingRequest, error) {
 	logger := klog.FromContext(ctx).WithValues("level", level, "fenceClass", className)
 	p, failure := c.prepare(target, req.Spec.NodeName, className)
 	a := fencingv1alpha1.FenceAttempt{Level: level, FenceClass: className, Method: p.method(), StartTime: metav1.NewTime(c.cfg.Now()).Rfc3339Copy()}
-	started, err := c.startAttempt(ctx, req, a, decided)
+	from, first := written, written == nil
+	if first {
+		from = req
+	}
+	started, err := c.startAttempt(ctx, from, a, first)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -160,18 +164,18 @@ func (c *Controller) runClass(ctx, lctx context.Context, req *fencingv1alpha1.Fe
 	c.cfg.Metrics.Attempts.WithLabelValues(methodLabel(a.Method), string(o.result)).Inc()
 	c.cfg.Metrics.Duration.WithLabelValues(methodLabel(a.Method)).Observe(time.Since(start).Seconds())
 	ok := o.result == fencingv1alpha1.FenceAttemptSucceeded
-	written, err := c.finishAttempt(ctx, started, a, o, failRound && !ok)
+	ended, err := c.finishAttempt(ctx, started, a, o, failRound && !ok)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !ok {
 		logger.Info("Fence attempt failed", "result", o.result, "powerState", o.state, "message", o.message)
 		c.cfg.Recorder.Eventf(req, corev1.EventTypeWarning, EventAttemptFailed, "Level %d, FenceClass %s: %s: %s", level, className, o.result, o.message)
-		return nil, written, nil
+		return nil, ended, nil
 	}
 	logger.Info("Power read back Off", "message", o.message)
 	c.cfg.Recorder.Eventf(req, corev1.EventTypeNormal, EventVerified, "Level %d, FenceClass %s: node %s read back Off", level, className, req.Spec.NodeName)
-	return &fenced{class: className, device: p.Device, opts: p.opts, secret: p.Secret}, written, nil
+	return &fenced{class: className, device: p.Device, opts: p.opts, secret: p.Secret}, ended, nil
 }
 
 // prepared is what one attempt needs: the class, its Secret (to scrub

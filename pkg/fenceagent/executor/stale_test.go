@@ -208,3 +208,21 @@ func TestRoundDecidedOnTheCache(t *testing.T) {
 		})
 	}
 }
+
+// Every write of a round after its first starts from the round's last
+// write: a round through two levels on a current cache makes no write the
+// API server refuses, and each is made over the version the one before it
+// left.
+func TestRoundWritesFollowEachOther(t *testing.T) {
+	f := newFixture(t, levels("bmc", "pdu-a"), fencingRequest(atVersion("1")), node1())
+	f.devices["bmc"].stayOn = true
+	v := f.versioned()
+	if err := f.ctrl.Sync(f.ctx, reqName); err != nil {
+		t.Fatal(err)
+	}
+	refused, over := v.counts()
+	// The start and the end of each of the two attempts.
+	if want := []string{"1", "2", "3", "4"}; refused != 0 || fmt.Sprint(over) != fmt.Sprint(want) {
+		t.Errorf("%d refused writes, accepted over resourceVersions %v; want 0 and %v", refused, over, want)
+	}
+}

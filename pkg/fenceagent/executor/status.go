@@ -74,12 +74,12 @@ func (c *Controller) updateStatusOnce(ctx context.Context, req *fencingv1alpha1.
 // oldest beyond MaxFenceAttempts. A request that left phase Fencing or
 // lost condition Required is not fenced further (errAborted).
 //
-// decided is set for the round's first attempt: req is then the version
+// first is set for the round's first attempt: req is then the version
 // Decide ran the round on, and the write is made on it alone
 // (updateStatusOnce), so that no power action follows a decision taken on
-// a stale cache. Later attempts follow a write of this round and keep
+// a stale cache. Later attempts start from the round's last write and keep
 // updateStatus's retry.
-func (c *Controller) startAttempt(ctx context.Context, req *fencingv1alpha1.FencingRequest, a fencingv1alpha1.FenceAttempt, decided bool) (*fencingv1alpha1.FencingRequest, error) {
+func (c *Controller) startAttempt(ctx context.Context, req *fencingv1alpha1.FencingRequest, a fencingv1alpha1.FenceAttempt, first bool) (*fencingv1alpha1.FencingRequest, error) {
 	change := func(r *fencingv1alpha1.FencingRequest) (bool, error) {
 		if r.Status.Phase != fencingv1alpha1.FencingPhaseFencing || !meta.IsStatusConditionTrue(r.Status.Conditions, fencingv1alpha1.FencingRequestRequired) {
 			return false, errAborted
@@ -87,7 +87,7 @@ func (c *Controller) startAttempt(ctx context.Context, req *fencingv1alpha1.Fenc
 		r.Status.Attempts = appendAttempt(r.Status.Attempts, a)
 		return true, nil
 	}
-	if decided {
+	if first {
 		return c.updateStatusOnce(ctx, req, change)
 	}
 	return c.updateStatus(ctx, req.Name, req, change)
