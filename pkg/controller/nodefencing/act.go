@@ -241,7 +241,8 @@ func (c *Controller) markThen(ctx context.Context, fresh Input, step Step, m ste
 	var then errgroup.Group
 	if marked != nil {
 		then.Go(func() error {
-			return c.setNodeConditionsFrom(ctx, marked, c.decidedOnAs(ctx, marked, r, step, landedIn(r, to)), m.conds...)
+			_, err := c.setNodeConditionsFrom(ctx, marked, c.decidedOnAs(ctx, marked, r, step, landedIn(r, to)), m.conds...)
+			return err
 		})
 	}
 	then.Go(phase)
@@ -257,35 +258,32 @@ func landedIn(r *fencingv1alpha1.FencingRequest, to fencingv1alpha1.FencingPhase
 }
 
 // fenced records the proof on the node (FencingComplete), then the request.
-// When the node is to go
-// out of service next, its fence intents are written beside the condition,
-// and the taint beside the request's phase, decided on what the step read
-// and wrote (the node as its condition write left it, the request as the
-// phase write makes it): no watch event and no second read in between. The
-// taint needs only the proof, which the request read fresh holds already:
-// a level read back Off stays proven.
+// When the node is to go out of service next, its fence intents are written
+// beside the condition, and the taint beside the request's phase, decided
+// on what the step wrote (the node as its condition write left it, the
+// request as the phase write makes it): no watch event and no read in
+// between.
+//
+// The step makes no read round first: it rests on the proof alone (a level
+// read back Off stays proven), and every write is made on the version it
+// was decided on, the node's and the request's resourceVersion making the
+// API server refuse a stale one (then it is read and decided again).
 func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 	r := in.Request
-	// No read round first: the step rests on the proof alone (a level
-	// read back Off, which stays proven), and every write is made on the
-	// version it was decided on, the node's and the request's
-	// resourceVersion making the API server refuse a stale one (then it is
-	// read and decided again).
-	fresh := in
 	msg := fmt.Sprintf("FencingRequest %s: %s", r.Name, d.Why)
-	read := liveNode(fresh)
-	var node *v1.Node // as the condition's write left it
+	read := liveNode(in)
+	var node *v1.Node // as the condition's write left it; nil when gone
 	if read != nil {
 		var g errgroup.Group
 		g.Go(func() (err error) {
 			// FencingRequired stays True next to FencingComplete, as in
 			// the proposal's timeline; both are cleared when the node
 			// is unfenced.
-			node, err = c.markConditions(ctx, read, fresh.Request, StepFenced,
+			node, err = c.setNodeConditionsFrom(ctx, read, c.decidedOn(ctx, read, r, StepFenced),
 				nodeCondition(names.FencingCompleteCondition, v1.ConditionTrue, d.Reason, msg))
 			return err
 		})
-		if AppliesOutOfService(fresh.Policy) {
+		if AppliesOutOfService(in.Policy) {
 			// The power read back Off: the intent is true already.
 			g.Go(func() error { return c.recordIntents(ctx, read) })
 		}
@@ -298,9 +296,9 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 		s.Phase, s.FencedTime = fencingv1alpha1.FencingPhaseFenced, &now
 		setCondition(s, fencingv1alpha1.FencingRequestComplete, metav1.ConditionTrue, d.Reason, d.Why, now)
 	}
-	next := fresh
+	next := in
 	next.Node = node
-	next.Request = fresh.Request.DeepCopy()
+	next.Request = r.DeepCopy()
 	setFenced(&next.Request.Status, metav1.NewTime(c.now()))
 	nd := Decide(next)
 	oos := node != nil && nd.Step == StepOutOfService
@@ -310,7 +308,7 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 		tainted bool
 	)
 	g.Go(func() (err error) {
-		written, err = c.transitionOut(ctx, fresh.Request, fencingv1alpha1.FencingPhaseFenced, d, setFenced, phases(fencingv1alpha1.FencingPhaseFencing), EventFenced)
+		written, err = c.transitionOut(ctx, r, fencingv1alpha1.FencingPhaseFenced, d, setFenced, phases(fencingv1alpha1.FencingPhaseFencing), EventFenced)
 		return err
 	})
 	if oos {
@@ -318,7 +316,7 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 		// that write has landed when the taint's is decided again: on a
 		// request proven fenced (and only then) it is the write's own.
 		pending := func(in *Input) bool {
-			if Decide(*in).Step == StepFenced && in.Request.UID == fresh.Request.UID {
+			if Decide(*in).Step == StepFenced && in.Request.UID == r.UID {
 				in.Request = in.Request.DeepCopy()
 				setFenced(&in.Request.Status, metav1.NewTime(c.now()))
 			}
@@ -330,22 +328,6 @@ func (c *Controller) fenced(ctx context.Context, in Input, d Decision) error {
 		return err
 	}
 	return c.noteOutOfService(ctx, written)
-}
-
-// markConditions sets conds on node, the version a step was decided on
-// (or wrote), without a read of its own; it returns the node as written.
-func (c *Controller) markConditions(ctx context.Context, node *v1.Node, r *fencingv1alpha1.FencingRequest, step Step, conds ...v1.NodeCondition) (*v1.Node, error) {
-	what := "set conditions"
-	for _, cd := range conds {
-		what += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
-	}
-	written, err := c.cfg.Actuator.UpdateNodeStatusFrom(ctx, node, node, what, c.decidedOn(ctx, node, r, step), func(n *v1.Node) bool {
-		return c.applyConditions(n, conds...)
-	})
-	if err != nil || written == nil {
-		return node, err
-	}
-	return written, nil
 }
 
 // fail ends a request whose rounds all failed. The node keeps

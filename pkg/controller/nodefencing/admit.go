@@ -70,7 +70,7 @@ func (c *Controller) admitOn(ctx context.Context, reads admission, d Decision) (
 		return afterChangedDecision(fd), nil
 	}
 	both := d.Step == StepTriageAdmit
-	save := func() error { return nil }
+	var save func() error // the storm guard's state, nil for none
 	if automatic(r) {
 		g, saveGuard, err := c.guard(ctx, fresh, guards)
 		if err != nil {

@@ -181,24 +181,25 @@ func nodeCondition(typ string, status v1.ConditionStatus, reason, msg string) v1
 // re-decided on the fresh node. A condition whose status and reason are
 // already set is left as it is.
 func (c *Controller) setNodeConditions(ctx context.Context, node *v1.Node, check actuator.NodeCheck, conds ...v1.NodeCondition) error {
-	return c.writeNodeConditions(ctx, node, nil, check, conds...)
+	_, err := c.writeNodeConditions(ctx, node, nil, check, conds...)
+	return err
 }
 
 // setNodeConditionsFrom is setNodeConditions starting from fresh, the node
-// as node-fencing just read or wrote it, without a read of its own.
-func (c *Controller) setNodeConditionsFrom(ctx context.Context, fresh *v1.Node, check actuator.NodeCheck, conds ...v1.NodeCondition) error {
+// as node-fencing just read or wrote it, without a read of its own. It
+// returns the node as written (nil when it is gone or was recreated).
+func (c *Controller) setNodeConditionsFrom(ctx context.Context, fresh *v1.Node, check actuator.NodeCheck, conds ...v1.NodeCondition) (*v1.Node, error) {
 	return c.writeNodeConditions(ctx, fresh, fresh, check, conds...)
 }
 
-func (c *Controller) writeNodeConditions(ctx context.Context, node, fresh *v1.Node, check actuator.NodeCheck, conds ...v1.NodeCondition) error {
+func (c *Controller) writeNodeConditions(ctx context.Context, node, fresh *v1.Node, check actuator.NodeCheck, conds ...v1.NodeCondition) (*v1.Node, error) {
 	what := "set conditions"
 	for _, cd := range conds {
 		what += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
 	}
-	_, err := c.cfg.Actuator.UpdateNodeStatusFrom(ctx, node, fresh, what, check, func(n *v1.Node) bool {
+	return c.cfg.Actuator.UpdateNodeStatusFrom(ctx, node, fresh, what, check, func(n *v1.Node) bool {
 		return c.applyConditions(n, conds...)
 	})
-	return err
 }
 
 // applyConditions sets conds, and the lifecycle conditions derived from
