@@ -38,9 +38,9 @@ func (a *Actuator) addTaints(ctx context.Context, node, from *v1.Node, taints []
 	for i, t := range taints {
 		keys[i] = t.ToString()
 	}
-	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "taints", keys)
+	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
 	if a.DryRun {
-		logger.Info("Dry run: would taint node", "why", why)
+		logger.Info("Dry run: would taint node", "taints", keys, "why", why)
 		for _, k := range keys {
 			a.Recorder.Eventf(node, v1.EventTypeWarning, EventTainted, "Dry run: would add taint %s: %s", k, why)
 		}

@@ -45,7 +45,7 @@ func Decide(node *v1.Node, pod *v1.Pod) Decision {
 		return Decision{Why: "node does not exist; orphaned pods are upstream pod GC's job"}
 	case pod.Spec.NodeName != node.Name:
 		return Decision{Why: "pod is not bound to this node"}
-	case !Down(node):
+	case !cutoff.NodeDown(node):
 		return Decision{Why: "node is Ready"}
 	case !nodeutil.HasTaint(node, names.OutOfServiceTaint):
 		return Decision{Why: "node has no out-of-service taint"}
@@ -59,11 +59,6 @@ func Decide(node *v1.Node, pod *v1.Pod) Decision {
 	}
 	return Decision{Delete: true, Why: fmt.Sprintf("fenceline: node %s out of service (taint %s) and not Ready", node.Name, names.OutOfServiceTaint)}
 }
-
-// Down reports whether podgc counts the node as down: cutoff.NodeDown, not
-// Ready or fenced while its Ready condition is still the stale one from
-// before the fence.
-func Down(node *v1.Node) bool { return cutoff.NodeDown(node) }
 
 // Recheck is Decide in the form the actuator runs again on fresh data at
 // write time.

@@ -53,7 +53,7 @@ func New(f informers.SharedInformerFactory, act *actuator.Actuator) (*Controller
 	}
 	c.queue = nodequeue.New(Name, c.sync)
 	if err := nodequeue.AddHandler(nodeInf, "node", c.queue.ClockedNodeHandler(c.clock, func(old, cur *v1.Node) bool {
-		return Down(old) != Down(cur) ||
+		return cutoff.NodeDown(old) != cutoff.NodeDown(cur) ||
 			nodeutil.HasTaint(old, names.OutOfServiceTaint) != nodeutil.HasTaint(cur, names.OutOfServiceTaint)
 	})); err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 // toDelete decides on the cached node which of its pods to force-delete, and
 // why; none when the node is not down.
 func toDelete(ctx context.Context, node *v1.Node, pods []*v1.Pod) (todo []*v1.Pod, whys []string) {
-	if !Down(node) {
+	if !cutoff.NodeDown(node) {
 		return nil, nil
 	}
 	logger := klog.FromContext(ctx)

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"fenceline.io/fenceline/internal/testobj"
+	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/names"
 )
 
@@ -109,8 +110,8 @@ func TestDecideProperties(t *testing.T) {
 		}
 		if node != nil {
 			down := !conditionTrue(node, string(v1.NodeReady)) || fencedSinceReady(node)
-			if Down(node) != down {
-				fail(fmt.Sprintf("Down() = %v, want %v", Down(node), down))
+			if cutoff.NodeDown(node) != down {
+				fail(fmt.Sprintf("cutoff.NodeDown() = %v, want %v", cutoff.NodeDown(node), down))
 			}
 		}
 		want := false
@@ -121,7 +122,7 @@ func TestDecideProperties(t *testing.T) {
 			}
 			terminating := pod.DeletionTimestamp != nil
 			forceDeleted := terminating && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
-			want = oos && Down(node) && terminating && !forceDeleted
+			want = oos && cutoff.NodeDown(node) && terminating && !forceDeleted
 		}
 		if got.Delete != want {
 			fail(fmt.Sprintf("want Delete=%v", want))
