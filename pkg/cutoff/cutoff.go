@@ -10,7 +10,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
 	"fenceline.io/fenceline/pkg/names"
@@ -162,16 +161,8 @@ func NodeDown(node *v1.Node) bool {
 	if !FencingComplete(node) {
 		return false
 	}
-	var fenced, ready metav1.Time
-	for _, c := range node.Status.Conditions {
-		switch string(c.Type) {
-		case names.FencingCompleteCondition:
-			fenced = c.LastTransitionTime
-		case string(v1.NodeReady):
-			ready = c.LastTransitionTime
-		}
-	}
-	return ready.Before(&fenced)
+	fenced := nodeutil.Condition(node, names.FencingCompleteCondition).LastTransitionTime
+	return nodeutil.ReadyCondition(node).LastTransitionTime.Before(&fenced)
 }
 
 // FencingComplete reports whether the node's FencingComplete condition is

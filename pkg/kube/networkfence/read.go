@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -138,27 +139,23 @@ const syncTimeout = 30 * time.Second
 // answer, served or not.
 func (inf *Informers) discover(ctx context.Context, answered chan struct{}) {
 	first := sync.OnceFunc(func() { close(answered) })
-	defer first()
+	defer first() // ctx ended before the first answer: readers stop waiting
 	recheck := inf.Recheck
 	if recheck == 0 {
 		recheck = 30 * time.Second
 	}
-	for {
-		if Served(inf.Discovery) {
-			err := inf.startInformers(ctx)
-			if err == nil {
-				klog.FromContext(ctx).Info("Watching csi-addons NetworkFences")
-				return
-			}
+	_ = wait.PollUntilContextCancel(ctx, recheck, true, func(ctx context.Context) (bool, error) {
+		defer first()
+		if !Served(inf.Discovery) {
+			return false, nil
+		}
+		if err := inf.startInformers(ctx); err != nil {
 			klog.FromContext(ctx).Error(err, "Cannot watch csi-addons NetworkFences; trying again", "after", recheck)
+			return false, nil
 		}
-		first()
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(recheck):
-		}
-	}
+		klog.FromContext(ctx).Info("Watching csi-addons NetworkFences")
+		return true, nil
+	})
 }
 
 // startInformers starts the informers of both kinds until ctx ends; the

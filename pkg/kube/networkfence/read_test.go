@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -84,22 +85,19 @@ func TestInformersAskDiscoveryInTheBackground(t *testing.T) {
 	}
 
 	disc.set(true)
-	for {
-		fences, err := inf.FencesOf(ctx, "uid-1")
-		if err == nil {
-			if len(fences) != 1 || fences[0].Name != spec.Name {
-				t.Fatalf("served: fences %+v, want %s", fences, spec.Name)
-			}
-			break
+	var fences []Fence
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		fences, err = inf.FencesOf(ctx, "uid-1")
+		if errors.Is(err, ErrNotServed) {
+			return false, nil
 		}
-		if !errors.Is(err, ErrNotServed) {
-			t.Fatalf("served: err %v", err)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the API served later was never picked up")
-		case <-time.After(5 * time.Millisecond):
-		}
+		return true, err
+	}); err != nil {
+		t.Fatalf("the API served later was never picked up: %v", err)
+	}
+	if len(fences) != 1 || fences[0].Name != spec.Name {
+		t.Fatalf("served: fences %+v, want %s", fences, spec.Name)
 	}
 	served := disc.count()
 	if _, err := inf.FencesOf(ctx, "uid-2"); err != nil {
