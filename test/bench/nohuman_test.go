@@ -3,19 +3,23 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
@@ -60,6 +64,9 @@ type noHumanRun struct {
 	Victim string `json:"victim"`
 	Moved  int    `json:"moved_pods"`
 	T0     string `json:"t0"`
+	// StopPoint is how long after an observed Lease renewal the heartbeats
+	// stopped: the repetition's point of the renewal cycle (stopPoint).
+	StopPoint time.Duration `json:"stop_point_ns"`
 	// LastRenewal is the node's last Lease renewal (or status heartbeat)
 	// before T0.
 	LastRenewal time.Duration `json:"last_renewal_ns"`
@@ -178,15 +185,15 @@ func benchNoHuman(b *testing.B, nc noHumanCase) {
 		for rep := 1; rep <= s.NoHumanReps; rep++ {
 			ctx, cancel := context.WithTimeout(context.Background(), repetitionDeadline)
 			start := time.Now()
-			run, err := runNoHuman(ctx, s, nc)
+			run, err := runNoHuman(ctx, s, nc, stopPoint(rep, s.NoHumanReps))
 			cancel()
 			if err != nil {
 				b.Fatalf("no-human repetition %d: %v", rep, err)
 			}
 			run.Rep = rep
 			runs = append(runs, run)
-			b.Logf("no-human rep %d/%d: %d pods moved off %s; Lease renewed %.2fs, fenced %.2fs (reason %s, %d leader changes), NotReady %.2fs, replacements attached %.2fs after the heartbeat loss (wall %s)",
-				rep, s.NoHumanReps, run.Moved, run.Victim, run.LastRenewal.Seconds(), run.Fenced.Seconds(), run.Reason, run.LeaderChanges, run.NotReady.Seconds(),
+			b.Logf("no-human rep %d/%d: %d pods moved off %s; heartbeats stopped %.2fs into the renewal cycle, Lease renewed %.2fs, fenced %.2fs (reason %s, %d leader changes), NotReady %.2fs, replacements attached %.2fs after the heartbeat loss (wall %s)",
+				rep, s.NoHumanReps, run.Moved, run.Victim, run.StopPoint.Seconds(), run.LastRenewal.Seconds(), run.Fenced.Seconds(), run.Reason, run.LeaderChanges, run.NotReady.Seconds(),
 				run.Replacements.Seconds(), time.Since(start).Round(time.Second))
 		}
 		report := newNoHumanReport(s, runs)
@@ -281,7 +288,7 @@ func productionTimings(s settings) map[string]string {
 }
 
 // runNoHuman runs one repetition on a fresh cluster at production timings.
-func runNoHuman(ctx context.Context, s settings, nc noHumanCase) (noHumanRun, error) {
+func runNoHuman(ctx context.Context, s settings, nc noHumanCase, stopAt time.Duration) (noHumanRun, error) {
 	onReal, loss := nc.onReal, nc.loss
 	var run noHumanRun
 	copts := cluster.Options{
@@ -343,7 +350,7 @@ func runNoHuman(ctx context.Context, s settings, nc noHumanCase) (noHumanRun, er
 		if nc.slowAPI {
 			delay = s.APILatency / 2
 		}
-		return noHumanFailover(ctx, w, setup, noHumanScene{pods: pods, pin: pin, loss: loss, proxyDelay: delay}, &run)
+		return noHumanFailover(ctx, w, setup, noHumanScene{pods: pods, pin: pin, loss: loss, proxyDelay: delay, stopAt: stopAt}, &run)
 	})
 	return run, err
 }
@@ -396,12 +403,14 @@ func setUpShippedFencing(ctx context.Context, w *world.World) (*world.FencingSet
 // says and records the failover into run.
 // noHumanScene is what one no-human repetition deploys and does: pods of
 // the StatefulSet (all on pin, when set), how the node is lost, and the
-// delay each way of World.APIProxy from just before the loss.
+// delay each way of World.APIProxy from just before the loss, and how
+// long after an observed Lease renewal the node is lost.
 type noHumanScene struct {
 	pods       int
 	pin        string
 	loss       nodeLoss
 	proxyDelay time.Duration
+	stopAt     time.Duration
 }
 
 func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSetup, sc noHumanScene, run *noHumanRun) error {
@@ -415,11 +424,14 @@ func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSe
 	if err != nil {
 		return err
 	}
-	// The node's Lease renewals run on a 10 s cycle that starts with the
-	// cluster; without a random delay every run would stop the heartbeats
-	// at about the same phase of it and hide the spread detection has.
+	// Where in the node's 10 s renewal cycle the heartbeats stop decides
+	// up to 10 s of the figures from the heartbeat loss; each repetition
+	// takes its own point (stopPoint) after a renewal it saw.
+	if err := awaitRenewal(ctx, w.Cluster.Client(), v.Node); err != nil {
+		return err
+	}
 	select {
-	case <-time.After(rand.N(prodRenewInterval)):
+	case <-time.After(sc.stopAt):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -454,6 +466,7 @@ func noHumanFailover(ctx context.Context, w *world.World, setup *world.FencingSe
 		return err
 	}
 	run.T0 = t0.UTC().Format(time.RFC3339Nano)
+	run.StopPoint = sc.stopAt
 	run.LastRenewal = renewal.Sub(t0)
 	run.Created, run.Admitted, run.Fenced = since(t0, f.created), since(t0, f.admitted), since(t0, f.fenced)
 	run.NotReady = since(t0, f.notReady)
@@ -478,6 +491,48 @@ func loseNode(ctx context.Context, w *world.World, setup *world.FencingSetup, no
 		return bmc.PowerLoss(ctx)
 	}
 	return w.Partition(ctx, node)
+}
+
+// stopPoint is where in the renewal cycle repetition rep of reps stops the
+// heartbeats: the middles of reps equal slices of the cycle. The points
+// spread over the whole cycle, as random ones would, but two series of the
+// same length (idle and slow API server, say) stop at the same points, so
+// their figures from the heartbeat loss compare pair by pair.
+func stopPoint(rep, reps int) time.Duration {
+	return time.Duration(2*rep-1) * prodRenewInterval / time.Duration(2*reps)
+}
+
+// awaitRenewal returns once node's Lease has been renewed, as this process
+// observes it: the start of a renewal cycle.
+func awaitRenewal(ctx context.Context, cs kubernetes.Interface, node string) error {
+	leases := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
+			return leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
+			return leases.Watch(ctx, o)
+		},
+	}
+	var first *metav1.MicroTime
+	seen := false
+	_, err := watchtools.UntilWithSync(ctx, lw, &coordinationv1.Lease{}, nil, func(e watch.Event) (bool, error) {
+		l, ok := e.Object.(*coordinationv1.Lease)
+		if !ok {
+			return false, nil
+		}
+		if !seen {
+			first, seen = l.Spec.RenewTime, true
+			return false, nil
+		}
+		return l.Spec.RenewTime != nil && (first == nil || !l.Spec.RenewTime.Equal(first)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for a renewal of the Lease of %s: %w", node, err)
+	}
+	return nil
 }
 
 // controllerLeaderTransitions reads leaseTransitions of fenceline-controller's
