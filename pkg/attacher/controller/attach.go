@@ -83,13 +83,8 @@ func (c *Controller) syncVA(ctx context.Context, name string) error {
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("volumeAttachment", klog.KObj(va), "node", va.Spec.NodeName))
 	if va.DeletionTimestamp == nil {
-		// A fence record or intent this process saw is written back at
-		// once, not only when a detach comes: whoever decides that detach
-		// (this process after a restart, another leader) must find it.
-		if len(c.track.removedFences(va)) > 0 {
-			if va, _, err = c.restoreFences(ctx, va); err != nil {
-				return err
-			}
+		if va, err = c.recordAhead(ctx, va); err != nil {
+			return err
 		}
 		return c.syncAttach(ctx, va)
 	}

@@ -155,6 +155,42 @@ func (c *Controller) cachedInput(va *storagev1.VolumeAttachment, known knownFenc
 	return in, nil
 }
 
+// recordAhead looks after the fence annotations of a VolumeAttachment that
+// is not being deleted. A fence record or intent this process saw is
+// written back at once, not only when a detach comes: whoever decides that
+// detach (this process after a restart, another leader) must find it. And
+// where a controller's intent already decided the detach fenced, the
+// record that detach would write first is written now
+// (fencing.RecordAhead), while the pods are still being deleted. Anything
+// that keeps it from deciding leaves the record to the detach.
+func (c *Controller) recordAhead(ctx context.Context, va *storagev1.VolumeAttachment) (*storagev1.VolumeAttachment, error) {
+	if !c.track.hasFence(va) {
+		return va, nil
+	}
+	va, known, err := c.restoreFences(ctx, va)
+	if err != nil {
+		return va, err
+	}
+	in := fencing.AheadInput{Deleting: va.DeletionTimestamp != nil, OurFinalizer: slices.Contains(va.Finalizers, c.finalizer), Intent: known.intent}
+	if in.Intent == nil {
+		return va, nil
+	}
+	decide, err := c.cachedInput(va, known)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Fence record left to the detach", "err", err)
+		return va, nil
+	}
+	if in.Decision = fencing.Decide(decide); !fencing.RecordAhead(in) {
+		return va, nil
+	}
+	nodeID, err := fencing.DetachNodeID(true, nil, known.intent, va.Annotations[names.NodeIDAnnotation], c.csiNodeID(va.Spec.NodeName))
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Fence record left to the detach", "err", err)
+		return va, nil
+	}
+	return c.writeRecord(ctx, va, fencing.NewRecord(in.Decision.Reason, nodeID, time.Now()))
+}
+
 // writeRecord saves a fenced decision on the VolumeAttachment. Until the
 // cache holds the returned version, syncs of this VolumeAttachment wait
 // (tracker.supersede), so no retry can decide without the record.

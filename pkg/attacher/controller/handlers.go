@@ -46,9 +46,11 @@ func (c *Controller) vaUpdated(oldObj, newObj any) {
 		// A fence record or intent written (ours, or a controller's) is
 		// read at the next sync; it needs no sync of its own. A removed
 		// one is re-queued, to be written back at once. A controller's
-		// intent on a waiting detach makes it failover work: it moves to
-		// that lane (its sync would read the intent in any lane).
-		if _, had := oldVA.Annotations[names.FenceIntentAnnotation]; !had && needsDetach(newVA, c.cfg.DriverName, c.finalizer) {
+		// intent makes failover work of a VolumeAttachment we attached:
+		// of a waiting detach, which moves to that lane (its sync would
+		// read the intent in any lane), and of one not deleted yet, whose
+		// record is written ahead of its detach (recordAhead).
+		if _, had := oldVA.Annotations[names.FenceIntentAnnotation]; !had && slices.Contains(newVA.Finalizers, c.finalizer) {
 			if _, has := newVA.Annotations[names.FenceIntentAnnotation]; has {
 				c.enqueue(newVA)
 			}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"fenceline.io/fenceline/pkg/component/keyloop"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/kube/nodeutil"
+	"fenceline.io/fenceline/pkg/names"
 )
 
 // lane is one of the VolumeAttachment queues. A failover waits behind no
@@ -50,6 +52,10 @@ type laneInput struct {
 	// with a fence (fencing cut its node off), so this attach is the
 	// replacement of a failover.
 	VolumeMoving bool
+	// RecordDue: not being deleted, with our finalizer and a controller's
+	// fence intent but no record of ours yet: the record is written ahead
+	// of the detach (fencing.RecordAhead).
+	RecordDue bool
 }
 
 // chooseLane picks a VolumeAttachment's queue. It orders work and decides
@@ -62,7 +68,7 @@ func chooseLane(in laneInput) lane {
 		return laneFailover
 	case in.Detach:
 		return laneDetach
-	case in.VolumeMoving:
+	case in.VolumeMoving || in.RecordDue:
 		return laneFailover
 	default:
 		return laneAttach
@@ -84,8 +90,13 @@ func (c *Controller) laneOf(va *storagev1.VolumeAttachment) lane {
 			node, err := nodeutil.Lookup(c.nodeLister, va.Spec.NodeName)
 			in.NodeCutOff = err == nil && (node == nil || cutoff.NodeReason(node, cutoff.SafeDetachEnabled(c.csiDriver())) != cutoff.ReasonNone)
 		}
-	} else if pv := va.Spec.Source.PersistentVolumeName; pv != nil && va.DeletionTimestamp == nil {
-		in.VolumeMoving = c.moves.recent(*pv, time.Now())
+	} else if va.DeletionTimestamp == nil {
+		if pv := va.Spec.Source.PersistentVolumeName; pv != nil {
+			in.VolumeMoving = c.moves.recent(*pv, time.Now())
+		}
+		_, intent := va.Annotations[names.FenceIntentAnnotation]
+		_, record := va.Annotations[names.FenceRecordAnnotation]
+		in.RecordDue = intent && !record && slices.Contains(va.Finalizers, c.finalizer)
 	}
 	return chooseLane(in)
 }

@@ -30,6 +30,7 @@ func TestChooseLane(t *testing.T) {
 		{"a detach from a cut-off node", laneInput{Detach: true, NodeCutOff: true}, laneFailover},
 		{"a detach recorded as fenced", laneInput{Detach: true, FenceKnown: true}, laneFailover},
 		{"the attach that replaces a fenced detach", laneInput{VolumeMoving: true}, laneFailover},
+		{"an attachment whose record is written ahead of its detach", laneInput{RecordDue: true}, laneFailover},
 		// A volume that moved lately and is detached again from a healthy
 		// node is routine work: only the attach side of a move is failover.
 		{"a plain detach of a volume that moved", laneInput{Detach: true, VolumeMoving: true}, laneDetach},

@@ -16,6 +16,7 @@ import (
 	"fenceline.io/fenceline/internal/testobj"
 	"fenceline.io/fenceline/mock-driver/audit"
 	"fenceline.io/fenceline/mock-driver/faults"
+	"fenceline.io/fenceline/pkg/attacher/fencing"
 	"fenceline.io/fenceline/pkg/cutoff"
 	"fenceline.io/fenceline/pkg/names"
 )
@@ -75,24 +76,36 @@ func TestRemovedIntentOnAnAttachmentIsWrittenBack(t *testing.T) {
 }
 
 // TestFenceAnnotationEditDoesNotRequeue: an update that only writes a fence
-// annotation does not queue the VA; one that removes one does.
+// record does not queue the VA; a controller's intent on an attachment of
+// ours does (its record is written ahead of the detach), and so does the
+// removal of either (to write it back).
 func TestFenceAnnotationEditDoesNotRequeue(t *testing.T) {
 	e := newEnv(t, envOptions{}, append(withCSINode(), testobj.Node(testNode))...)
 	e.attached()
 	e.waitCached("va-1")
 	old := e.va("va-1")
 	e.ctrl.vaQueue.Drain()
-	withIntentVA := old.DeepCopy()
-	withIntent(cutoff.ReasonOutOfService)(withIntentVA)
-	withIntentVA.ResourceVersion = "2"
-	e.ctrl.vaUpdated(old, withIntentVA)
-	if n := e.ctrl.vaQueue.Len(); n != 0 {
-		t.Errorf("queue length %d after an intent was written, want 0", n)
+	next := func(va *storagev1.VolumeAttachment, rv string, edit func(*storagev1.VolumeAttachment)) *storagev1.VolumeAttachment {
+		out := va.DeepCopy()
+		edit(out)
+		out.ResourceVersion = rv
+		return out
 	}
-	removed := withIntentVA.DeepCopy()
-	delete(removed.Annotations, names.FenceIntentAnnotation)
-	removed.ResourceVersion = "3"
-	e.ctrl.vaUpdated(withIntentVA, removed)
+	withIntentVA := next(old, "2", withIntent(cutoff.ReasonOutOfService))
+	e.ctrl.vaUpdated(old, withIntentVA)
+	if n := e.ctrl.vaQueue.Len(); n != 1 {
+		t.Errorf("queue length %d after an intent was written, want 1 (to record ahead)", n)
+	}
+	e.ctrl.vaQueue.Drain()
+	recorded := next(withIntentVA, "3", func(va *storagev1.VolumeAttachment) {
+		va.Annotations[names.FenceRecordAnnotation] = fencing.NewRecord(cutoff.ReasonOutOfService, testNode, testobj.Epoch).Encode()
+	})
+	e.ctrl.vaUpdated(withIntentVA, recorded)
+	if n := e.ctrl.vaQueue.Len(); n != 0 {
+		t.Errorf("queue length %d after a record was written, want 0", n)
+	}
+	removed := next(recorded, "4", func(va *storagev1.VolumeAttachment) { delete(va.Annotations, names.FenceIntentAnnotation) })
+	e.ctrl.vaUpdated(recorded, removed)
 	if n := e.ctrl.vaQueue.Len(); n != 1 {
 		t.Errorf("queue length %d after an intent was removed, want 1 (to write it back)", n)
 	}
