@@ -33,10 +33,14 @@ func (c *Controller) checkPower(ctx context.Context, in Input, d Decision) (time
 		return afterChangedDecision(fd), nil
 	}
 	token := detect.PowerCheckToken(fresh.Lease)
-	// The target's UID and resourceVersion as read: an ask never lands on a
-	// target recreated or changed since the decision.
+	// The target's UID as read: an ask never lands on a target recreated
+	// since the decision. Not its resourceVersion: the fence agent's probes
+	// rewrite every target's status every few seconds, and a status one
+	// of them replaced since the read changes nothing of a read-only ask
+	// (its token names the renewal it is about), where a refused ask costs
+	// a read and a write more, and a slow API server's seconds each.
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid": fresh.Target.UID, "resourceVersion": fresh.Target.ResourceVersion,
+		"uid":         fresh.Target.UID,
 		"annotations": map[string]string{names.PowerCheckAnnotation: token},
 	}})
 	if err != nil {
@@ -45,7 +49,7 @@ func (c *Controller) checkPower(ctx context.Context, in Input, d Decision) (time
 	_, err = c.cfg.Client.FencingV1alpha1().FenceTargets().Patch(ctx, fresh.Target.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: powerCheckFieldManager})
 	switch {
 	case apierrors.IsConflict(err):
-		return 0, fmt.Errorf("FenceTarget %s changed before the power check was asked: %w", fresh.Target.Name, err)
+		return 0, fmt.Errorf("FenceTarget %s was recreated before the power check was asked: %w", fresh.Target.Name, err)
 	case err != nil:
 		return 0, fmt.Errorf("asking the power check of node %s on FenceTarget %s: %w", in.Node.Name, fresh.Target.Name, err)
 	}

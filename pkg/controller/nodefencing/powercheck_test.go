@@ -1,12 +1,16 @@
 package nodefencing
 
 import (
+	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	fencingv1alpha1 "fenceline.io/fenceline/api/fencing/v1alpha1"
@@ -95,6 +99,46 @@ func TestSyncPowerCheck(t *testing.T) {
 	// and admitted at once.
 	e.sync("n2")
 	e.wantPhase("n2", fencingv1alpha1.FencingPhaseFencing)
+}
+
+// TestPowerCheckAskedOverAProbe: the fence agent's probe rewrites the
+// target's status between node-fencing's fresh read of the target and its
+// ask, as it does every few seconds. The API server (emulated here) would
+// refuse a write made on the version read; the read-only ask still lands,
+// in the same sync.
+func TestPowerCheckAskedOverAProbe(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil, testobj.FenceTarget("n2"))...)
+	probed := false
+	e.Fencing.PrependReactor("get", "fencetargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		probed = true // the probe's status write lands right after this read
+		return false, nil, nil
+	})
+	e.Fencing.PrependReactor("patch", "fencetargets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		var p struct {
+			Metadata map[string]any `json:"metadata"`
+		}
+		if err := json.Unmarshal(a.(clienttesting.PatchAction).GetPatch(), &p); err != nil {
+			return true, nil, err
+		}
+		// A patch naming a resourceVersion is made on the version read.
+		if _, onVersion := p.Metadata["resourceVersion"]; probed && onVersion {
+			return true, nil, apierrors.NewConflict(fencingv1alpha1.Resource("fencetargets"), "n2", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	lease, err := e.c.leases.Get("n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Clock.SetTime(now.Add(13 * time.Second))
+	e.sync("n2")
+	if !probed {
+		t.Fatal("the ask was made without a fresh read of the target")
+	}
+	if got, want := e.target("n2").Annotations[names.PowerCheckAnnotation], detect.PowerCheckToken(lease); got != want {
+		t.Fatalf("power check asked %q after a probe's write, want %q", got, want)
+	}
 }
 
 // TestSyncPowerCheckAnswerOfAnEarlierSilence: an Off read for a renewal
