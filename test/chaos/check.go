@@ -139,7 +139,9 @@ const (
 //     carries a trigger: out of service, FencingComplete, quarantine or
 //     force-eviction (nothing else may delete it: no kubelet confirms);
 //     quarantine alone is no trigger for a pod of a driver that is not
-//     safe-detach;
+//     safe-detach. A pod whose containers the node's own kubelet reported
+//     terminated is no such deletion: a kubelet that came back finished
+//     it, before its node status said Ready again;
 //  3. with node fencing, FencingComplete turns True and the out-of-service
 //     taint appears only while the node's BMC last cut its power (a
 //     verified Off, not a promise);
@@ -223,11 +225,11 @@ func checkDeletions(f Facts, byNode map[string][]NodeState) []Finding {
 			out = append(out, Finding{Rule: RuleForceDeleteWithoutTrigger, Detail: fmt.Sprintf("pod %s deleted from %s before any recorded state of the node", pod, d.Node)})
 			continue
 		}
-		if s.Ready != corev1.ConditionTrue && !s.Triggered() {
+		if s.Ready != corev1.ConditionTrue && !s.Triggered() && !d.KubeletStopped {
 			out = append(out, Finding{Rule: RuleForceDeleteWithoutTrigger, Detail: fmt.Sprintf("pod %s deleted from %s (rv %d, seen %s) while the node was Ready=%q with no out-of-service, FencingComplete, quarantine or force-eviction (node rv %d)", pod, d.Node, d.RV, clock(d.Seen), s.Ready, s.RV)})
 		}
 		quarantineOnly := s.Ready != corev1.ConditionTrue && s.Quarantined && s.OutOfService == nil && !s.FencingComplete && !s.ForceEvicted
-		if f.NotSafeDetach[pod] && quarantineOnly {
+		if f.NotSafeDetach[pod] && quarantineOnly && !d.KubeletStopped {
 			out = append(out, Finding{Rule: RuleNotSafeDetachQuarantined, Detail: fmt.Sprintf("pod %s, whose volume's driver is not safe-detach, deleted from %s (rv %d, seen %s) while the node was Ready=%q with quarantine its only trigger (node rv %d)", pod, d.Node, d.RV, clock(d.Seen), s.Ready, s.RV)})
 		}
 	}

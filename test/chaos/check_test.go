@@ -78,6 +78,14 @@ func (f *facts) deletedBy(node, reason string) *facts {
 	return f
 }
 
+// stoppedByKubelet records a deletion whose pod's containers the node's
+// kubelet had reported terminated.
+func (f *facts) stoppedByKubelet(node string) *facts {
+	f.deleted(node)
+	f.Deletions[len(f.Deletions)-1].KubeletStopped = true
+	return f
+}
+
 func (f *facts) upstreamTaintEviction() *facts {
 	f.UpstreamTaintEviction = true
 	return f
@@ -199,6 +207,14 @@ func TestCheck(t *testing.T) {
 			f: newFacts().node("a", corev1.ConditionUnknown).deleted("a").
 				node("a", corev1.ConditionUnknown, quarantined),
 			rules: []string{RuleForceDeleteWithoutTrigger},
+		},
+		{
+			name: "its containers reported terminated by a kubelet that came back, node not Ready yet: the kubelet's own deletion",
+			f:    newFacts().node("a", corev1.ConditionUnknown).stoppedByKubelet("a"),
+		},
+		{
+			name: "quarantine only, a driver that is not safe-detach, its containers reported terminated: the kubelet's own deletion",
+			f:    newFacts().notSafeDetach().node("a", corev1.ConditionUnknown, quarantined).stoppedByKubelet("a"),
 		},
 		{
 			name: "deleted from a Ready node: a kubelet confirmed it",

@@ -51,6 +51,12 @@ type PodDeletion struct {
 	// Disruption is the reason of the pod's DisruptionTarget condition
 	// when it was deleted (e.g. DeletionByTaintManager), if any.
 	Disruption string
+	// KubeletStopped: the pod's last version was being deleted and had
+	// every container reported terminated. Only the kubelet that runs a
+	// pod writes its container states, so its node's kubelet confirmed
+	// the stop, as it does before its own final deletion of a pod whose
+	// graceful deletion it finished.
+	KubeletStopped bool
 }
 
 // RequestState is what the API said of a FencingRequest at one
@@ -180,7 +186,7 @@ func (h *History) node(n *corev1.Node, ev cluster.StoreEvent) {
 }
 
 func (h *History) podDeleted(pod *corev1.Pod, ev cluster.StoreEvent) {
-	d := PodDeletion{RV: ev.Revision, Seen: ev.Seen, Namespace: pod.Namespace, Name: pod.Name, Node: pod.Spec.NodeName}
+	d := PodDeletion{RV: ev.Revision, Seen: ev.Seen, Namespace: pod.Namespace, Name: pod.Name, Node: pod.Spec.NodeName, KubeletStopped: kubeletStopped(pod)}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
 			d.Disruption = c.Reason
@@ -189,6 +195,20 @@ func (h *History) podDeleted(pod *corev1.Pod, ev cluster.StoreEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.deletions = append(h.deletions, d)
+}
+
+// kubeletStopped reports whether pod was being deleted with every one of
+// its containers reported terminated (see PodDeletion.KubeletStopped).
+func kubeletStopped(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp == nil || len(pod.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.State.Terminated == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Snapshot returns what was recorded so far.
