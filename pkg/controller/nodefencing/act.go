@@ -132,6 +132,7 @@ func (c *Controller) create(ctx context.Context, in Input, d Decision) (time.Dur
 	if err != nil {
 		return 0, fmt.Errorf("creating FencingRequest for node %s: %w", node.Name, err)
 	}
+	c.creations.mark(node.Name, created.UID, c.now())
 	klog.FromContext(ctx).Info("Created FencingRequest", "request", created.Name, "why", d.Why)
 	c.cfg.Actuator.Recorder.Eventf(node, v1.EventTypeWarning, EventRequested, "FencingRequest %s: %s", created.Name, d.Why)
 	c.cfg.Metrics.ObserveFencingPhase(string(fencingv1alpha1.FencingPhasePending), d.Reason, time.Time{}, c.now())

@@ -121,7 +121,10 @@ type Controller struct {
 	// written holds the request versions this controller's status writes
 	// replaced, until the cache catches up (see superseded).
 	written superseded
-	guards  map[string]guardState
+	// creations holds the requests this controller created, until the
+	// cache shows them (see created).
+	creations created
+	guards    map[string]guardState
 
 	// pausedMu guards paused: the nodes whose fence a paused policy holds
 	// now, each said once with an Event.
@@ -340,6 +343,10 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		// Our own status write replaced this version: its update event
 		// brings the node back; the recheck is a net under it.
 		klog.FromContext(ctx).V(4).Info("Cached FencingRequest is a version this controller replaced; waiting for the cache", "request", in.Request.Name, "resourceVersion", in.Request.ResourceVersion)
+		return staleRequestRecheck, nil
+	}
+	if reqs, err := c.requestsOf(nodeName); err == nil && c.creations.pending(nodeName, reqs, c.now()) {
+		klog.FromContext(ctx).V(4).Info("The cache does not show the FencingRequest this controller created yet; waiting for it")
 		return staleRequestRecheck, nil
 	}
 	// A node left with a failed request's marks is reported as failed

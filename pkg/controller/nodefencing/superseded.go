@@ -3,6 +3,7 @@ package nodefencing
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -53,4 +54,54 @@ func (s *superseded) stale(r *fencingv1alpha1.FencingRequest) bool {
 	}
 	delete(s.rvs, r.UID)
 	return false
+}
+
+// createdWait bounds how long a sync waits for the cache to show a request
+// this controller created: a watch delivers it in well under a second,
+// and an add event lost to a re-list must not hold the node for longer.
+const createdWait = 10 * time.Second
+
+// created remembers, per node, the FencingRequest this controller last
+// created, until the cache shows it. A sync on a cache that does not hold
+// it yet would decide to create one again: the fresh re-check refuses that,
+// but only after a round of reads, seconds on a slow API server. The sync
+// waits for the request's add event instead, for createdWait at most.
+// Losing the marks (a restart) only costs that round of reads.
+type created struct {
+	mu     sync.Mutex
+	byNode map[string]createdMark
+}
+
+type createdMark struct {
+	uid types.UID
+	at  time.Time
+}
+
+// mark records that this controller created request uid for node at at.
+func (s *created) mark(node string, uid types.UID, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byNode == nil {
+		s.byNode = map[string]createdMark{}
+	}
+	s.byNode[node] = createdMark{uid: uid, at: at}
+}
+
+// pending reports whether node has a request this controller created that
+// its cached requests (reqs) do not show yet, created less than
+// createdWait before now. A mark the cache caught up with, or an older
+// one, is dropped.
+func (s *created) pending(node string, reqs []*fencingv1alpha1.FencingRequest, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.byNode[node]
+	if !ok {
+		return false
+	}
+	shown := slices.ContainsFunc(reqs, func(r *fencingv1alpha1.FencingRequest) bool { return r.UID == m.uid })
+	if shown || now.Sub(m.at) >= createdWait {
+		delete(s.byNode, node)
+		return false
+	}
+	return true
 }

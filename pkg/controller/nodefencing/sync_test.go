@@ -640,3 +640,80 @@ func TestConditionsBesideTheirPhase(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncWaitsForTheRequestItCreated: a sync on a cache that does not show
+// the request this controller just created yet reads nothing and waits for
+// its add event; once the cache shows it, or createdWait passed, syncs go
+// on, and no second request is created either way.
+func TestSyncWaitsForTheRequestItCreated(t *testing.T) {
+	now := testobj.Epoch
+	e := newEnv(t, now, cluster(now, nil)...)
+	e.sync("n1")
+	created := e.request("n1")
+	store := e.FencingInformers.Fencing().V1alpha1().FencingRequests().Informer().GetStore()
+	cached, ok, err := store.GetByKey(created.Name)
+	if err != nil || !ok {
+		t.Fatalf("the cache never showed the request: %v", err)
+	}
+	if err := store.Delete(cached); err != nil { // the cache lags behind the create
+		t.Fatal(err)
+	}
+	calls := len(e.Fencing.Actions()) + len(e.Kube.Actions())
+	after, err := e.c.Sync(e.Ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != staleRequestRecheck {
+		t.Errorf("recheck after %s while the cache lags behind the create, want %s", after, staleRequestRecheck)
+	}
+	if n := len(e.Fencing.Actions()) + len(e.Kube.Actions()) - calls; n != 0 {
+		t.Errorf("%d API calls while waiting for the cache to show the request created, want none", n)
+	}
+
+	e.Clock.SetTime(now.Add(createdWait))
+	if _, err := e.c.Sync(e.Ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.Fencing.Actions()) + len(e.Kube.Actions()) - calls; n == 0 {
+		t.Error("still waiting for the cache after createdWait")
+	}
+	if rs := e.requests("n1"); len(rs) != 1 {
+		t.Errorf("%d requests after a sync on a lagging cache, want the one created", len(rs))
+	}
+}
+
+func TestCreatedPending(t *testing.T) {
+	now := testobj.Epoch
+	mine := &fencingv1alpha1.FencingRequest{ObjectMeta: metav1.ObjectMeta{UID: "mine"}}
+	other := &fencingv1alpha1.FencingRequest{ObjectMeta: metav1.ObjectMeta{UID: "other"}}
+	tests := []struct {
+		name      string
+		marked    bool
+		cached    []*fencingv1alpha1.FencingRequest
+		at        time.Duration
+		want      bool
+		wantAfter bool // pending again on an empty cache right after
+	}{
+		{"nothing created", false, nil, 0, false, false},
+		{"created, the cache shows another request of the node", true, []*fencingv1alpha1.FencingRequest{other}, time.Second, true, true},
+		{"created, the cache shows it: caught up, the mark goes", true, []*fencingv1alpha1.FencingRequest{other, mine}, time.Second, false, false},
+		{"created createdWait ago, never shown: the mark goes", true, nil, createdWait, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c created
+			if tt.marked {
+				c.mark("n1", mine.UID, now)
+			}
+			if got := c.pending("n1", tt.cached, now.Add(tt.at)); got != tt.want {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if got := c.pending("n1", nil, now.Add(tt.at)); got != tt.wantAfter {
+				t.Errorf("pending again = %v, want %v", got, tt.wantAfter)
+			}
+			if c.pending("n2", nil, now) {
+				t.Error("another node is pending")
+			}
+		})
+	}
+}
