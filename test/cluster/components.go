@@ -26,15 +26,11 @@ const portAttempts = 3
 func startOnFreePorts(ctx context.Context, nports int, start func(ports []int) error) error {
 	var lastErr error
 	for range portAttempts {
-		ports := make([]int, nports)
-		for i := range ports {
-			p, err := FreePort()
-			if err != nil {
-				return err
-			}
-			ports[i] = p
+		ports, err := FreePorts(nports)
+		if err != nil {
+			return err
 		}
-		err := start(ports)
+		err = start(ports)
 		if err == nil {
 			return nil
 		}

@@ -101,12 +101,29 @@ func (p *Process) Kill() {
 // FreePort asks the kernel for an unused loopback TCP port. Another process
 // may take it before it is used; callers that bind it retry on failure.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
+		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts returns n distinct ports free on 127.0.0.1 now. Their listeners
+// are held until all are picked: the kernel may hand a port just released
+// to the next bind to port 0, so picking them one after the other can give
+// one port twice (a process given it for two of its servers then fails to
+// bind the second).
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // errExited is returned by readiness checks when the process died while we

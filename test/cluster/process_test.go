@@ -141,3 +141,17 @@ func TestRespawnIfExited(t *testing.T) {
 	}
 	waitStarts(t, p.LogPath, 2)
 }
+
+// TestFreePortsDistinct: the ports of one call are distinct, however often
+// the kernel hands out a port just released.
+func TestFreePortsDistinct(t *testing.T) {
+	for range 100 {
+		ports, err := FreePorts(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ports[0] == ports[1] || ports[0] == ports[2] || ports[1] == ports[2] {
+			t.Fatalf("FreePorts(3) = %v: a port twice", ports)
+		}
+	}
+}

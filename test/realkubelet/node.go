@@ -113,9 +113,11 @@ type Node struct {
 	root    string
 	cri     *cluster.Process
 	kubelet *cluster.Process
-	wl      *workload
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// port is the kubelet's port in its current configuration.
+	port   int
+	wl     *workload
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	mu      sync.Mutex
 	powered bool
@@ -181,10 +183,7 @@ func (n *Node) start() error {
 	if err := n.startCRI(); err != nil {
 		return err
 	}
-	if err := n.writeConfig(); err != nil {
-		return err
-	}
-	if err := n.startKubelet(); err != nil {
+	if err := n.launchKubelet(true); err != nil {
 		return err
 	}
 	n.mu.Lock()
@@ -309,10 +308,57 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 	if exited, _ := n.kubelet.Exited(); !exited {
 		return fmt.Errorf("the kubelet of %s still runs", n.cfg.NodeName)
 	}
-	if err := n.startKubelet(); err != nil {
+	if err := n.launchKubelet(false); err != nil {
 		return err
 	}
 	return n.cfg.Cluster.WaitNodeReady(ctx, n.cfg.NodeName, corev1.ConditionTrue, 90*time.Second)
+}
+
+// kubeletLaunches bounds the kubelet's starts in launchKubelet.
+const kubeletLaunches = 3
+
+// kubeletServeTimeout bounds how long a kubelet may take to serve its port.
+const kubeletServeTimeout = 30 * time.Second
+
+// launchKubelet starts the kubelet (on a configuration with new ports when
+// fresh) and waits until it serves its port. A port found free can be
+// taken before the kubelet binds it (by another process, or as the local
+// port of an outgoing connection), and the kubelet then exits: it is
+// started again on other ports, kubeletLaunches times at most.
+func (n *Node) launchKubelet(fresh bool) error {
+	var err error
+	for i := range kubeletLaunches {
+		if fresh || i > 0 {
+			if err = n.writeConfig(); err != nil {
+				return err
+			}
+		}
+		if err = n.startKubelet(); err != nil {
+			return err
+		}
+		if err = n.waitServing(); err == nil {
+			return nil
+		}
+		n.kubelet.Kill()
+	}
+	return fmt.Errorf("real kubelet %s, started %d times: %w", n.cfg.NodeName, kubeletLaunches, err)
+}
+
+// waitServing waits until the kubelet accepts connections on its port,
+// and fails at once if it exits first.
+func (n *Node) waitServing() error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+	return wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, kubeletServeTimeout, true, func(ctx context.Context) (bool, error) {
+		if exited, werr := n.kubelet.Exited(); exited {
+			return false, fmt.Errorf("the kubelet exited before serving %s (see its log): %v", addr, werr)
+		}
+		c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return false, nil
+		}
+		_ = c.Close()
+		return true, nil
+	})
 }
 
 func (n *Node) bootIDPath() string { return filepath.Join(n.cfg.Dir, "boot_id") }
@@ -391,14 +437,11 @@ func (n *Node) startKubelet() error {
 // runs at the KWOK nodes' pace (unless Config says otherwise) so that
 // kube-controller-manager judges both alike.
 func (n *Node) writeConfig() error {
-	var ports [2]int
-	for i := range ports {
-		p, err := cluster.FreePort()
-		if err != nil {
-			return err
-		}
-		ports[i] = p
+	ports, err := cluster.FreePorts(2)
+	if err != nil {
+		return err
 	}
+	n.port = ports[0]
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
