@@ -345,7 +345,7 @@ func (c *Controller) sync(ctx context.Context, nodeName string) (time.Duration, 
 		klog.FromContext(ctx).V(4).Info("Cached FencingRequest is a version this controller replaced; waiting for the cache", "request", in.Request.Name, "resourceVersion", in.Request.ResourceVersion)
 		return staleRequestRecheck, nil
 	}
-	if reqs, err := c.requestsOf(nodeName); err == nil && c.creations.pending(nodeName, reqs, c.now()) {
+	if c.creations.pending(nodeName, c.now(), c.requestsOf) {
 		klog.FromContext(ctx).V(4).Info("The cache does not show the FencingRequest this controller created yet; waiting for it")
 		return staleRequestRecheck, nil
 	}

@@ -88,15 +88,19 @@ func (s *created) mark(node string, uid types.UID, at time.Time) {
 }
 
 // pending reports whether node has a request this controller created that
-// its cached requests (reqs) do not show yet, created less than
-// createdWait before now. A mark the cache caught up with, or an older
-// one, is dropped.
-func (s *created) pending(node string, reqs []*fencingv1alpha1.FencingRequest, now time.Time) bool {
+// its cached requests (read with cached, only for a node with a mark) do
+// not show yet, created less than createdWait before now. A mark the
+// cache caught up with, or an older one, is dropped.
+func (s *created) pending(node string, now time.Time, cached func(string) ([]*fencingv1alpha1.FencingRequest, error)) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.byNode[node]
 	if !ok {
 		return false
+	}
+	reqs, err := cached(node)
+	if err != nil {
+		return false // the sync reads the cache again and reports the error
 	}
 	shown := slices.ContainsFunc(reqs, func(r *fencingv1alpha1.FencingRequest) bool { return r.UID == m.uid })
 	if shown || now.Sub(m.at) >= createdWait {

@@ -705,13 +705,19 @@ func TestCreatedPending(t *testing.T) {
 			if tt.marked {
 				c.mark("n1", mine.UID, now)
 			}
-			if got := c.pending("n1", tt.cached, now.Add(tt.at)); got != tt.want {
+			cached := func(reqs []*fencingv1alpha1.FencingRequest) func(string) ([]*fencingv1alpha1.FencingRequest, error) {
+				return func(string) ([]*fencingv1alpha1.FencingRequest, error) { return reqs, nil }
+			}
+			if got := c.pending("n1", now.Add(tt.at), cached(tt.cached)); got != tt.want {
 				t.Errorf("pending = %v, want %v", got, tt.want)
 			}
-			if got := c.pending("n1", nil, now.Add(tt.at)); got != tt.wantAfter {
+			if got := c.pending("n1", now.Add(tt.at), cached(nil)); got != tt.wantAfter {
 				t.Errorf("pending again = %v, want %v", got, tt.wantAfter)
 			}
-			if c.pending("n2", nil, now) {
+			if c.pending("n2", now, func(string) ([]*fencingv1alpha1.FencingRequest, error) {
+				t.Error("the cache read for a node without a mark")
+				return nil, nil
+			}) {
 				t.Error("another node is pending")
 			}
 		})
